@@ -1,0 +1,1 @@
+//! Subcommands of `pfx-player`, one module each.

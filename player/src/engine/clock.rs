@@ -1,0 +1,1 @@
+//! Absolute-deadline frame clock.

@@ -1,0 +1,1 @@
+//! Channel ranges to each output's pixel buffer: colour order and brightness.

@@ -1,0 +1,1 @@
+//! HTTP: /profile /metrics /health and the dashboard. Read-only.

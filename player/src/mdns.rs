@@ -1,0 +1,1 @@
+//! mDNS advertisement of `_pfx._tcp`.

@@ -1,0 +1,75 @@
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// errnos counted by name; anything else lands in `other`.
+pub const ERRNOS: [(i32, &str); 8] = [
+    (libc::EAGAIN, "EAGAIN"),
+    (libc::ENOBUFS, "ENOBUFS"),
+    (libc::ENETUNREACH, "ENETUNREACH"),
+    (libc::ENODEV, "ENODEV"),
+    (libc::EHOSTUNREACH, "EHOSTUNREACH"),
+    (libc::EPERM, "EPERM"),
+    (libc::EMSGSIZE, "EMSGSIZE"),
+    (libc::EADDRNOTAVAIL, "EADDRNOTAVAIL"),
+];
+
+/// Per-output counters, written by the render thread with relaxed atomics (no lock) and
+/// read by the profiler and HTTP threads.
+#[derive(Debug, Default)]
+pub struct OutputCounters {
+    pub packets: AtomicU64,
+    pub bytes: AtomicU64,
+    /// Frames whose every datagram the kernel accepted.
+    pub frames_sent: AtomicU64,
+    /// Frames cut short because the socket would block (EAGAIN/ENOBUFS).
+    pub frames_dropped: AtomicU64,
+    /// Frames cut short by any other error (interface gone, no route, ...).
+    pub frames_failed: AtomicU64,
+    errors: [AtomicU64; ERRNOS.len()],
+    errors_other: AtomicU64,
+}
+
+impl OutputCounters {
+    pub fn count_errno(&self, errno: i32) {
+        match ERRNOS.iter().position(|(e, _)| *e == errno) {
+            Some(i) => self.errors[i].fetch_add(1, Relaxed),
+            None => self.errors_other.fetch_add(1, Relaxed),
+        };
+    }
+
+    /// (name, count) for every errno seen at least once.
+    pub fn errors(&self) -> Vec<(&'static str, u64)> {
+        let mut v: Vec<(&'static str, u64)> = ERRNOS
+            .iter()
+            .zip(&self.errors)
+            .map(|((_, n), c)| (*n, c.load(Relaxed)))
+            .filter(|(_, c)| *c > 0)
+            .collect();
+        let other = self.errors_other.load(Relaxed);
+        if other > 0 {
+            v.push(("other", other));
+        }
+        v
+    }
+
+    pub fn snapshot(&self) -> CountersSnapshot {
+        CountersSnapshot {
+            packets: self.packets.load(Relaxed),
+            bytes: self.bytes.load(Relaxed),
+            frames_sent: self.frames_sent.load(Relaxed),
+            frames_dropped: self.frames_dropped.load(Relaxed),
+            frames_failed: self.frames_failed.load(Relaxed),
+            errors: self.errors().into_iter().map(|(n, c)| (n.to_string(), c)).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CountersSnapshot {
+    pub packets: u64,
+    pub bytes: u64,
+    pub frames_sent: u64,
+    pub frames_dropped: u64,
+    pub frames_failed: u64,
+    /// errno name → count.
+    pub errors: std::collections::BTreeMap<String, u64>,
+}

@@ -1,0 +1,3 @@
+//! Sockets: multicast options, non-blocking `sendmmsg`, drop accounting.
+
+pub mod counters;

@@ -1,0 +1,4 @@
+//! Where frames come from: xLights sequences (`fseq`) and test patterns (`pattern`).
+
+pub mod fseq;
+pub mod pattern;

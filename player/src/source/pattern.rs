@@ -1,0 +1,1 @@
+//! Test patterns for commissioning: solid, chase, rainbow and an ID pattern.
