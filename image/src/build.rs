@@ -686,7 +686,10 @@ fn boot_files(cx: &Ctx, plan: &Plan, root: &Path, boot_dir: &Path) -> Result<(),
             cx,
             root,
             &format!(
-                "/etc/kernel/postinst.d/z50-raspi-firmware {kver} /boot/vmlinuz-{kver}; /etc/kernel/postinst.d/z51-pfx-cmdline {kver}"
+                // As raspi-firmware's own initramfs post-update hook calls it (without
+                // DEB_MAINT_PARAMS=configure the hook exits doing nothing).
+                "export DEB_MAINT_PARAMS=configure; /etc/kernel/postinst.d/z50-raspi-firmware {kver} /boot/vmlinuz-{kver}; \
+                 /etc/kernel/postinst.d/z51-pfx-cmdline {kver} /boot/vmlinuz-{kver}"
             ),
         )?;
     } else {

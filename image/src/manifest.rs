@@ -130,6 +130,12 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
         }
     };
 
+    if expect.target == Target::Rpi4Arm64
+        && let Err(e) = verify::check_pi4_cmdline(&cmdline_txt)
+    {
+        errors.push(format!("cmdline.txt: {e}"));
+    }
+
     // The initramfs the firmware loads: the one config.txt names, else initrd.img (VM).
     let mut firmware = None;
     let mut initramfs_file = "initrd.img".to_string();

@@ -221,7 +221,7 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
             format!(
                 "# <file system> <mount point> <type> <options> <dump> <pass>\n\
              LABEL={ROOT_LABEL} / ext4 defaults,noatime 0 1\n\
-             LABEL={BOOT_LABEL} /boot/firmware vfat defaults,noatime,nofail 0 2\n"
+             LABEL={BOOT_LABEL} /boot/firmware vfat defaults,noatime,nofail,x-systemd.device-timeout=30s 0 2\n"
             ),
         ),
         // Empty: systemd makes a machine id at boot (transient on the overlay).
@@ -245,7 +245,8 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
             format!(
                 "# pfx: read by /etc/kernel/postinst.d/z50-raspi-firmware (config.txt, cmdline.txt).\n\
              # Set explicitly: detection from inside the build chroot sees the build host.\n\
-             KERNEL=auto\nINITRAMFS=auto\nROOTPART=LABEL={ROOT_LABEL}\nCONSOLES=\"{}\"\n",
+             # CMA=0: no cma= at all. The hook drops its 64M default only when it runs ON a Pi 4,\n\
+             # and a cma= renders a Pi 4 unbootable (the hook's own comment).\nCMA=0\nKERNEL=auto\nINITRAMFS=auto\nROOTPART=LABEL={ROOT_LABEL}\nCONSOLES=\"{}\"\n",
                 consoles(target)
             ),
         ),

@@ -96,6 +96,17 @@ pub fn check_cmdline(text: &str, want_overlay: bool) -> Result<CmdlineCheck, Str
     }
 }
 
+/// Pi 4 specifics of the command line: a `cma=` makes a Pi 4 unbootable (raspi-firmware's
+/// hook drops it only when run on a Pi 4 itself, not in a build chroot).
+pub fn check_pi4_cmdline(cmdline: &str) -> Result<(), String> {
+    match cmdline.split_whitespace().find(|w| w.starts_with("cma=")) {
+        Some(w) => Err(format!(
+            "`{w}` on a Pi 4 command line renders it unbootable"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Names in a sequence of concatenated newc cpio archives. Returns the names and the offset
 /// where the uncompressed archives end (a compressed archive may follow, as in Debian's
 /// initramfs with early microcode).
@@ -454,6 +465,12 @@ mod tests {
         assert!(e.contains("overlayroot"), "{e}");
         assert!(check_cmdline("root=/dev/vda overlayroot=disabled", true).is_err());
         check_cmdline("root=/dev/vda", false).unwrap();
+    }
+
+    #[test]
+    fn pi4_cmdline_refuses_cma() {
+        assert!(check_pi4_cmdline("root=LABEL=RASPIROOT cma=64M rootwait").is_err());
+        check_pi4_cmdline("root=LABEL=RASPIROOT rootwait").unwrap();
     }
 
     #[test]
