@@ -377,4 +377,27 @@ mod tests {
         );
         assert_eq!(host_mirror(""), None);
     }
+
+    #[test]
+    fn load_resolves_paths_relative_to_the_yaml() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("p")).unwrap();
+        std::fs::write(d.path().join("show.yaml"), "x").unwrap();
+        std::fs::write(d.path().join("p/a.yaml"), "x").unwrap();
+        std::fs::write(d.path().join("k.pub"), "# fleet\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx op@host\n").unwrap();
+        let y = d.path().join("img.yaml");
+        std::fs::write(
+            &y,
+            "target: vm-arm64\nshow: show.yaml\nprofiles: [p/a.yaml]\nssh_authorized_keys_files: [k.pub]\nmirror: http://m.example/debian\n",
+        )
+        .unwrap();
+        let r = load(&y).unwrap();
+        assert_eq!(r.show, d.path().join("show.yaml"));
+        assert_eq!(r.profiles, vec![d.path().join("p/a.yaml")]);
+        assert_eq!(r.authorized_keys.len(), 1);
+        assert_eq!(r.mirror, "http://m.example/debian");
+        std::fs::write(&y, "target: vm-arm64\nshow: missing.yaml\n").unwrap();
+        let e = load(&y).unwrap_err().to_string();
+        assert!(e.contains("missing.yaml") && e.contains("does not exist"), "{e}");
+    }
 }
