@@ -102,6 +102,32 @@ PY
 ok "rpi4-arm64 image verified from the image file"
 lap "verify rpi4-arm64"
 
+# Falsify the verifier on real artifacts: overlayroot's two silent failures, put back into a
+# copy of the image, must each make `verify` fail.
+export MTOOLS_SKIP_CHECK=1
+rpi_boot_off=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["partitions"][0]["start_sector"]*512)' "$work/rpi4.img.manifest.json")
+rpi_initrd=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["initramfs_file"])' "$work/rpi4.img.manifest.json")
+cp --sparse=always "$work/rpi4.img" "$work/bad.img"
+mcopy -n -i "$work/bad.img@@$rpi_boot_off" ::cmdline.txt "$work/cmdline.good"
+sed 's/ fsck.repair/ rw fsck.repair/' "$work/cmdline.good" > "$work/cmdline.rw"
+mcopy -o -n -i "$work/bad.img@@$rpi_boot_off" "$work/cmdline.rw" ::cmdline.txt
+if "$img_bin" verify "$work/bad.img" --target rpi4-arm64 > /dev/null 2> "$work/bad.err"; then fail "verify accepted a cmdline.txt with rw"; fi
+grep -q '`rw`' "$work/bad.err" || fail "verify failed, but not for rw: $(cat "$work/bad.err")"
+mcopy -o -n -i "$work/bad.img@@$rpi_boot_off" "$work/cmdline.good" ::cmdline.txt
+mkdir "$work/unpacked"
+mcopy -n -i "$work/bad.img@@$rpi_boot_off" "::$rpi_initrd" "$work/initrd.good"
+case "$(od -An -tx1 -N2 "$work/initrd.good" | tr -d ' ')" in
+  1f8b) dec="gzip -dc" ;; 28b5) dec="zstd -dc" ;; *) fail "unexpected initramfs compression" ;;
+esac
+(cd "$work/unpacked" && $dec "$work/initrd.good" | cpio -idm --quiet && rm -f usr/bin/busybox bin/busybox \
+  && find . | cpio -o -H newc --quiet | gzip -1 > "$work/initrd.nobusybox")
+mcopy -o -n -i "$work/bad.img@@$rpi_boot_off" "$work/initrd.nobusybox" "::$rpi_initrd"
+if "$img_bin" verify "$work/bad.img" --target rpi4-arm64 > /dev/null 2> "$work/bad.err"; then fail "verify accepted an initramfs without busybox"; fi
+grep -q 'no busybox' "$work/bad.err" || fail "verify failed, but not for busybox: $(cat "$work/bad.err")"
+rm -rf "$work/bad.img" "$work/unpacked" "$work"/initrd.*
+ok "verify refuses the image with rw on cmdline.txt, and with an initramfs without busybox"
+lap "falsify verify on the artifact"
+
 # ---------------------------------------------------------------- 4. vm-arm64 image
 ssh-keygen -q -t ed25519 -N '' -C pfx-image-test -f "$work/id"
 cat > "$work/image-vm.yaml" <<YAML
