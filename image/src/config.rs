@@ -384,7 +384,11 @@ mod tests {
         std::fs::create_dir(d.path().join("p")).unwrap();
         std::fs::write(d.path().join("show.yaml"), "x").unwrap();
         std::fs::write(d.path().join("p/a.yaml"), "x").unwrap();
-        std::fs::write(d.path().join("k.pub"), "# fleet\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx op@host\n").unwrap();
+        std::fs::write(
+            d.path().join("k.pub"),
+            "# fleet\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx op@host\n",
+        )
+        .unwrap();
         let y = d.path().join("img.yaml");
         std::fs::write(
             &y,
@@ -398,6 +402,9 @@ mod tests {
         assert_eq!(r.mirror, "http://m.example/debian");
         std::fs::write(&y, "target: vm-arm64\nshow: missing.yaml\n").unwrap();
         let e = load(&y).unwrap_err().to_string();
-        assert!(e.contains("missing.yaml") && e.contains("does not exist"), "{e}");
+        assert!(
+            e.contains("missing.yaml") && e.contains("does not exist"),
+            "{e}"
+        );
     }
 }
