@@ -388,7 +388,11 @@ fn binaries(
         ]);
     }
     if !native {
-        cmd.args(["--target", triple]);
+        // A target dir in the cache, outside the checkout: the cross-compiled dependencies
+        // outlive a fresh CI clone (only the workspace's own crates rebuild).
+        cmd.args(["--target", triple])
+            .arg("--target-dir")
+            .arg(opts.cache.join("cargo-target"));
         let var = format!(
             "CARGO_TARGET_{}_LINKER",
             triple.to_uppercase().replace('-', "_")
@@ -403,7 +407,7 @@ fn binaries(
     let dir = if native {
         ws.join("target/release")
     } else {
-        ws.join("target").join(triple).join("release")
+        opts.cache.join("cargo-target").join(triple).join("release")
     };
     let player = dir.join("pfx-player");
     if !player.is_file() {
@@ -626,6 +630,16 @@ fn in_chroot(cx: &Ctx, root: &Path, script: &str) -> Result<(), BuildError> {
     ]))
 }
 
+/// Release builds carry debug info (the workspace's `debug = 1`): about 70 MB for the player.
+/// The image keeps the symbols (backtraces) but not the DWARF.
+fn strip_debug(cx: &Ctx, plan: &Plan, path: &Path) -> Result<(), BuildError> {
+    cx.run(
+        Command::new(tools::strip_tool(plan.arch))
+            .arg("--strip-debug")
+            .arg(path),
+    )
+}
+
 fn customize(
     cx: &Ctx,
     plan: &Plan,
@@ -645,9 +659,11 @@ fn customize(
     }
     let bin = cx.io("read player", fs::read(player))?;
     write_file(cx, root, "/usr/bin/pfx-player", 0o755, &bin)?;
+    strip_debug(cx, plan, &root.join("usr/bin/pfx-player"))?;
     if let Some(a) = agent {
         let bin = cx.io("read agent", fs::read(a))?;
         write_file(cx, root, "/usr/bin/pfx-agent", 0o755, &bin)?;
+        strip_debug(cx, plan, &root.join("usr/bin/pfx-agent"))?;
     }
     // Host keys are made per unit on its first boot (pfx-ssh-hostkeys), never shared.
     if let Ok(rd) = fs::read_dir(root.join("etc/ssh")) {

@@ -24,6 +24,14 @@ pub fn required(target: Target, building_player: bool) -> Vec<(&'static str, &'s
         ("chroot", "coreutils"),
         ("dd", "coreutils"),
     ];
+    t.push((
+        strip_tool(target.arch()),
+        if target.arch() == "arm64" {
+            "binutils-aarch64-linux-gnu"
+        } else {
+            "binutils"
+        },
+    ));
     if target.arch() == "arm64" {
         t.push(("qemu-aarch64-static|qemu-aarch64", "qemu-user-static"));
         if building_player {
@@ -37,6 +45,15 @@ pub fn required(target: Target, building_player: bool) -> Vec<(&'static str, &'s
         t.push(("cargo", "(rustup: https://rustup.rs)"));
     }
     t
+}
+
+/// `strip` for binaries of the target architecture.
+pub fn strip_tool(arch: &str) -> &'static str {
+    if arch == "arm64" {
+        "aarch64-linux-gnu-strip"
+    } else {
+        "strip"
+    }
 }
 
 pub fn on_path(cmd: &str, path_var: &str) -> bool {
