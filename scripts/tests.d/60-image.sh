@@ -182,6 +182,16 @@ done
 [ -n "$profile_s" ] || { tail -80 "$work/serial.log"; fail "/profile did not answer on 127.0.0.1:$http_port within 300 s"; }
 python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$work/profile.json" || fail "/profile is not JSON: $(head -c 300 "$work/profile.json")"
 echo "BOOT: /profile answered $profile_s s after qemu start (TCG, cortex-a72, 2 vCPU)"
+# First frame: /profile's frame counter leaves 0 (the player renders and sends).
+frame_s=""
+for _ in $(seq 1 120); do
+  if profile_ok && python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get("frames",0) > 0 else 1)' "$work/profile.json"; then
+    frame_s=$(python3 -c "import time; print(round(time.time()-$boot_start,1))"); break
+  fi
+  sleep 1
+done
+[ -n "$frame_s" ] || fail "the player answered /profile but rendered no frame within 120 s: $(head -c 300 "$work/profile.json")"
+echo "BOOT: first frame (/profile frames > 0) $frame_s s after qemu start"
 ssh_up=0
 for _ in $(seq 1 60); do vm true 2>/dev/null && { ssh_up=1; break; }; sleep 2; done
 [ $ssh_up = 1 ] || { tail -50 "$work/serial.log"; fail "ssh did not answer"; }
@@ -230,5 +240,5 @@ wait "$qemu_pid" 2>/dev/null || true
 qemu_pid=""
 lap "reboot + assertions, boot 2"
 size=$(du -m --apparent-size "$work/rpi4.img" | cut -f1); used=$(du -m "$work/rpi4.img" | cut -f1)
-echo "IMAGE rpi4-arm64: ${size} MiB apparent, ${used} MiB allocated; boot to /profile ${profile_s} s"
+echo "IMAGE rpi4-arm64: ${size} MiB apparent, ${used} MiB allocated; boot to /profile ${profile_s} s, to first frame ${frame_s} s"
 echo "suite 60-image: all assertions passed in $(( $(date +%s) - suite_start )) s"
