@@ -6,10 +6,10 @@ use serde::de::DeserializeOwned;
 /// operator reading a journal line knows which file to open.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    // The io error is in the message, not chained, so `{:#}` does not print it twice.
     #[error("{path}: cannot read: {source}")]
     Read {
         path: PathBuf,
+        #[source]
         source: std::io::Error,
     },
     /// The YAML parser's message already carries "line L column C" and a snippet.
@@ -30,9 +30,9 @@ impl ConfigError {
 }
 
 pub fn from_yaml_file<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: path.to_path_buf(),
-        error,
+        source,
     })?;
     from_yaml_str(&text, path)
 }
