@@ -61,10 +61,9 @@ fi
 if [ -z "${PFX_IMAGE_PLAYER:-}" ] && ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
   rustup target add aarch64-unknown-linux-gnu
 fi
-# Whichever build test-all made (release or debug); the heavy lifting is in external tools.
 img_bin=target/release/pfx-image
-[ -x "$img_bin" ] || img_bin=target/debug/pfx-image
-[ -x "$img_bin" ] || cargo build --locked -p pfx-image
+# Always through cargo: a stale binary from an older checkout must not be tested.
+cargo build --release --locked -q -p pfx-image || fail "cargo build pfx-image"
 player_args=()
 [ -n "${PFX_IMAGE_PLAYER:-}" ] && player_args=(--player "$PFX_IMAGE_PLAYER")
 lap "host tools"
