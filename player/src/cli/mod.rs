@@ -1,1 +1,4 @@
 //! Subcommands of `pfx-player`, one module each.
+
+pub mod run;
+pub mod services;
