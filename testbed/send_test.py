@@ -109,8 +109,13 @@ def main(argv=None) -> int:
     if a.bigpacket:
         dest = hostport(a.bigpacket, wire.BP_PORT)
 
+        bp_state = {"seq": 0}
+
         def bp_packets(n, px, ts, dest=dest):
-            return [(wire.encode_bigpacket(a.pole_id, n, ts, px), dest)]
+            # The frame sequence counts frames sent to the pole (a skipped deadline is not a gap).
+            seq = bp_state["seq"]
+            bp_state["seq"] = (seq + 1) & 0xFFFFFFFF
+            return [(wire.encode_bigpacket(a.pole_id, seq, ts, px), dest)]
 
         outputs.append((Output("bigpacket", make_socket(a)), bp_packets))
     if a.sacn:
@@ -123,10 +128,14 @@ def main(argv=None) -> int:
         else:
             dests = [hostport(a.sacn, wire.SACN_PORT)] * universes
 
+        sacn_state = {"seq": 0}
+
         def sacn_packets(n, px, ts, dests=dests):
             us = a.universe_size
+            seq = sacn_state["seq"]  # one counter per universe, all stepping together
+            sacn_state["seq"] = (seq + 1) & 0xFF
             return [
-                (wire.encode_sacn(a.first_universe + k, n & 0xFF, px[k * us : (k + 1) * us]), d)
+                (wire.encode_sacn(a.first_universe + k, seq, px[k * us : (k + 1) * us]), d)
                 for k, d in enumerate(dests)
             ]
 
