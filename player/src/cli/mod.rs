@@ -1,1 +1,2 @@
 //! Subcommands of `pfx-player`, one module each.
+pub mod seq;
