@@ -4,7 +4,8 @@
 # files the Python side writes itself. ~10 s.
 set -euo pipefail
 cd "$PFX_TOP"
-fixtures="$PFX_TOP/../shared/fixtures/fseq"
+# CI has shared/ beside the checkout; elsewhere point PFX_FSEQ_FIXTURES at it.
+fixtures="${PFX_FSEQ_FIXTURES:-$PFX_TOP/../shared/fixtures/fseq}"
 if [ ! -d "$fixtures" ]; then
   echo "FAILED: fixtures not found at $fixtures"
   exit 1
