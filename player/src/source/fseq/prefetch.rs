@@ -37,6 +37,8 @@ struct Shared {
     seek: AtomicU64,
     stop: AtomicBool,
     error: Mutex<Option<String>>,
+    /// Decode errors so far; `error` holds the latest one's message.
+    errors: AtomicU64,
 }
 
 struct Decoded {
@@ -93,6 +95,7 @@ impl Prefetcher {
             seek: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             error: Mutex::new(None),
+            errors: AtomicU64::new(0),
         });
         let sh = Arc::clone(&shared);
         let thread = thread::Builder::new()
@@ -133,8 +136,8 @@ impl Prefetcher {
         self.stats
     }
 
-    /// The decoder thread's error (a corrupt block), if it hit one. It then idles until
-    /// the next seek.
+    /// The decoder thread's latest error (a corrupt block), if it hit one. It then idles
+    /// until the next seek; the message stays until another error replaces it.
     pub fn error(&self) -> Option<String> {
         match self.shared.error.lock() {
             Ok(g) => g.clone(),
@@ -189,10 +192,16 @@ impl Prefetcher {
         }
     }
 
+    /// How many decode errors the thread has hit.
+    pub fn errors(&self) -> u64 {
+        self.shared.errors.load(Ordering::Acquire)
+    }
+
     /// Blocks until frame `n` is decoded (or `timeout`), then returns it as `get` would.
     /// For start-up and tests; the render loop uses `get`.
     pub fn wait_for(&mut self, n: u32, timeout: Duration) -> Option<&[u8]> {
         let deadline = Instant::now() + timeout;
+        let errors = self.errors();
         loop {
             let late = self.stats.late;
             let have = self.get(n).is_some() && self.current.as_ref().is_some_and(|(f, _)| *f == n);
@@ -201,7 +210,7 @@ impl Prefetcher {
                 return self.current.as_ref().map(|(_, b)| b.as_slice());
             }
             self.stats.late = late;
-            if Instant::now() >= deadline || self.error().is_some() {
+            if Instant::now() >= deadline || self.errors() != errors {
                 return None;
             }
             thread::sleep(Duration::from_micros(200));
@@ -260,6 +269,7 @@ impl Drop for Prefetcher {
 }
 
 fn set_error(shared: &Shared, msg: String) {
+    shared.errors.fetch_add(1, Ordering::AcqRel);
     match shared.error.lock() {
         Ok(mut g) => *g = Some(msg),
         Err(p) => *p.into_inner() = Some(msg),
