@@ -203,3 +203,141 @@ fn zstd_err(e: io::Error) -> String {
         format!("zstd data is corrupt: {msg}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// One zstd frame without a content size, as xLights' streaming writer makes.
+    fn zstd_frame(data: &[u8]) -> Vec<u8> {
+        let mut e = zstd::stream::Encoder::new(Vec::new(), 2).unwrap();
+        e.include_contentsize(false).unwrap();
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn zlib(data: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(3));
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn data(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 31 % 253) as u8).collect()
+    }
+
+    #[test]
+    fn zstd_block_of_several_frames() {
+        let d = data(3000);
+        let block = [
+            zstd_frame(&d[..1000]),
+            zstd_frame(&d[1000..1001]),
+            zstd_frame(&d[1001..]),
+        ]
+        .concat();
+        let mut out = Vec::new();
+        let mut dec = BlockDecoder::new();
+        dec.decode(Compression::Zstd, &block, 3000, &mut out)
+            .unwrap();
+        assert_eq!(out, d);
+        // An empty zstd frame between them is fine too.
+        let block = [zstd_frame(&d[..10]), zstd_frame(&[]), zstd_frame(&d[10..])].concat();
+        dec.decode(Compression::Zstd, &block, 3000, &mut out)
+            .unwrap();
+        assert_eq!(out, d);
+    }
+
+    #[test]
+    fn zstd_size_mismatch_and_truncation() {
+        let d = data(5000);
+        let block = zstd_frame(&d);
+        let mut out = Vec::new();
+        let mut dec = BlockDecoder::new();
+        let e = dec
+            .decode(Compression::Zstd, &block, 4999, &mut out)
+            .unwrap_err();
+        assert!(e.contains("more than the 4999 bytes"), "{e}");
+        let e = dec
+            .decode(Compression::Zstd, &block, 5001, &mut out)
+            .unwrap_err();
+        assert!(
+            e.contains("decompresses to 5000 bytes but its frames need 5001"),
+            "{e}"
+        );
+        for cut in 0..block.len() {
+            let r = dec.decode(Compression::Zstd, &block[..cut], 5000, &mut out);
+            assert!(r.is_err(), "cut at {cut}");
+        }
+        let e = dec
+            .decode(
+                Compression::Zstd,
+                &[0xde, 0xad, 0xbe, 0xef, 0],
+                10,
+                &mut out,
+            )
+            .unwrap_err();
+        assert!(e.starts_with("zstd data is corrupt"), "{e}");
+        // The decoder recovers for the next block.
+        dec.decode(Compression::Zstd, &block, 5000, &mut out)
+            .unwrap();
+        assert_eq!(out, d);
+    }
+
+    #[test]
+    fn zlib_blocks() {
+        let d = data(70_000);
+        let block = zlib(&d);
+        let mut out = Vec::new();
+        let mut dec = BlockDecoder::new();
+        dec.decode(Compression::Zlib, &block, d.len(), &mut out)
+            .unwrap();
+        assert_eq!(out, d);
+        let e = dec
+            .decode(Compression::Zlib, &block, d.len() - 1, &mut out)
+            .unwrap_err();
+        assert!(e.contains("more than"), "{e}");
+        for cut in (0..block.len()).step_by(7) {
+            assert!(
+                dec.decode(Compression::Zlib, &block[..cut], d.len(), &mut out)
+                    .is_err(),
+                "cut {cut}"
+            );
+        }
+        // Raw deflate (no zlib header) is not what FSEQ writes.
+        assert!(
+            dec.decode(Compression::Zlib, &block[2..], d.len(), &mut out)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn output_grows_with_data_not_with_the_promise() {
+        // A tiny block promising 1 GiB stops at the real end of its data, having allocated
+        // no more than one growth step beyond what it produced.
+        let block = zstd_frame(&data(100));
+        let mut out = Vec::new();
+        let e = BlockDecoder::new()
+            .decode(Compression::Zstd, &block, 1 << 30, &mut out)
+            .unwrap_err();
+        assert!(e.contains("decompresses to 100 bytes"), "{e}");
+        assert!(out.capacity() <= GROW, "{}", out.capacity());
+    }
+
+    #[test]
+    fn window_limit_is_enforced() {
+        let mut e = zstd::stream::Encoder::new(Vec::new(), 3).unwrap();
+        e.include_contentsize(false).unwrap();
+        e.set_parameter(zstd::stream::raw::CParameter::WindowLog(
+            ZSTD_WINDOW_LOG_MAX + 2,
+        ))
+        .unwrap();
+        e.write_all(&data(1000)).unwrap();
+        let block = e.finish().unwrap();
+        let mut out = Vec::new();
+        let err = BlockDecoder::new()
+            .decode(Compression::Zstd, &block, 1000, &mut out)
+            .unwrap_err();
+        assert!(err.contains("window larger than 16 MiB"), "{err}");
+    }
+}

@@ -620,3 +620,198 @@ fn parse_var_headers(area: &[u8], at: usize) -> Result<Vec<VarHeader>, HeaderErr
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A v2.1 zstd header laid out by hand, every byte annotated.
+    /// 3 table entries (the middle one reserved), 1 sparse range, `mf`, unknown `Zz`,
+    /// an empty `QQ` and `sp`; then padding to the channel data offset 108.
+    #[rustfmt::skip]
+    const V2: [u8; 108] = [
+        b'P', b'S', b'E', b'Q',
+        108, 0,             // channel data offset
+        1, 2,               // minor 1, major 2
+        74, 0,              // header length: where variable headers start
+        6, 0, 0, 0,         // channel count (bytes per stored frame)
+        30, 0, 0, 0,        // frames
+        25,                 // step ms
+        0,                  // flags
+        0x01,               // zstd, block count bits 8-11 = 0
+        3,                  // block count low byte
+        1,                  // sparse ranges
+        0,                  // reserved
+        1, 2, 3, 4, 5, 6, 7, 8, // unique id
+        0, 0, 0, 0, 20, 0, 0, 0,    // block 0: frames from 0, 20 bytes
+        0, 0, 0, 0, 0, 0, 0, 0,     // reserved entry (length 0)
+        12, 0, 0, 0, 9, 0, 0, 0,    // block 2: frames from 12, 9 bytes
+        0x10, 0x27, 0, 6, 0, 0,     // sparse: start 10000, 6 channels
+        // 32 + 24 + 6 = 62; a 12-byte gap the header length skips (FPP reads from bytes 8-9)
+        0xEE, 0xEE, 0xEE, 0xEE, 0xEE, 0xEE, 0xEE, 0xEE, 0xEE, 0xEE, 0xEE, 0xEE,
+        // 74: variable headers
+        10, 0, b'm', b'f', b'a', b'.', b'm', b'p', b'3', 0,
+        7, 0, b'Z', b'z', 9, 8, 7,
+        4, 0, b'Q', b'Q',
+        8, 0, b's', b'p', b'x', b'L', b't', 0,
+        // 103: padding to 108
+        0, 0, 0, 0, 0,
+    ];
+
+    fn file_with_data() -> Vec<u8> {
+        let mut f = V2.to_vec();
+        f.resize(108 + 29, 0);
+        f
+    }
+
+    #[test]
+    fn parse_hand_built_v2() {
+        let f = file_with_data();
+        let h = Header::parse(&f, f.len() as u64).unwrap();
+        assert_eq!((h.major, h.minor, h.data_offset), (2, 1, 108));
+        assert_eq!(
+            (h.channel_count, h.frames, h.step_ms, h.flags),
+            (6, 30, 25, 0)
+        );
+        assert_eq!(h.compression, Compression::Zstd);
+        assert_eq!(h.unique_id, 0x0807_0605_0403_0201);
+        assert_eq!(h.block_table_len, 3);
+        assert_eq!(
+            h.blocks,
+            [
+                Block {
+                    index: 0,
+                    first_frame: 0,
+                    frames: 12,
+                    offset: 108,
+                    len: 20
+                },
+                Block {
+                    index: 2,
+                    first_frame: 12,
+                    frames: 18,
+                    offset: 128,
+                    len: 9
+                },
+            ]
+        );
+        assert_eq!(h.sparse_ranges, [(10000, 6)]);
+        assert_eq!(h.frame_len(), 10006);
+        let codes: Vec<_> = h.variable_headers.iter().map(|v| v.code).collect();
+        assert_eq!(codes, [*b"mf", *b"Zz", *b"QQ", *b"sp"]);
+        assert_eq!(h.variable_headers[1].data, [9, 8, 7]);
+        assert!(h.variable_headers[2].data.is_empty());
+        assert_eq!(h.media_file().as_deref(), Some("a.mp3"));
+        assert_eq!(h.producer().as_deref(), Some("xLt"));
+        assert_eq!(h.version(), "2.1");
+    }
+
+    #[test]
+    fn block_count_high_nibble() {
+        let mut f = file_with_data();
+        f[20] = 0x11; // zstd + 256 more entries: the table no longer fits before byte 108
+        let e = Header::parse(&f, f.len() as u64).unwrap_err();
+        assert_eq!(e.field, "block table");
+        assert!(e.problem.contains("259 block entries"), "{e}");
+    }
+
+    #[test]
+    fn v1_header() {
+        #[rustfmt::skip]
+        let mut f = vec![
+            b'P', b'S', b'E', b'Q', 40, 0, 0, 1, 28, 0,
+            3, 0, 0, 0,  2, 0, 0, 0,  50, 0,
+            0, 0, 0, 0, 1, 2, 0, 0,
+            8, 0, b's', b'p', b'v', b'1', b'!', 0,   // 28..36
+            0, 0, 0, 0,                              // pad to 40
+        ];
+        f.extend_from_slice(&[1, 2, 3, 4, 5, 6]);
+        let h = Header::parse(&f, f.len() as u64).unwrap();
+        assert_eq!(
+            (h.major, h.channel_count, h.frames, h.step_ms),
+            (1, 3, 2, 50)
+        );
+        assert_eq!(h.compression, Compression::None);
+        assert_eq!(h.producer().as_deref(), Some("v1!"));
+        // One byte short of two frames.
+        let e = Header::parse(&f[..f.len() - 1], f.len() as u64 - 1).unwrap_err();
+        assert_eq!((e.field, e.offset), ("frame data", 40));
+    }
+
+    #[test]
+    fn errors_name_field_and_offset() {
+        let f = file_with_data();
+        let cases: Vec<(usize, u8, &str, u64)> = vec![
+            (0, b'X', "magic", 0),
+            (7, 3, "major version", 7),
+            (20, 0x07, "compression type", 20),
+            (4, 20, "channel data offset", 4),
+            (33, 5, "block table", 32),  // first block starts at frame 5
+            (59, 0, "sparse range", 56), // range of 0 channels
+            (74, 200, "variable header", 74),
+            (8, 10, "header length", 8),
+        ];
+        for (at, val, field, offset) in cases {
+            let mut g = f.clone();
+            g[at] = val;
+            if at == 33 {
+                g[32] = 5;
+                g[33] = 0;
+            }
+            let e = Header::parse(&g, g.len() as u64).unwrap_err();
+            assert_eq!((e.field, e.offset), (field, offset), "byte {at}={val}: {e}");
+        }
+    }
+
+    #[test]
+    fn block_past_end_of_file_is_truncation() {
+        let f = file_with_data();
+        let e = Header::parse(&f[..f.len() - 1], f.len() as u64 - 1).unwrap_err();
+        assert_eq!((e.field, e.offset), ("block table", 48));
+        assert!(
+            e.problem
+                .contains("block 2 (bytes 128..137) runs past the end"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn header_values_cannot_demand_huge_blocks() {
+        let mut f = file_with_data();
+        // 6 → 60000 channels: block 0 would need 720000 bytes from 20 compressed: fine for
+        // zstd's 32768:1 bound; 2,000,000 channels is not.
+        f[10..14].copy_from_slice(&2_000_000u32.to_le_bytes());
+        let e = Header::parse(&f, f.len() as u64).unwrap_err();
+        assert!(e.problem.contains("cannot expand that much"), "{e}");
+        f[10..14].copy_from_slice(&(MAX_CHANNELS + 1).to_le_bytes());
+        let e = Header::parse(&f, f.len() as u64).unwrap_err();
+        assert_eq!(e.field, "channel count");
+    }
+
+    #[test]
+    fn compressed_without_blocks_is_one_block() {
+        let mut f = file_with_data();
+        f[32..40].fill(0); // no used entry left: the whole data area is one block
+        f[48..56].fill(0);
+        let h = Header::parse(&f, f.len() as u64).unwrap();
+        assert_eq!(
+            h.blocks,
+            [Block {
+                index: 0,
+                first_frame: 0,
+                frames: 30,
+                offset: 108,
+                len: 29
+            }]
+        );
+    }
+
+    #[test]
+    fn short_inputs_never_panic() {
+        let f = file_with_data();
+        for len in 0..f.len() {
+            assert!(Header::parse(&f[..len], len as u64).is_err(), "len {len}");
+            let _ = Header::needed_len(&f[..len]);
+        }
+    }
+}
