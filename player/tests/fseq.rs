@@ -7,7 +7,7 @@ mod fseq_writer;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use fseq_writer::{Spec, frames, write};
+use fseq_writer::{Spec, fixtures_dir, frames, write};
 use pfx_player::source::fseq::{Compression, FseqError, FseqFile, Prefetcher};
 
 fn open(bytes: Vec<u8>) -> FseqFile {
@@ -22,23 +22,6 @@ fn read_all(f: &mut FseqFile) -> Vec<Vec<u8>> {
         out.push(b);
     }
     out
-}
-
-fn fixtures_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("PFX_FSEQ_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/fseq")
-        });
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "skipped: FSEQ fixtures not found at {} (set PFX_FSEQ_FIXTURES)",
-            dir.display()
-        );
-        None
-    }
 }
 
 fn fixture_files() -> Vec<PathBuf> {

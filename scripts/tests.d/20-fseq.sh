@@ -4,8 +4,9 @@
 # files the Python side writes itself. ~10 s.
 set -euo pipefail
 cd "$PFX_TOP"
-# CI has shared/ beside the checkout; elsewhere point PFX_FSEQ_FIXTURES at it.
+# CI has shared/ beside the checkout; worktrees one level further up; else PFX_FSEQ_FIXTURES.
 fixtures="${PFX_FSEQ_FIXTURES:-$PFX_TOP/../shared/fixtures/fseq}"
+[ -d "$fixtures" ] || [ -n "${PFX_FSEQ_FIXTURES:-}" ] || fixtures="$PFX_TOP/../../shared/fixtures/fseq"
 if [ ! -d "$fixtures" ]; then
   echo "FAILED: fixtures not found at $fixtures"
   exit 1

@@ -176,3 +176,23 @@ pub fn frames(count: usize, channels: usize) -> Vec<Vec<u8>> {
         })
         .collect()
 }
+
+/// The real xLights files: `$PFX_FSEQ_FIXTURES`, else `shared/fixtures/fseq` beside the
+/// checkout (CI) or beside the directory holding it (worktrees). `None` (and a loud
+/// message) when absent.
+pub fn fixtures_dir() -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let candidates: Vec<PathBuf> = match std::env::var_os("PFX_FSEQ_FIXTURES") {
+        Some(d) => vec![PathBuf::from(d)],
+        None => vec![
+            manifest.join("../../shared/fixtures/fseq"),
+            manifest.join("../../../shared/fixtures/fseq"),
+        ],
+    };
+    let found = candidates.iter().find(|d| d.is_dir()).cloned();
+    if found.is_none() {
+        eprintln!("SKIPPED: FSEQ fixtures not found in {candidates:?} (set PFX_FSEQ_FIXTURES)");
+    }
+    found
+}
