@@ -21,6 +21,8 @@ enum Cmd {
     /// Play the built-in demo: test patterns to one pole of each kind on loopback
     /// multicast, dashboard on http://127.0.0.1:8080/. No root, no files.
     Demo(cli::run::DemoArgs),
+    /// Look inside xLights sequence files (.fseq).
+    Seq(cli::seq::SeqArgs),
 }
 
 fn main() -> ExitCode {
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Run(a) => cli::run::run(a),
         Cmd::Demo(a) => cli::run::demo(a),
+        Cmd::Seq(a) => cli::seq::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,4 +1,5 @@
 //! Subcommands of `pfx-player`, one module each.
 
 pub mod run;
+pub mod seq;
 pub mod services;
