@@ -48,3 +48,59 @@ fn solid_pattern_received_by_sacn_crate_receiver_equals_expected_channels() {
         }
     }
 }
+
+/// Every universe the receiver got equals the matching channels of a frame of the
+/// sequence, in order; and the frames advance with time.
+#[test]
+fn fseq_frames_received_by_sacn_crate_receiver_equal_the_sequence() {
+    use pfx_player::source::fseq::FseqFile;
+    let path = common::player::fixtures().join("dusk-to-dawn.fseq");
+    let mut file = FseqFile::open(&path).expect("fixture dusk-to-dawn.fseq (../shared/fixtures/fseq beside the checkout)");
+    let frame_len = file.frame_len();
+    let frames: Vec<Vec<u8>> = (0..file.frames())
+        .map(|n| {
+            let mut b = vec![0; frame_len];
+            file.read_frame(n, &mut b).expect("read frame");
+            b
+        })
+        .collect();
+    let pixels = frame_len / 3;
+    let universes = (pixels * 3).div_ceil(510);
+    let first = 3201u16;
+    let profile = format!(
+        "name: t\nprotocol: sacn\npixels: {pixels}\npixel_format: rgb8\ncolor_order: rgb\ndestination: 239.255.0.1:5568\nsacn:\n  first_universe: {first}\n"
+    );
+    let show = format!(
+        "interface: lo\nmulticast_loop: true\nhttp: 127.0.0.1:{}\nunit_id: e2e\noutputs:\n  - name: legacy\n    profile: t\ncontent:\n  playlist:\n    - fseq: {}\n",
+        http_port(2),
+        path.display()
+    );
+    let list: Vec<u16> = (0..universes as u16).map(|i| first + i).collect();
+    let rx = std::thread::spawn(move || receive(&list, Duration::from_secs(3)));
+    std::thread::sleep(Duration::from_millis(300));
+    let player = Player::start(&show, &[("t", &profile)], &["--duration", "4"]);
+    let got = rx.join().expect("receiver thread");
+    let (ok, stderr) = player.wait();
+    assert!(ok, "player failed: {stderr}");
+    assert_eq!(got.len(), universes, "universes received: {:?}", got.keys().collect::<Vec<_>>());
+    let mut matched_frames = std::collections::BTreeSet::new();
+    for (u, packets) in &got {
+        let i = (*u - first) as usize;
+        for v in packets {
+            let start = i * 510;
+            let end = (start + 510).min(pixels * 3);
+            let slots = &v[1..];
+            let hits: Vec<usize> = frames
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f[start..end] == slots[..end - start] && slots[end - start..].iter().all(|&b| b == 0))
+                .map(|(n, _)| n)
+                .collect();
+            assert!(!hits.is_empty(), "universe {u}: received data matches no frame of dusk-to-dawn.fseq");
+            // Many frames repeat slices; the earliest match still moves with time.
+            matched_frames.insert(hits[0]);
+        }
+    }
+    // 3 s of a 50 ms sequence: the content moves on.
+    assert!(matched_frames.len() >= 5, "frames did not advance: {matched_frames:?}");
+}
