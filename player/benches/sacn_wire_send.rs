@@ -10,22 +10,28 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-use pfx_player::config::show::ResolvedOutput;
 use pfx_player::config::DeviceProfile;
+use pfx_player::config::show::ResolvedOutput;
 use pfx_player::output::{Output, OutputOptions, Sender, SocketOptions, open_udp};
 use pfx_player::wire::Datagrams;
 
 const UNIVERSES: usize = 1000;
 
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn main() {
-    let rounds: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(200);
+    let rounds: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(200);
     let profile = DeviceProfile::from_str(
         &format!(
             "name: big\nprotocol: sacn\npixels: {}\npixel_format: rgb8\ncolor_order: rgb\ndestination: 239.255.0.1:5568\nsacn:\n  first_universe: 1000\n",
@@ -47,7 +53,11 @@ fn main() {
         blocking: false,
         send_buffer: Some(8 << 20),
     };
-    let opts = OutputOptions { socket: sock.clone(), cid: uuid::Uuid::nil(), source_name: "bench".into() };
+    let opts = OutputOptions {
+        socket: sock.clone(),
+        cid: uuid::Uuid::nil(),
+        source_name: "bench".into(),
+    };
     let mut output = Output::open(&resolved, &opts).expect("open output on lo");
     for (i, b) in output.pixels_mut().iter_mut().enumerate() {
         *b = (i % 251) as u8;
@@ -68,11 +78,15 @@ fn main() {
             },
             UNIVERSES * 510,
         );
-        enc.encode(output.pixels(), &mut pre).expect("encode baseline");
+        enc.encode(output.pixels(), &mut pre)
+            .expect("encode baseline");
     }
     let bare_sock = open_udp(&sock).expect("bare socket");
-    pfx_player::output::set_multicast_ifindex(&bare_sock, pfx_player::output::interface_index("lo").unwrap_or(1))
-        .expect("multicast if");
+    pfx_player::output::set_multicast_ifindex(
+        &bare_sock,
+        pfx_player::output::interface_index("lo").unwrap_or(1),
+    )
+    .expect("multicast if");
     let mut bare = Sender::new(UNIVERSES);
 
     let counters = output.counters();
@@ -102,15 +116,27 @@ fn main() {
         v.sort_by(|x, y| x.total_cmp(y));
         v[v.len() / 2]
     };
-    println!("sACN wire_send, {UNIVERSES} universes per frame, {rounds} alternating rounds, loopback multicast (lo)");
-    println!("exclusion rule: a round where either side sent fewer than {UNIVERSES} datagrams; excluded: {excluded}");
+    println!(
+        "sACN wire_send, {UNIVERSES} universes per frame, {rounds} alternating rounds, loopback multicast (lo)"
+    );
+    println!(
+        "exclusion rule: a round where either side sent fewer than {UNIVERSES} datagrams; excluded: {excluded}"
+    );
     if a.len() < rounds / 2 {
-        println!("cell wire_send_vs_bare: UNMEASURABLE: {excluded} of {rounds} rounds failed the all-sent guard");
+        println!(
+            "cell wire_send_vs_bare: UNMEASURABLE: {excluded} of {rounds} rounds failed the all-sent guard"
+        );
         return;
     }
     let (pa, pb) = (med(&mut a), med(&mut b));
-    println!("pfx wire_send (encode + sendmmsg): {:.0} ns CPU per packet (median)", pa);
-    println!("bare sendmmsg of the same bytes:   {:.0} ns CPU per packet (median)", pb);
+    println!(
+        "pfx wire_send (encode + sendmmsg): {:.0} ns CPU per packet (median)",
+        pa
+    );
+    println!(
+        "bare sendmmsg of the same bytes:   {:.0} ns CPU per packet (median)",
+        pb
+    );
     println!("ratio pfx/bare: {:.2} (target <= 1.5)", pa / pb);
     let _ = SocketAddr::from(([0, 0, 0, 0], 0));
 }

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use common::player::{Player, http_port};
 
 fn receive(universes: &[u16], for_: Duration) -> BTreeMap<u16, Vec<Vec<u8>>> {
-    let mut rx = sacn::receive::SacnReceiver::with_ip("127.0.0.1:5568".parse().unwrap(), None).expect("sacn receiver");
+    let mut rx = sacn::receive::SacnReceiver::with_ip("127.0.0.1:5568".parse().unwrap(), None)
+        .expect("sacn receiver");
     rx.listen_universes(universes).expect("listen");
     let mut got: BTreeMap<u16, Vec<Vec<u8>>> = BTreeMap::new();
     let end = Instant::now() + for_;
@@ -40,8 +41,14 @@ fn solid_pattern_received_by_sacn_crate_receiver_equals_expected_channels() {
     let mut expected = pixel.repeat(300);
     expected.resize(2 * 510, 0);
     for (i, u) in [3101u16, 3102].iter().enumerate() {
-        let frames = got.get(u).unwrap_or_else(|| panic!("no data for universe {u}: {stderr}"));
-        assert!(frames.len() > 30, "universe {u}: only {} packets in 3 s", frames.len());
+        let frames = got
+            .get(u)
+            .unwrap_or_else(|| panic!("no data for universe {u}: {stderr}"));
+        assert!(
+            frames.len() > 30,
+            "universe {u}: only {} packets in 3 s",
+            frames.len()
+        );
         for v in frames {
             assert_eq!(v[0], 0, "start code");
             assert_eq!(&v[1..], &expected[i * 510..(i + 1) * 510], "universe {u}");
@@ -55,7 +62,8 @@ fn solid_pattern_received_by_sacn_crate_receiver_equals_expected_channels() {
 fn fseq_frames_received_by_sacn_crate_receiver_equal_the_sequence() {
     use pfx_player::source::fseq::FseqFile;
     let path = common::player::fixtures().join("dusk-to-dawn.fseq");
-    let mut file = FseqFile::open(&path).expect("fixture dusk-to-dawn.fseq (../shared/fixtures/fseq beside the checkout)");
+    let mut file = FseqFile::open(&path)
+        .expect("fixture dusk-to-dawn.fseq (../shared/fixtures/fseq beside the checkout)");
     let frame_len = file.frame_len();
     let frames: Vec<Vec<u8>> = (0..file.frames())
         .map(|n| {
@@ -82,7 +90,12 @@ fn fseq_frames_received_by_sacn_crate_receiver_equal_the_sequence() {
     let got = rx.join().expect("receiver thread");
     let (ok, stderr) = player.wait();
     assert!(ok, "player failed: {stderr}");
-    assert_eq!(got.len(), universes, "universes received: {:?}", got.keys().collect::<Vec<_>>());
+    assert_eq!(
+        got.len(),
+        universes,
+        "universes received: {:?}",
+        got.keys().collect::<Vec<_>>()
+    );
     let mut matched_frames = std::collections::BTreeSet::new();
     for (u, packets) in &got {
         let i = (*u - first) as usize;
@@ -93,14 +106,23 @@ fn fseq_frames_received_by_sacn_crate_receiver_equal_the_sequence() {
             let hits: Vec<usize> = frames
                 .iter()
                 .enumerate()
-                .filter(|(_, f)| f[start..end] == slots[..end - start] && slots[end - start..].iter().all(|&b| b == 0))
+                .filter(|(_, f)| {
+                    f[start..end] == slots[..end - start]
+                        && slots[end - start..].iter().all(|&b| b == 0)
+                })
                 .map(|(n, _)| n)
                 .collect();
-            assert!(!hits.is_empty(), "universe {u}: received data matches no frame of dusk-to-dawn.fseq");
+            assert!(
+                !hits.is_empty(),
+                "universe {u}: received data matches no frame of dusk-to-dawn.fseq"
+            );
             // Many frames repeat slices; the earliest match still moves with time.
             matched_frames.insert(hits[0]);
         }
     }
     // 3 s of a 50 ms sequence: the content moves on.
-    assert!(matched_frames.len() >= 5, "frames did not advance: {matched_frames:?}");
+    assert!(
+        matched_frames.len() >= 5,
+        "frames did not advance: {matched_frames:?}"
+    );
 }

@@ -15,7 +15,11 @@ impl Player {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir(dir.path().join("profiles")).expect("profiles dir");
         for (name, text) in profiles {
-            std::fs::write(dir.path().join("profiles").join(format!("{name}.yaml")), text).expect("write profile");
+            std::fs::write(
+                dir.path().join("profiles").join(format!("{name}.yaml")),
+                text,
+            )
+            .expect("write profile");
         }
         let cfg = dir.path().join("show.yaml");
         std::fs::write(&cfg, show).expect("write show");
@@ -46,7 +50,10 @@ impl Player {
         let out = std::mem::replace(&mut self.child, Command::new("true").spawn().expect("true"))
             .wait_with_output()
             .expect("wait");
-        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     }
 }
 
