@@ -66,7 +66,7 @@ fn stage_samples(f: &mut Family, stages: &std::collections::BTreeMap<String, Sta
             ("1", s.max_us),
         ] {
             f.samples
-                .push((labels(&[("stage", stage), ("quantile", q)]), us / 1e6));
+                .push((labels(&[("stage", stage), ("quantile", q)]), (us * 1000.0).round() / 1e9));
         }
     }
 }
