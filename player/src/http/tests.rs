@@ -206,6 +206,18 @@ async fn serves_over_a_real_loopback_socket() {
         .unwrap();
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
     assert!(resp.ends_with("\r\n\r\nok\n"), "{resp}");
+    // the CLI's own client against the same server
+    let url = format!("http://{addr}");
+    let body = tokio::task::spawn_blocking(move || crate::cli::profile::get(&url, "/profile"))
+        .await
+        .unwrap()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let table = crate::cli::profile::render(&v);
+    assert!(
+        table.contains("wire_send         150.0    80000.0    80000.0    80000.0       60"),
+        "{table}"
+    );
     let _ = tx.send(());
     tokio::time::timeout(Duration::from_secs(5), server)
         .await
