@@ -61,7 +61,7 @@ for _ in range(100):
         time.sleep(0.2)
 sys.exit(1)
 PY
-sleep 4
+sleep 6
 
 echo "--- /profile, /health, /history"
 inns python3 - "$base" <<'PY'
@@ -139,7 +139,8 @@ python3 - "$shot" <<'PY'
 import sys
 from PIL import Image
 im = Image.open(sys.argv[1]).convert("RGB")
-px = list(im.getdata())
+raw = im.tobytes()
+px = list(zip(raw[0::3], raw[1::3], raw[2::3]))
 colours = len(set(px))
 bg = max(set(px[::97]), key=px[::97].count)
 non_bg = sum(1 for p in px if p != bg)
@@ -150,7 +151,8 @@ lines = {name: near(c) for name, c in [("p50", (0x1f, 0x77, 0xb4)), ("p95", (0xf
 print(f"screenshot {im.size[0]}x{im.size[1]}: {colours} colours, {non_bg} non-background pixels, line pixels {lines}")
 assert colours > 50, "looks blank"
 assert non_bg > 20000, "looks blank"
-assert all(v > 400 for v in lines.values()), f"chart lines missing: {lines}"
+# the legend alone has ~42 pixels of each colour; the lines of six charts add far more
+assert all(v > 150 for v in lines.values()), f"chart lines missing: {lines}"
 PY
 echo "dashboard screenshot: $shot"
 
