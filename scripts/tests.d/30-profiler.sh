@@ -33,10 +33,13 @@ ns="pfx-prof-$$"
 work=$(mktemp -d)
 server=""
 cleanup() {
+  local rc=$?
+  set +e
   [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
-  ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true
-  ip netns del "$ns" 2>/dev/null || true
+  for pid in $(ip netns pids "$ns" 2>/dev/null); do kill "$pid" 2>/dev/null; done
+  ip netns del "$ns" 2>/dev/null
   rm -rf "$work"
+  exit "$rc"
 }
 trap cleanup EXIT
 ip netns add "$ns"
@@ -46,7 +49,7 @@ ip -n "$ns" route add 224.0.0.0/4 dev lo
 inns() { ip netns exec "$ns" "$@"; }
 
 echo "server: $cmd (in netns $ns)"
-inns bash -c "exec $cmd" >"$work/server.log" 2>&1 &
+ip netns exec "$ns" bash -c "exec $cmd" >"$work/server.log" 2>&1 &
 server=$!
 base="http://127.0.0.1:$PORT"
 
