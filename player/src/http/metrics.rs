@@ -65,8 +65,10 @@ fn stage_samples(f: &mut Family, stages: &std::collections::BTreeMap<String, Sta
             ("0.99", s.p99_us),
             ("1", s.max_us),
         ] {
-            f.samples
-                .push((labels(&[("stage", stage), ("quantile", q)]), (us * 1000.0).round() / 1e9));
+            f.samples.push((
+                labels(&[("stage", stage), ("quantile", q)]),
+                (us * 1000.0).round() / 1e9,
+            ));
         }
     }
 }
