@@ -225,3 +225,31 @@ async fn serves_over_a_real_loopback_socket() {
         .unwrap()
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_silent_client_is_disconnected() {
+    use tokio::io::AsyncReadExt;
+    let (_sink, st) = state();
+    let inner = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = inner.local_addr().unwrap();
+    let listener = timed_io::TimedListener {
+        inner,
+        idle: Duration::from_millis(300),
+    };
+    let server = tokio::spawn(async move { axum::serve(listener, router(st)).await });
+    // a client that sends half a request and then nothing
+    let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut c, b"GET /health HTTP/1.1\r\n")
+        .await
+        .unwrap();
+    let t = std::time::Instant::now();
+    let mut buf = Vec::new();
+    let n = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut buf)).await;
+    assert!(n.is_ok(), "server kept a silent connection open for 5 s");
+    assert!(
+        t.elapsed() >= Duration::from_millis(250),
+        "closed too early: {:?}",
+        t.elapsed()
+    );
+    server.abort();
+}
