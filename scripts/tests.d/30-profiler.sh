@@ -20,7 +20,7 @@ fi
 for tool in ip python3 chromium; do
   command -v "$tool" >/dev/null || { echo "FAILED: $tool not installed (scripts/deps/profiler.apt)"; exit 1; }
 done
-python3 -c 'import prometheus_client, PIL, zeroconf' || { echo "FAILED: python modules missing (scripts/deps/profiler.pip)"; exit 1; }
+python3 -c 'import prometheus_client, PIL, zeroconf' || { echo "FAILED: python modules missing (scripts/deps/profiler.apt: python3-prometheus-client python3-pil python3-zeroconf)"; exit 1; }
 
 export PORT=18080
 default_cmd="$top/target/debug/examples/profiler_demo --http 127.0.0.1:\$PORT --mdns --fake-nic --unit-id suite-unit-$$"
