@@ -1,5 +1,6 @@
 //! Subcommands of `pfx-player`, one module each.
 
+pub mod profile;
 pub mod run;
 pub mod seq;
 pub mod services;
