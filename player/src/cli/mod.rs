@@ -1,1 +1,3 @@
 //! Subcommands of `pfx-player`, one module each.
+pub mod doctor;
+pub mod nic;
