@@ -1,1 +1,51 @@
-fn main() {}
+//! `pfx-player`: plays LED shows to bigPacket, sACN and DDP poles at a steady frame rate.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use pfx_player::cli;
+
+/// Plays xLights sequences and test patterns to LED poles (bigPacket, sACN/E1.31, DDP) at a
+/// steady frame rate, and shows per-stage timing so you can see why frames drop.
+#[derive(Parser, Debug)]
+#[command(name = "pfx-player", version, about, long_about = None, max_term_width = 100)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Play a show from its config (what the systemd service runs).
+    Run(cli::run::RunArgs),
+    /// Play the built-in demo: test patterns to one pole of each kind on loopback
+    /// multicast, dashboard on http://127.0.0.1:8080/. No root, no files.
+    Demo(cli::run::DemoArgs),
+}
+
+fn main() -> ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Run(a) => cli::run::run(a),
+        Cmd::Demo(a) => cli::run::demo(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("pfx-player: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("PFX_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,3 +1,6 @@
 //! Subcommands of `pfx-player`, one module each.
+
 pub mod doctor;
 pub mod nic;
+pub mod run;
+pub mod services;

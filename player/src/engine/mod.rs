@@ -2,6 +2,7 @@
 //! one frame's timing looks like), `frame_loop` (the thread that owns the outputs).
 
 pub mod clock;
+pub mod playlist;
 pub mod frame_loop;
 pub mod sample;
 
