@@ -248,7 +248,8 @@ fn multicast_flood(e: &Evidence) -> Check {
 }
 
 fn round2(v: f64) -> f64 {
-    (v * 100.0).round() / 100.0
+    // + 0.0 turns the -0.0 of an empty float sum into 0.0.
+    (v * 100.0).round() / 100.0 + 0.0
 }
 
 /// Pairs of interfaces with addresses in one IPv4 subnet. Pure.
