@@ -198,7 +198,7 @@ pub fn sniff(iface: &str, ifindex: u32, duration: Duration) -> Result<SniffResul
             }
         }
         // This host's own multicast, looped back to the socket, did not reach it over the wire.
-        if from.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+        if from.sll_pkttype == libc::PACKET_OUTGOING {
             continue;
         }
         let len = n as usize;
