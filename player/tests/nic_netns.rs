@@ -47,11 +47,14 @@ fn status_on_veth_reports_pause_unsupported_not_zero() {
         "tc", "qdisc", "add", "dev", "va", "root", "tbf", "rate", "1mbit", "burst", "5kb", "limit",
         "100kb",
     ]);
-    // Some traffic so the counters are not all zero.
+    // Some traffic out of va (multicast via va's address; unicast to vb's address would
+    // be local delivery and never touch va), so the counters are not all zero.
     ns.exec(&[
         "python3",
         "-c",
-        "import socket; s=socket.socket(2,2); [s.sendto(b'x',('10.77.0.2',9)) for _ in range(5)]",
+        "import socket; s=socket.socket(2,2); \
+         s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton('10.77.0.1')); \
+         [s.sendto(b'x',('239.7.7.7',9)) for _ in range(5)]",
     ]);
     let out = ns.run_child("child_nic_cli", &["status", "va", "--json"]);
     let stdout = child_stdout(&out);
@@ -76,7 +79,7 @@ fn status_on_veth_reports_pause_unsupported_not_zero() {
     );
     assert_eq!(v["speed_mbps"], 10000, "{v}");
     assert_eq!(v["carrier"], true);
-    assert!(v["tx_packets"].as_u64().unwrap_or(0) >= 3, "{v}");
+    assert!(v["tx_packets"].as_u64().unwrap_or(0) >= 5, "{v}");
     assert!(v["carrier_changes"].is_u64());
     assert!(
         v["qdisc_drops"].is_u64() && v["qdisc_backlog_bytes"].is_u64(),
