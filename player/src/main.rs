@@ -21,6 +21,10 @@ enum Cmd {
     /// Play the built-in demo: test patterns to one pole of each kind on loopback
     /// multicast, dashboard on http://127.0.0.1:8080/. No root, no files.
     Demo(cli::run::DemoArgs),
+    /// Show interface: PAUSE settings and counters, link, stats (`status`); turn PAUSE off (`pause-off`).
+    Nic(cli::nic::NicArgs),
+    /// Find out why frames drop: PAUSE frames, tx timeouts, 10 Mbit/s link, multicast flood.
+    Doctor(cli::doctor::DoctorArgs),
 }
 
 fn main() -> ExitCode {
@@ -29,6 +33,8 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Run(a) => cli::run::run(a),
         Cmd::Demo(a) => cli::run::demo(a),
+        Cmd::Nic(a) => cli::nic::run(a),
+        Cmd::Doctor(a) => cli::doctor::run(a),
     };
     match result {
         Ok(code) => code,
