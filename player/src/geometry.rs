@@ -77,55 +77,28 @@ mod tests {
     use super::*;
 
     fn map(start: usize, pixels: usize, order: ColorOrder) -> PoleMap {
-        PoleMap {
-            start,
-            pixels,
-            format: PixelFormat::Rgb8,
-            order,
-        }
+        PoleMap { start, pixels, format: PixelFormat::Rgb8, order }
     }
 
     #[test]
     fn grb_pole_gets_green_first() {
         let ch = [0, 0, 10, 20, 30, 40, 50, 60];
         let mut out = [0xa5u8; 6];
-        map_pole(
-            &ch,
-            &map(2, 2, ColorOrder::Grb),
-            &Brightness::new(1.0),
-            &mut out,
-        );
+        map_pole(&ch, &map(2, 2, ColorOrder::Grb), &Brightness::new(1.0), &mut out);
         assert_eq!(out, [20, 10, 30, 50, 40, 60]);
     }
 
     #[test]
     fn every_order_is_a_permutation_of_rgb() {
-        for order in [
-            ColorOrder::Rgb,
-            ColorOrder::Rbg,
-            ColorOrder::Grb,
-            ColorOrder::Gbr,
-            ColorOrder::Brg,
-            ColorOrder::Bgr,
-        ] {
+        for order in [ColorOrder::Rgb, ColorOrder::Rbg, ColorOrder::Grb, ColorOrder::Gbr, ColorOrder::Brg, ColorOrder::Bgr] {
             let mut out = [0u8; 3];
-            map_pole(
-                &[1, 2, 3],
-                &map(0, 1, order),
-                &Brightness::new(1.0),
-                &mut out,
-            );
+            map_pole(&[1, 2, 3], &map(0, 1, order), &Brightness::new(1.0), &mut out);
             let mut sorted = out;
             sorted.sort();
             assert_eq!(sorted, [1, 2, 3], "{order:?}");
         }
         let mut out = [0u8; 3];
-        map_pole(
-            &[1, 2, 3],
-            &map(0, 1, ColorOrder::Bgr),
-            &Brightness::new(1.0),
-            &mut out,
-        );
+        map_pole(&[1, 2, 3], &map(0, 1, ColorOrder::Bgr), &Brightness::new(1.0), &mut out);
         assert_eq!(out, [3, 2, 1]);
     }
 
@@ -133,31 +106,16 @@ mod tests {
     fn brightness_scales_and_short_source_is_black() {
         let ch = [200, 100, 50];
         let mut out = [0xa5u8; 6];
-        map_pole(
-            &ch,
-            &map(0, 2, ColorOrder::Rgb),
-            &Brightness::new(0.5),
-            &mut out,
-        );
+        map_pole(&ch, &map(0, 2, ColorOrder::Rgb), &Brightness::new(0.5), &mut out);
         assert_eq!(out, [100, 50, 25, 0, 0, 0]);
         let mut out = [0xa5u8; 3];
-        map_pole(
-            &ch,
-            &map(100, 1, ColorOrder::Rgb),
-            &Brightness::new(1.0),
-            &mut out,
-        );
+        map_pole(&ch, &map(100, 1, ColorOrder::Rgb), &Brightness::new(1.0), &mut out);
         assert_eq!(out, [0, 0, 0]);
     }
 
     #[test]
     fn rgbw_keeps_white_last() {
-        let m = PoleMap {
-            start: 0,
-            pixels: 1,
-            format: PixelFormat::Rgbw8,
-            order: ColorOrder::Grb,
-        };
+        let m = PoleMap { start: 0, pixels: 1, format: PixelFormat::Rgbw8, order: ColorOrder::Grb };
         let mut out = [0u8; 4];
         map_pole(&[1, 2, 3, 4], &m, &Brightness::new(1.0), &mut out);
         assert_eq!(out, [2, 1, 3, 4]);

@@ -79,11 +79,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     eprintln!(
         "pfx-player demo: {} poles on loopback multicast ({}); dashboard on http://{}/ ; Ctrl-C stops",
         show.outputs.len(),
-        show.outputs
-            .iter()
-            .map(|o| format!("{} → {}", o.name, o.destination))
-            .collect::<Vec<_>>()
-            .join(", "),
+        show.outputs.iter().map(|o| format!("{} → {}", o.name, o.destination)).collect::<Vec<_>>().join(", "),
         common.http.map(|a| a.to_string()).unwrap_or_default(),
     );
     play(show, common, None)
@@ -139,15 +135,7 @@ pub fn build_engine(show: &Show, common: &CommonArgs) -> anyhow::Result<Engine> 
                     frame_len,
                 }
             }
-            Item::Pattern {
-                kind,
-                seconds,
-                color,
-            } => ItemSource::Pattern {
-                kind: *kind,
-                color: *color,
-                seconds: *seconds,
-            },
+            Item::Pattern { kind, seconds, color } => ItemSource::Pattern { kind: *kind, color: *color, seconds: *seconds },
         });
     }
     Ok(Engine {
@@ -180,17 +168,12 @@ fn play(show: Show, common: CommonArgs, config_path: Option<PathBuf>) -> anyhow:
         for sig in signals.pending() {
             match sig {
                 SIGHUP => match &config_path {
-                    Some(p) => match ShowConfig::load(p)
-                        .map_err(anyhow::Error::from)
-                        .and_then(|s| build_engine(&s, &common))
-                    {
+                    Some(p) => match ShowConfig::load(p).map_err(anyhow::Error::from).and_then(|s| build_engine(&s, &common)) {
                         Ok(engine) => {
                             handle.reload(engine);
                             tracing::info!(config = %p.display(), "SIGHUP: new config accepted");
                         }
-                        Err(e) => tracing::error!(
-                            "SIGHUP: new config refused, the current show keeps playing: {e:#}"
-                        ),
+                        Err(e) => tracing::error!("SIGHUP: new config refused, the current show keeps playing: {e:#}"),
                     },
                     None => tracing::info!("SIGHUP: the demo has no config file to reload"),
                 },

@@ -24,14 +24,8 @@ pub fn start(show: &Show, engine: &Engine, _common: &CommonArgs) -> anyhow::Resu
         })
         .collect();
     let (sink, _handle) = profiler::start(
-        ProfilerConfig {
-            window: std::time::Duration::from_secs(u64::from(show.config.profile_window_s)),
-            fps: show.config.fps,
-        },
+        ProfilerConfig { window: std::time::Duration::from_secs(u64::from(show.config.profile_window_s)), fps: show.config.fps },
         outputs,
     );
-    Ok(Services {
-        sink,
-        guards: Vec::new(),
-    })
+    Ok(Services { sink, guards: Vec::new() })
 }

@@ -4,10 +4,7 @@
 
 /// Nanoseconds on CLOCK_MONOTONIC, the clock the loop sleeps on.
 pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -32,12 +29,7 @@ pub fn sleep_until(deadline_ns: u64) {
         // SAFETY: `ts` is a valid timespec; the remaining-time pointer may be null with
         // TIMER_ABSTIME.
         let rc = unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
+            libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut())
         };
         if rc != libc::EINTR {
             return;
@@ -60,10 +52,7 @@ pub struct Next {
 
 impl FrameClock {
     pub fn new(start_ns: u64, fps: u32) -> FrameClock {
-        FrameClock {
-            start_ns,
-            period_ns: 1_000_000_000 / u64::from(fps.max(1)),
-        }
+        FrameClock { start_ns, period_ns: 1_000_000_000 / u64::from(fps.max(1)) }
     }
 
     pub fn period_ns(&self) -> u64 {
@@ -91,15 +80,9 @@ impl FrameClock {
         let following = tick + 1;
         let current = now_ns.saturating_sub(self.start_ns) / self.period_ns;
         if current <= following {
-            Next {
-                tick: following,
-                skipped: 0,
-            }
+            Next { tick: following, skipped: 0 }
         } else {
-            Next {
-                tick: current,
-                skipped: current - following,
-            }
+            Next { tick: current, skipped: current - following }
         }
     }
 }
@@ -120,21 +103,9 @@ mod tests {
     #[test]
     fn on_time_frames_advance_by_one() {
         let c = FrameClock::new(0, 50);
-        assert_eq!(
-            c.next(0, 5 * MS),
-            Next {
-                tick: 1,
-                skipped: 0
-            }
-        );
+        assert_eq!(c.next(0, 5 * MS), Next { tick: 1, skipped: 0 });
         // Slightly late into tick 1's slot: still tick 1, run at once, nothing skipped.
-        assert_eq!(
-            c.next(0, 25 * MS),
-            Next {
-                tick: 1,
-                skipped: 0
-            }
-        );
+        assert_eq!(c.next(0, 25 * MS), Next { tick: 1, skipped: 0 });
         assert!(!c.missed(0, 20 * MS));
         assert!(c.missed(0, 20 * MS + 1));
     }
@@ -143,13 +114,7 @@ mod tests {
     fn a_long_stall_skips_to_the_current_frame_not_a_backlog() {
         let c = FrameClock::new(0, 50);
         // Frame 0 took 105 ms: we are in tick 5's slot. Run tick 5, skip 1..=4.
-        assert_eq!(
-            c.next(0, 105 * MS),
-            Next {
-                tick: 5,
-                skipped: 4
-            }
-        );
+        assert_eq!(c.next(0, 105 * MS), Next { tick: 5, skipped: 4 });
     }
 
     #[test]

@@ -30,17 +30,8 @@ pub struct Engine {
 }
 
 pub enum ItemSource {
-    Fseq {
-        prefetch: Box<Prefetcher>,
-        frames: u32,
-        step_ms: u32,
-        frame_len: usize,
-    },
-    Pattern {
-        kind: crate::config::show::PatternKind,
-        color: [u8; 3],
-        seconds: f64,
-    },
+    Fseq { prefetch: Box<Prefetcher>, frames: u32, step_ms: u32, frame_len: usize },
+    Pattern { kind: crate::config::show::PatternKind, color: [u8; 3], seconds: f64 },
 }
 
 pub enum Control {
@@ -92,16 +83,11 @@ impl LoopHandle {
 
 pub fn spawn(engine: Engine, sink: SampleSink) -> std::io::Result<LoopHandle> {
     let (tx, rx) = channel();
-    let thread = std::thread::Builder::new()
-        .name("pfx-render".into())
-        .spawn(move || {
-            raise_priority();
-            run(engine, sink, rx)
-        })?;
-    Ok(LoopHandle {
-        control: tx,
-        thread: Some(thread),
-    })
+    let thread = std::thread::Builder::new().name("pfx-render".into()).spawn(move || {
+        raise_priority();
+        run(engine, sink, rx)
+    })?;
+    Ok(LoopHandle { control: tx, thread: Some(thread) })
 }
 
 /// Best effort: SCHED_FIFO when the unit allows it (CAP_SYS_NICE), else stays normal.
@@ -124,44 +110,21 @@ struct Show {
 impl Show {
     fn new(engine: Engine, start_ns: u64) -> Show {
         let layout: Vec<PoleMap> = engine.outputs.iter().map(|o| o.map().clone()).collect();
-        let mut len = layout
-            .iter()
-            .map(|m| m.start + m.channels())
-            .max()
-            .unwrap_or(0);
+        let mut len = layout.iter().map(|m| m.start + m.channels()).max().unwrap_or(0);
         let mut entries = Vec::with_capacity(engine.items.len());
         for item in &engine.items {
             entries.push(match item {
-                ItemSource::Fseq {
-                    frames,
-                    step_ms,
-                    frame_len,
-                    ..
-                } => {
+                ItemSource::Fseq { frames, step_ms, frame_len, .. } => {
                     len = len.max(*frame_len);
-                    Entry::Fseq {
-                        frames: *frames,
-                        step_ms: *step_ms,
-                    }
+                    Entry::Fseq { frames: *frames, step_ms: *step_ms }
                 }
-                ItemSource::Pattern {
-                    kind,
-                    color,
-                    seconds,
-                } => Entry::Pattern {
-                    kind: *kind,
-                    color: *color,
-                    seconds: *seconds,
-                },
+                ItemSource::Pattern { kind, color, seconds } => {
+                    Entry::Pattern { kind: *kind, color: *color, seconds: *seconds }
+                }
             });
         }
         let playlist = Playlist::new(entries, engine.looped, start_ns);
-        Show {
-            engine,
-            layout,
-            channels: vec![0; len],
-            playlist,
-        }
+        Show { engine, layout, channels: vec![0; len], playlist }
     }
 }
 
@@ -180,10 +143,7 @@ fn run(engine: Engine, mut sink: SampleSink, control: Receiver<Control>) -> Exit
         match control.try_recv() {
             Ok(Control::Reload(new)) => {
                 if new.fps != show.engine.fps {
-                    tracing::warn!(
-                        "fps changes take effect on restart; keeping {} fps",
-                        show.engine.fps
-                    );
+                    tracing::warn!("fps changes take effect on restart; keeping {} fps", show.engine.fps);
                 }
                 // A reload restarts the playlist now.
                 show = Show::new(*new, t0);
@@ -218,9 +178,7 @@ fn run(engine: Engine, mut sink: SampleSink, control: Receiver<Control>) -> Exit
                     }
                 }
             }
-            Now::Pattern { kind, color, t, .. } => {
-                pattern::render(kind, color, t, &show.layout, &mut show.channels)
-            }
+            Now::Pattern { kind, color, t, .. } => pattern::render(kind, color, t, &show.layout, &mut show.channels),
             Now::Finished => {
                 terminate(&mut show);
                 return Exit::Finished;
@@ -231,12 +189,7 @@ fn run(engine: Engine, mut sink: SampleSink, control: Receiver<Control>) -> Exit
         // geometry: each pole's wire pixels.
         for o in &mut show.engine.outputs {
             let map = o.map().clone();
-            map_pole(
-                &show.channels,
-                &map,
-                &show.engine.brightness,
-                o.pixels_mut(),
-            );
+            map_pole(&show.channels, &map, &show.engine.brightness, o.pixels_mut());
         }
         let t3 = mono_ns();
 

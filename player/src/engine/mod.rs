@@ -2,8 +2,8 @@
 //! one frame's timing looks like), `frame_loop` (the thread that owns the outputs).
 
 pub mod clock;
-pub mod frame_loop;
 pub mod playlist;
+pub mod frame_loop;
 pub mod sample;
 
 pub use sample::{FrameSample, STAGES, Stage};

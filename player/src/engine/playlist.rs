@@ -6,15 +6,8 @@ use crate::config::show::PatternKind;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Entry {
-    Fseq {
-        frames: u32,
-        step_ms: u32,
-    },
-    Pattern {
-        kind: PatternKind,
-        color: [u8; 3],
-        seconds: f64,
-    },
+    Fseq { frames: u32, step_ms: u32 },
+    Pattern { kind: PatternKind, color: [u8; 3], seconds: f64 },
 }
 
 impl Entry {
@@ -31,12 +24,7 @@ impl Entry {
 pub enum Now {
     /// Frame `frame` of the fseq at playlist position `item`.
     Fseq { item: usize, frame: u32 },
-    Pattern {
-        item: usize,
-        kind: PatternKind,
-        color: [u8; 3],
-        t: f64,
-    },
+    Pattern { item: usize, kind: PatternKind, color: [u8; 3], t: f64 },
     /// A playlist without `loop` has ended.
     Finished,
 }
@@ -51,12 +39,7 @@ pub struct Playlist {
 
 impl Playlist {
     pub fn new(entries: Vec<Entry>, looped: bool, start_ns: u64) -> Playlist {
-        Playlist {
-            entries,
-            looped,
-            current: 0,
-            item_start_ns: start_ns,
-        }
+        Playlist { entries, looped, current: 0, item_start_ns: start_ns }
     }
 
     pub fn current_item(&self) -> usize {
@@ -77,17 +60,11 @@ impl Playlist {
                 return match &self.entries[self.current] {
                     Entry::Fseq { frames, step_ms } => {
                         let frame = (pos / (u64::from(*step_ms).max(1) * 1_000_000)) as u32;
-                        Now::Fseq {
-                            item: self.current,
-                            frame: frame.min(frames.saturating_sub(1)),
-                        }
+                        Now::Fseq { item: self.current, frame: frame.min(frames.saturating_sub(1)) }
                     }
-                    Entry::Pattern { kind, color, .. } => Now::Pattern {
-                        item: self.current,
-                        kind: *kind,
-                        color: *color,
-                        t: pos as f64 / 1e9,
-                    },
+                    Entry::Pattern { kind, color, .. } => {
+                        Now::Pattern { item: self.current, kind: *kind, color: *color, t: pos as f64 / 1e9 }
+                    }
                 };
             }
             // The next item starts where this one ended, not when we noticed.
@@ -112,15 +89,8 @@ mod tests {
 
     fn list() -> Vec<Entry> {
         vec![
-            Entry::Fseq {
-                frames: 600,
-                step_ms: 50,
-            }, // 30 s
-            Entry::Pattern {
-                kind: PatternKind::Solid,
-                color: [1, 2, 3],
-                seconds: 10.0,
-            },
+            Entry::Fseq { frames: 600, step_ms: 50 }, // 30 s
+            Entry::Pattern { kind: PatternKind::Solid, color: [1, 2, 3], seconds: 10.0 },
         ]
     }
 
@@ -129,31 +99,14 @@ mod tests {
         let mut p = Playlist::new(list(), true, 0);
         assert_eq!(p.at(0), Now::Fseq { item: 0, frame: 0 });
         assert_eq!(p.at(S), Now::Fseq { item: 0, frame: 20 });
-        assert_eq!(
-            p.at(30 * S - 1),
-            Now::Fseq {
-                item: 0,
-                frame: 599
-            }
-        );
+        assert_eq!(p.at(30 * S - 1), Now::Fseq { item: 0, frame: 599 });
     }
 
     #[test]
     fn items_chain_exactly_and_loop() {
         let mut p = Playlist::new(list(), true, 0);
-        assert_eq!(
-            p.at(31 * S),
-            Now::Pattern {
-                item: 1,
-                kind: PatternKind::Solid,
-                color: [1, 2, 3],
-                t: 1.0
-            }
-        );
-        assert_eq!(
-            p.at(40 * S + 25 * 1_000_000),
-            Now::Fseq { item: 0, frame: 0 }
-        );
+        assert_eq!(p.at(31 * S), Now::Pattern { item: 1, kind: PatternKind::Solid, color: [1, 2, 3], t: 1.0 });
+        assert_eq!(p.at(40 * S + 25 * 1_000_000), Now::Fseq { item: 0, frame: 0 });
         // Ten laps later, still in step.
         assert_eq!(p.at(400 * S + 2 * S), Now::Fseq { item: 0, frame: 40 });
     }

@@ -17,14 +17,8 @@ use crate::wire::{Datagrams, bigpacket, ddp, sacn};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
-    #[error(
-        "output {output}: interface `{interface}` does not exist (interfaces here: {available}); set `interface:` in the show config"
-    )]
-    NoInterface {
-        output: String,
-        interface: String,
-        available: String,
-    },
+    #[error("output {output}: interface `{interface}` does not exist (interfaces here: {available}); set `interface:` in the show config")]
+    NoInterface { output: String, interface: String, available: String },
     #[error("output {output}: destination {dest} is IPv6; pfx sends over IPv4 only")]
     Ipv6 { output: String, dest: SocketAddr },
     #[error("output {output}: cannot set up the socket: {source}")]
@@ -72,19 +66,12 @@ pub struct Output {
 /// Errors that mean "the interface is gone or down", after which the output re-resolves the
 /// interface by name and resumes by itself.
 fn is_interface_error(e: i32) -> bool {
-    matches!(
-        e,
-        libc::ENODEV | libc::ENETUNREACH | libc::ENETDOWN | libc::EADDRNOTAVAIL | libc::ENXIO
-    )
+    matches!(e, libc::ENODEV | libc::ENETUNREACH | libc::ENETDOWN | libc::EADDRNOTAVAIL | libc::ENXIO)
 }
 
 pub fn available_interfaces() -> String {
     let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
     names.sort();
     names.join(", ")
@@ -94,12 +81,7 @@ impl Output {
     pub fn open(o: &ResolvedOutput, opts: &OutputOptions) -> Result<Output, OutputError> {
         let destination = match o.destination {
             SocketAddr::V4(a) => a,
-            SocketAddr::V6(_) => {
-                return Err(OutputError::Ipv6 {
-                    output: o.name.clone(),
-                    dest: o.destination,
-                });
-            }
+            SocketAddr::V6(_) => return Err(OutputError::Ipv6 { output: o.name.clone(), dest: o.destination }),
         };
         let Some(ifindex) = interface_index(&opts.socket.interface) else {
             return Err(OutputError::NoInterface {
@@ -108,10 +90,7 @@ impl Output {
                 available: available_interfaces(),
             });
         };
-        let sock_err = |source| OutputError::Socket {
-            output: o.name.clone(),
-            source,
-        };
+        let sock_err = |source| OutputError::Socket { output: o.name.clone(), source };
         let socket = open_udp(&opts.socket).map_err(sock_err)?;
         set_multicast_ifindex(&socket, ifindex).map_err(sock_err)?;
         let p = &o.profile;
@@ -120,9 +99,7 @@ impl Output {
             Protocol::Sacn => {
                 let so = p.sacn_options();
                 let dest = if destination.ip().is_multicast() {
-                    sacn::Dest::Multicast {
-                        port: destination.port(),
-                    }
+                    sacn::Dest::Multicast { port: destination.port() }
                 } else {
                     sacn::Dest::Unicast(destination)
                 };
@@ -140,11 +117,7 @@ impl Output {
                 );
                 let discovery_pages = enc.universes().div_ceil(sacn::DISCOVERY_UNI_PER_PAGE);
                 let slots = enc.packets_per_frame().max(discovery_pages);
-                (
-                    Encoder::Sacn(enc),
-                    slots,
-                    sacn::MAX_PACKET.max(sacn::MAX_DISCOVERY_PACKET),
-                )
+                (Encoder::Sacn(enc), slots, sacn::MAX_PACKET.max(sacn::MAX_DISCOVERY_PACKET))
             }
             Protocol::Ddp => {
                 let d = p.ddp_options();
@@ -167,12 +140,7 @@ impl Output {
             name: o.name.clone(),
             protocol: p.protocol,
             destination,
-            map: PoleMap {
-                start: o.start,
-                pixels: p.pixels as usize,
-                format: p.pixel_format,
-                order: p.color_order,
-            },
+            map: PoleMap { start: o.start, pixels: p.pixels as usize, format: p.pixel_format, order: p.color_order },
             encoder,
             socket,
             sender: Sender::new(slots),
@@ -209,17 +177,9 @@ impl Output {
     pub fn send_frame(&mut self, timestamp_us: u64) {
         self.batch.clear();
         let encoded = match &mut self.encoder {
-            Encoder::Sacn(e) => e
-                .encode(&self.pixels, &mut self.batch)
-                .and_then(|()| e.encode_sync(&mut self.batch)),
+            Encoder::Sacn(e) => e.encode(&self.pixels, &mut self.batch).and_then(|()| e.encode_sync(&mut self.batch)),
             Encoder::Ddp(e) => e.encode(&self.pixels, self.destination, &mut self.batch),
-            Encoder::BigPacket(e) => e.encode(
-                &self.pixels,
-                timestamp_us,
-                0,
-                self.destination,
-                &mut self.batch,
-            ),
+            Encoder::BigPacket(e) => e.encode(&self.pixels, timestamp_us, 0, self.destination, &mut self.batch),
         };
         if let Err(e) = encoded {
             use std::sync::atomic::Ordering::Relaxed;
@@ -259,15 +219,7 @@ impl Output {
             Encoder::BigPacket(e) => {
                 self.batch.clear();
                 let now = crate::engine::clock::unix_micros();
-                if e.encode(
-                    &self.pixels,
-                    now,
-                    bigpacket::FLAG_END,
-                    self.destination,
-                    &mut self.batch,
-                )
-                .is_ok()
-                {
+                if e.encode(&self.pixels, now, bigpacket::FLAG_END, self.destination, &mut self.batch).is_ok() {
                     let fd = self.socket.as_raw_fd();
                     self.sender.send(fd, &self.batch, true);
                 }
@@ -279,11 +231,7 @@ impl Output {
     /// Background upkeep: after the interface went away, look it up again by name (its
     /// index changes when it comes back) at most twice a second.
     pub fn maintain(&mut self, now: Instant) {
-        if !self.lost_interface
-            || self
-                .last_rebind
-                .is_some_and(|t| now.duration_since(t) < Duration::from_millis(500))
-        {
+        if !self.lost_interface || self.last_rebind.is_some_and(|t| now.duration_since(t) < Duration::from_millis(500)) {
             return;
         }
         self.last_rebind = Some(now);
@@ -311,12 +259,7 @@ impl Output {
         c.count_errno(e);
         let would_block = e == libc::EAGAIN || e == libc::EWOULDBLOCK || e == libc::ENOBUFS;
         if is_frame {
-            if would_block {
-                &c.frames_dropped
-            } else {
-                &c.frames_failed
-            }
-            .fetch_add(1, Relaxed);
+            if would_block { &c.frames_dropped } else { &c.frames_failed }.fetch_add(1, Relaxed);
         }
         if is_interface_error(e) {
             self.lost_interface = true;

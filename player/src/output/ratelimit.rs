@@ -11,11 +11,7 @@ pub struct RateLimit {
 
 impl RateLimit {
     pub fn new(interval: Duration) -> RateLimit {
-        RateLimit {
-            interval,
-            last: None,
-            suppressed: 0,
-        }
+        RateLimit { interval, last: None, suppressed: 0 }
     }
 
     /// `Some(n)` when the caller should log now; n events were suppressed since the last.

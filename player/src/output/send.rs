@@ -27,13 +27,7 @@ impl Sender {
         Sender {
             // SAFETY: all-zero is a valid value for these plain C structs.
             msgs: vec![unsafe { std::mem::zeroed() }; capacity],
-            iovs: vec![
-                libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: 0
-                };
-                capacity
-            ],
+            iovs: vec![libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; capacity],
             addrs: vec![unsafe { std::mem::zeroed() }; capacity],
         }
     }
@@ -49,15 +43,10 @@ impl Sender {
             self.addrs[i] = libc::sockaddr_in {
                 sin_family: libc::AF_INET as libc::sa_family_t,
                 sin_port: dest.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from(*dest.ip()).to_be(),
-                },
+                sin_addr: libc::in_addr { s_addr: u32::from(*dest.ip()).to_be() },
                 sin_zero: [0; 8],
             };
-            self.iovs[i] = libc::iovec {
-                iov_base: data.as_ptr() as *mut libc::c_void,
-                iov_len: data.len(),
-            };
+            self.iovs[i] = libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() };
         }
         for i in 0..n {
             let h = &mut self.msgs[i].msg_hdr;
@@ -76,8 +65,7 @@ impl Sender {
             let rest = &mut self.msgs[out.sent..n];
             // SAFETY: `rest` points at `rest.len()` initialised mmsghdrs whose buffers live
             // in `batch` and `self`, both borrowed for the duration of the call.
-            let rc =
-                unsafe { libc::sendmmsg(fd, rest.as_mut_ptr(), rest.len() as libc::c_uint, flags) };
+            let rc = unsafe { libc::sendmmsg(fd, rest.as_mut_ptr(), rest.len() as libc::c_uint, flags) };
             if rc < 0 {
                 let e = io::Error::last_os_error().raw_os_error().unwrap_or(0);
                 if e == libc::EINTR {

@@ -43,11 +43,7 @@ pub fn set_multicast_ifindex(socket: &Socket, ifindex: u32) -> io::Result<()> {
             std::mem::size_of::<libc::ip_mreqn>() as libc::socklen_t,
         )
     };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 /// A UDP socket for one output: ephemeral source port (never 5568, see the sacn notes),

@@ -11,9 +11,7 @@ pub fn render(kind: PatternKind, color: [u8; 3], t: f64, layout: &[PoleMap], cha
     for (index, pole) in layout.iter().enumerate() {
         let bpp = pole.format.bytes_per_pixel();
         let end = (pole.start + pole.channels()).min(channels.len());
-        let Some(buf) = channels.get_mut(pole.start..end) else {
-            continue;
-        };
+        let Some(buf) = channels.get_mut(pole.start..end) else { continue };
         let n = pole.pixels.max(1);
         for (p, px) in buf.chunks_exact_mut(bpp).enumerate() {
             let rgb = match kind {
@@ -38,22 +36,11 @@ fn chase(color: [u8; 3], p: usize, n: usize, t: f64) -> [u8; 3] {
 /// Pole i shows i+1 blocks of 5 lit pixels separated by 5 dark ones, in a colour of its
 /// own, blinking once a second, so a crew on the ground can count which pole is which.
 fn id(index: usize, p: usize, t: f64) -> [u8; 3] {
-    const PALETTE: [[u8; 3]; 6] = [
-        [255, 0, 0],
-        [0, 255, 0],
-        [0, 0, 255],
-        [255, 255, 0],
-        [0, 255, 255],
-        [255, 0, 255],
-    ];
+    const PALETTE: [[u8; 3]; 6] = [[255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 0], [0, 255, 255], [255, 0, 255]];
     let block = p / 10;
     let lit = p % 10 < 5 && block <= index;
     let on = (t.fract()) < 0.8;
-    if lit && on {
-        PALETTE[index % PALETTE.len()]
-    } else {
-        [0, 0, 0]
-    }
+    if lit && on { PALETTE[index % PALETTE.len()] } else { [0, 0, 0] }
 }
 
 fn hsv(h: f64, s: f64, v: f64) -> [u8; 3] {
@@ -68,11 +55,7 @@ fn hsv(h: f64, s: f64, v: f64) -> [u8; 3] {
         4 => (t, p, v),
         _ => (v, p, q),
     };
-    [
-        (r * 255.0).round() as u8,
-        (g * 255.0).round() as u8,
-        (b * 255.0).round() as u8,
-    ]
+    [(r * 255.0).round() as u8, (g * 255.0).round() as u8, (b * 255.0).round() as u8]
 }
 
 #[cfg(test)]
@@ -82,12 +65,7 @@ mod tests {
 
     fn layout() -> Vec<PoleMap> {
         (0..3)
-            .map(|i| PoleMap {
-                start: i * 300,
-                pixels: 100,
-                format: PixelFormat::Rgb8,
-                order: ColorOrder::Rgb,
-            })
+            .map(|i| PoleMap { start: i * 300, pixels: 100, format: PixelFormat::Rgb8, order: ColorOrder::Rgb })
             .collect()
     }
 
@@ -104,9 +82,7 @@ mod tests {
         let mut ch = vec![0; 900];
         render(PatternKind::Id, [0; 3], 0.1, &layout(), &mut ch);
         for (i, pole) in layout().iter().enumerate() {
-            let lit = (0..pole.pixels)
-                .filter(|p| ch[pole.start + p * 3..pole.start + p * 3 + 3] != [0, 0, 0])
-                .count();
+            let lit = (0..pole.pixels).filter(|p| ch[pole.start + p * 3..pole.start + p * 3 + 3] != [0, 0, 0]).count();
             assert_eq!(lit, 5 * (i + 1), "pole {i}");
         }
     }

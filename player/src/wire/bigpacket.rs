@@ -43,17 +43,8 @@ pub struct Encoder {
 
 impl Encoder {
     pub fn new(pole_id: u16, rgbw: bool) -> Encoder {
-        let (format, bytes_per_pixel) = if rgbw {
-            (FORMAT_RGBW8, 4)
-        } else {
-            (FORMAT_RGB8, 3)
-        };
-        Encoder {
-            pole_id,
-            format,
-            bytes_per_pixel,
-            sequence: 0,
-        }
+        let (format, bytes_per_pixel) = if rgbw { (FORMAT_RGBW8, 4) } else { (FORMAT_RGB8, 3) };
+        Encoder { pole_id, format, bytes_per_pixel, sequence: 0 }
     }
 
     /// Datagram size for a pole of `channels` bytes.
@@ -74,11 +65,7 @@ impl Encoder {
         out.reserve(1)?;
         let len = HEADER_LEN + pixels.len();
         if len > out.slot_len() || pixels.len() > MAX_PAYLOAD {
-            return Err(BatchFull {
-                needed: len,
-                slots: out.capacity(),
-                slot_len: out.slot_len(),
-            });
+            return Err(BatchFull { needed: len, slots: out.capacity(), slot_len: out.slot_len() });
         }
         let pixel_count = (pixels.len() / self.bytes_per_pixel) as u16;
         let payload_len = pixel_count as usize * self.bytes_per_pixel;
@@ -142,14 +129,7 @@ mod tests {
         out.clear();
         let mut enc = Encoder::new(3, false);
         enc.sequence = 7;
-        enc.encode(
-            &[0xFF, 0, 0, 0, 0x80, 0xFF],
-            1_700_000_000_000_000,
-            0,
-            dest(),
-            &mut out,
-        )
-        .unwrap();
+        enc.encode(&[0xFF, 0, 0, 0, 0x80, 0xFF], 1_700_000_000_000_000, 0, dest(), &mut out).unwrap();
         assert_eq!(out.get(0).0, &EXAMPLE[..]);
         assert_eq!(out.get(0).1, dest());
         assert_eq!(enc.sequence, 8);
@@ -160,8 +140,7 @@ mod tests {
         let mut out = Datagrams::new(2, 64);
         let mut enc = Encoder::new(0, false);
         enc.sequence = u32::MAX;
-        enc.encode(&[1, 2, 3, 4], 0, FLAG_END, dest(), &mut out)
-            .unwrap();
+        enc.encode(&[1, 2, 3, 4], 0, FLAG_END, dest(), &mut out).unwrap();
         enc.encode(&[1, 2, 3], 0, 0, dest(), &mut out).unwrap();
         let (a, _) = out.get(0);
         assert_eq!(&a[12..16], &u32::MAX.to_be_bytes());

@@ -35,11 +35,7 @@ pub struct Encoder {
 
 impl Encoder {
     pub fn new(data_type: u8, id: u8) -> Encoder {
-        Encoder {
-            data_type,
-            id,
-            sequence: 15,
-        }
+        Encoder { data_type, id, sequence: 15 }
     }
 
     pub fn packets_for(channels: usize) -> usize {
@@ -52,29 +48,16 @@ impl Encoder {
         self.sequence
     }
 
-    pub fn encode(
-        &mut self,
-        pixels: &[u8],
-        dest: SocketAddrV4,
-        out: &mut Datagrams,
-    ) -> Result<(), BatchFull> {
+    pub fn encode(&mut self, pixels: &[u8], dest: SocketAddrV4, out: &mut Datagrams) -> Result<(), BatchFull> {
         let packets = Self::packets_for(pixels.len());
         out.reserve(packets)?;
         if out.slot_len() < HEADER_LEN + MAX_DATA.min(pixels.len()) {
-            return Err(BatchFull {
-                needed: packets,
-                slots: out.capacity(),
-                slot_len: out.slot_len(),
-            });
+            return Err(BatchFull { needed: packets, slots: out.capacity(), slot_len: out.slot_len() });
         }
         for i in 0..packets {
             let start = i * MAX_DATA;
             let chunk = &pixels[start.min(pixels.len())..(start + MAX_DATA).min(pixels.len())];
-            let flags = if i + 1 == packets {
-                FLAGS_V1 | FLAG_PUSH
-            } else {
-                FLAGS_V1
-            };
+            let flags = if i + 1 == packets { FLAGS_V1 | FLAG_PUSH } else { FLAGS_V1 };
             let seq = self.next_sequence();
             let (data_type, id) = (self.data_type, self.id);
             out.push_with(dest, |b| {

@@ -63,11 +63,7 @@ impl Datagrams {
     /// a batch is never left half-written.
     pub fn reserve(&self, n: usize) -> Result<(), BatchFull> {
         if self.len() + n > self.capacity() {
-            return Err(BatchFull {
-                needed: self.len() + n,
-                slots: self.capacity(),
-                slot_len: self.slot_len,
-            });
+            return Err(BatchFull { needed: self.len() + n, slots: self.capacity(), slot_len: self.slot_len });
         }
         Ok(())
     }

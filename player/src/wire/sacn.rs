@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use sacn::packet::{
-    AcnRootLayerProtocol, DataPacketDmpLayer, DataPacketFramingLayer, E131RootLayer,
-    E131RootLayerData, SynchronizationPacketFramingLayer, UniverseDiscoveryPacketFramingLayer,
+    AcnRootLayerProtocol, DataPacketDmpLayer, DataPacketFramingLayer, E131RootLayer, E131RootLayerData,
+    SynchronizationPacketFramingLayer, UniverseDiscoveryPacketFramingLayer,
     UniverseDiscoveryPacketUniverseDiscoveryLayer,
 };
 pub use sacn::packet::{DISCOVERY_UNI_PER_PAGE, E131_DISCOVERY_UNIVERSE};
@@ -77,12 +77,7 @@ impl Encoder {
         }
         cfg.universe_size = cfg.universe_size.clamp(1, 512);
         let universes = channels.div_ceil(cfg.universe_size as usize).max(1);
-        Encoder {
-            cfg,
-            sequences: vec![0; universes],
-            sync_sequence: 0,
-            scratch: [0; 513],
-        }
+        Encoder { cfg, sequences: vec![0; universes], sync_sequence: 0, scratch: [0; 513] }
     }
 
     pub fn universes(&self) -> usize {
@@ -109,20 +104,11 @@ impl Encoder {
     }
 
     /// A stream-terminated packet per universe (E1.31 §6.7.1); send it three times.
-    pub fn encode_terminate(
-        &mut self,
-        pixels: &[u8],
-        out: &mut Datagrams,
-    ) -> Result<(), BatchFull> {
+    pub fn encode_terminate(&mut self, pixels: &[u8], out: &mut Datagrams) -> Result<(), BatchFull> {
         self.encode_data(pixels, true, out)
     }
 
-    fn encode_data(
-        &mut self,
-        pixels: &[u8],
-        terminated: bool,
-        out: &mut Datagrams,
-    ) -> Result<(), BatchFull> {
+    fn encode_data(&mut self, pixels: &[u8], terminated: bool, out: &mut Datagrams) -> Result<(), BatchFull> {
         out.reserve(self.universes())?;
         let size = self.cfg.universe_size as usize;
         for i in 0..self.universes() {
@@ -147,9 +133,7 @@ impl Encoder {
                         stream_terminated: terminated,
                         force_synchronization: false,
                         universe,
-                        data: DataPacketDmpLayer {
-                            property_values: Cow::Borrowed(&self.scratch[..=size]),
-                        },
+                        data: DataPacketDmpLayer { property_values: Cow::Borrowed(&self.scratch[..=size]) },
                     }),
                 },
             };
@@ -160,9 +144,7 @@ impl Encoder {
 
     /// The universe synchronization packet (E1.31 §6.3), after a frame's data packets.
     pub fn encode_sync(&mut self, out: &mut Datagrams) -> Result<(), BatchFull> {
-        let Some(sync) = self.cfg.sync_universe else {
-            return Ok(());
-        };
+        let Some(sync) = self.cfg.sync_universe else { return Ok(()) };
         out.reserve(1)?;
         self.sync_sequence = self.sync_sequence.wrapping_add(1);
         let packet = AcnRootLayerProtocol {
@@ -184,9 +166,7 @@ impl Encoder {
         let pages = total.div_ceil(DISCOVERY_UNI_PER_PAGE).max(1);
         out.reserve(pages)?;
         let dest = match self.cfg.dest {
-            Dest::Multicast { port } => {
-                SocketAddrV4::new(multicast_group(E131_DISCOVERY_UNIVERSE), port)
-            }
+            Dest::Multicast { port } => SocketAddrV4::new(multicast_group(E131_DISCOVERY_UNIVERSE), port),
             Dest::Unicast(a) => a,
         };
         for page in 0..pages {
@@ -198,16 +178,14 @@ impl Encoder {
             let packet = AcnRootLayerProtocol {
                 pdu: E131RootLayer {
                     cid: self.cfg.cid,
-                    data: E131RootLayerData::UniverseDiscoveryPacket(
-                        UniverseDiscoveryPacketFramingLayer {
-                            source_name: Cow::Borrowed(&self.cfg.source_name),
-                            data: UniverseDiscoveryPacketUniverseDiscoveryLayer {
-                                page: page as u8,
-                                last_page: (pages - 1) as u8,
-                                universes: Cow::Borrowed(&list[..n]),
-                            },
+                    data: E131RootLayerData::UniverseDiscoveryPacket(UniverseDiscoveryPacketFramingLayer {
+                        source_name: Cow::Borrowed(&self.cfg.source_name),
+                        data: UniverseDiscoveryPacketUniverseDiscoveryLayer {
+                            page: page as u8,
+                            last_page: (pages - 1) as u8,
+                            universes: Cow::Borrowed(&list[..n]),
                         },
-                    ),
+                    }),
                 },
             };
             pack(&packet, dest, out)?;
@@ -216,18 +194,10 @@ impl Encoder {
     }
 }
 
-fn pack(
-    packet: &AcnRootLayerProtocol<'_>,
-    dest: SocketAddrV4,
-    out: &mut Datagrams,
-) -> Result<(), BatchFull> {
+fn pack(packet: &AcnRootLayerProtocol<'_>, dest: SocketAddrV4, out: &mut Datagrams) -> Result<(), BatchFull> {
     let len = packet.len();
     if len > out.slot_len() {
-        return Err(BatchFull {
-            needed: len,
-            slots: out.capacity(),
-            slot_len: out.slot_len(),
-        });
+        return Err(BatchFull { needed: len, slots: out.capacity(), slot_len: out.slot_len() });
     }
     let mut ok = true;
     out.push_with(dest, |b| match packet.pack(&mut b[..len]) {
@@ -237,15 +207,7 @@ fn pack(
             0
         }
     });
-    if ok {
-        Ok(())
-    } else {
-        Err(BatchFull {
-            needed: len,
-            slots: out.capacity(),
-            slot_len: out.slot_len(),
-        })
-    }
+    if ok { Ok(()) } else { Err(BatchFull { needed: len, slots: out.capacity(), slot_len: out.slot_len() }) }
 }
 
 #[cfg(test)]
@@ -338,9 +300,7 @@ mod tests {
         enc.encode(&pixels, &mut out).unwrap();
         for (i, (bytes, dest)) in out.iter().enumerate() {
             let parsed = AcnRootLayerProtocol::parse(bytes).unwrap();
-            let E131RootLayerData::DataPacket(d) = parsed.pdu.data else {
-                panic!("not data")
-            };
+            let E131RootLayerData::DataPacket(d) = parsed.pdu.data else { panic!("not data") };
             assert_eq!(d.universe, 7 + i as u16);
             assert_eq!(d.sequence_number, 1);
             assert_eq!(dest.ip(), &multicast_group(7 + i as u16));
@@ -361,9 +321,7 @@ mod tests {
         let (bytes, dest) = out.get(0);
         assert_eq!(dest.ip(), &Ipv4Addr::new(239, 255, 250, 214));
         let parsed = AcnRootLayerProtocol::parse(bytes).unwrap();
-        let E131RootLayerData::UniverseDiscoveryPacket(d) = parsed.pdu.data else {
-            panic!("not discovery")
-        };
+        let E131RootLayerData::UniverseDiscoveryPacket(d) = parsed.pdu.data else { panic!("not discovery") };
         assert_eq!(&*d.data.universes, &[7, 8, 9]);
     }
 }
