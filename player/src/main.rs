@@ -21,6 +21,8 @@ enum Cmd {
     /// Play the built-in demo: test patterns to one pole of each kind on loopback
     /// multicast, dashboard on http://127.0.0.1:8080/. No root, no files.
     Demo(cli::run::DemoArgs),
+    /// Look inside xLights sequence files (.fseq).
+    Seq(cli::seq::SeqArgs),
     /// Show interface: PAUSE settings and counters, link, stats (`status`); turn PAUSE off (`pause-off`).
     Nic(cli::nic::NicArgs),
     /// Find out why frames drop: PAUSE frames, tx timeouts, 10 Mbit/s link, multicast flood.
@@ -33,6 +35,7 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Run(a) => cli::run::run(a),
         Cmd::Demo(a) => cli::run::demo(a),
+        Cmd::Seq(a) => cli::seq::run(a),
         Cmd::Nic(a) => cli::nic::run(a),
         Cmd::Doctor(a) => cli::doctor::run(a),
     };

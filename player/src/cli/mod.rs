@@ -3,4 +3,5 @@
 pub mod doctor;
 pub mod nic;
 pub mod run;
+pub mod seq;
 pub mod services;

@@ -10,4 +10,4 @@ mod socket;
 pub use pole::{Output, OutputError, OutputOptions};
 pub use ratelimit::RateLimit;
 pub use send::{SendOutcome, Sender};
-pub use socket::{SocketOptions, interface_index, open_udp};
+pub use socket::{SocketOptions, interface_index, open_udp, set_multicast_ifindex};

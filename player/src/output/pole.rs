@@ -77,6 +77,16 @@ pub fn available_interfaces() -> String {
     names.join(", ")
 }
 
+/// Room for about two frames of this pole in the socket. Every byte the socket may hold is
+/// a byte that can sit in a stalled queue and reach the pole late: with the kernel's
+/// default (~208 KB) a stalled output delivered frames seconds old when the stall lifted
+/// (testbed, docs/perf/testbed.md). Two frames keep a burst from one frame whole while
+/// bounding the backlog to one stale frame.
+pub fn default_send_buffer(channels: usize) -> usize {
+    // Per-datagram kernel overhead (skb truesize) is counted against SO_SNDBUF too.
+    (2 * (channels + 64 * channels.div_ceil(512).max(1))).max(16 * 1024)
+}
+
 impl Output {
     pub fn open(o: &ResolvedOutput, opts: &OutputOptions) -> Result<Output, OutputError> {
         let destination = match o.destination {
@@ -91,7 +101,11 @@ impl Output {
             });
         };
         let sock_err = |source| OutputError::Socket { output: o.name.clone(), source };
-        let socket = open_udp(&opts.socket).map_err(sock_err)?;
+        let mut sock_opts = opts.socket.clone();
+        if sock_opts.send_buffer.is_none() {
+            sock_opts.send_buffer = Some(default_send_buffer(o.profile.channels()));
+        }
+        let socket = open_udp(&sock_opts).map_err(sock_err)?;
         set_multicast_ifindex(&socket, ifindex).map_err(sock_err)?;
         let p = &o.profile;
         let channels = p.channels();

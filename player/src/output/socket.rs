@@ -55,8 +55,25 @@ pub fn open_udp(opts: &SocketOptions) -> io::Result<Socket> {
     s.set_multicast_ttl_v4(opts.multicast_ttl)?;
     s.set_multicast_loop_v4(opts.multicast_loop)?;
     if let Some(n) = opts.send_buffer {
-        s.set_send_buffer_size(n)?;
+        set_send_buffer(&s, n)?;
     }
     s.bind(&SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0).into())?;
     Ok(s)
+}
+
+/// SO_SNDBUFFORCE where the process may (CAP_NET_ADMIN, which the service has), so the
+/// size is not silently capped at net.core.wmem_max; SO_SNDBUF otherwise.
+fn set_send_buffer(s: &Socket, bytes: usize) -> io::Result<()> {
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: the pointer and length describe a live c_int.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUFFORCE,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 { Ok(()) } else { s.set_send_buffer_size(bytes) }
 }
