@@ -23,6 +23,12 @@ enum Cmd {
     Demo(cli::run::DemoArgs),
     /// Look inside xLights sequence files (.fseq).
     Seq(cli::seq::SeqArgs),
+    /// Show interface: PAUSE settings and counters, link, stats (`status`); turn PAUSE off (`pause-off`).
+    Nic(cli::nic::NicArgs),
+    /// Find out why frames drop: PAUSE frames, tx timeouts, 10 Mbit/s link, multicast flood.
+    Doctor(cli::doctor::DoctorArgs),
+    /// Per-stage timing percentiles and NIC PAUSE counters of a running unit.
+    Profile(cli::profile::ProfileArgs),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +38,9 @@ fn main() -> ExitCode {
         Cmd::Run(a) => cli::run::run(a),
         Cmd::Demo(a) => cli::run::demo(a),
         Cmd::Seq(a) => cli::seq::run(a),
+        Cmd::Profile(a) => cli::profile::run(a),
+        Cmd::Nic(a) => cli::nic::run(a),
+        Cmd::Doctor(a) => cli::doctor::run(a),
     };
     match result {
         Ok(code) => code,
