@@ -52,6 +52,9 @@ pub struct CommonArgs {
     /// Do not advertise the unit over mDNS.
     #[arg(long)]
     pub no_mdns: bool,
+    /// When the show stops, write the profiler's final snapshot (the `/profile` JSON) here.
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -164,9 +167,17 @@ fn play(show: Show, common: CommonArgs, config_path: Option<PathBuf>) -> anyhow:
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
         .context("cannot install signal handlers")?;
     let engine = build_engine(&show, &common)?;
-    let services = crate::cli::services::start(&show, &engine, &common)?;
-    let sink = services.sink;
+    let mut services = crate::cli::services::start(&show, &engine, &common)?;
+    let sink = services
+        .sink
+        .take()
+        .context("profiler sink already taken")?;
     let handle = frame_loop::spawn(engine, sink).context("cannot start the render thread")?;
+    let finish = |exit: Exit, services: crate::cli::services::Services| {
+        crate::cli::services::summarize(&services.profiler, common.summary.as_deref());
+        drop(services);
+        exit_code(exit)
+    };
     tracing::info!(
         outputs = show.outputs.len(),
         fps = show.config.fps,
@@ -196,22 +207,16 @@ fn play(show: Show, common: CommonArgs, config_path: Option<PathBuf>) -> anyhow:
                 },
                 _ => {
                     tracing::info!("signal {sig}: stopping");
-                    let exit = handle.stop();
-                    drop(services.guards);
-                    return Ok(exit_code(exit));
+                    return Ok(finish(handle.stop(), services));
                 }
             }
         }
         if deadline.is_some_and(|d| started.elapsed() >= d) {
-            let exit = handle.stop();
-            drop(services.guards);
-            return Ok(exit_code(exit));
+            return Ok(finish(handle.stop(), services));
         }
         if handle.is_finished() {
             let mut handle = handle;
-            let exit = handle.join();
-            drop(services.guards);
-            return Ok(exit_code(exit));
+            return Ok(finish(handle.join(), services));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
