@@ -96,7 +96,10 @@ pub fn parse_response(raw: &[u8]) -> Result<Response, String> {
         out
     } else if let Some(n) = len {
         if body.len() < n {
-            return Err(format!("body is {} bytes, Content-Length says {n}", body.len()));
+            return Err(format!(
+                "body is {} bytes, Content-Length says {n}",
+                body.len()
+            ));
         }
         body[..n].to_vec()
     } else {
@@ -133,8 +136,10 @@ pub fn request(
             detail: "no address".into(),
         })?;
     let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(io("connect"))?;
-    s.set_read_timeout(Some(timeout)).map_err(io("set timeout"))?;
-    s.set_write_timeout(Some(timeout)).map_err(io("set timeout"))?;
+    s.set_read_timeout(Some(timeout))
+        .map_err(io("set timeout"))?;
+    s.set_write_timeout(Some(timeout))
+        .map_err(io("set timeout"))?;
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\nAccept: application/json\r\n"
     );
@@ -171,7 +176,10 @@ mod tests {
             split_url("http://10.0.0.5:8081/api/v1/status"),
             Some(("10.0.0.5".into(), 8081, "/api/v1/status".into()))
         );
-        assert_eq!(split_url("http://pole"), Some(("pole".into(), 80, "/".into())));
+        assert_eq!(
+            split_url("http://pole"),
+            Some(("pole".into(), 80, "/".into()))
+        );
         assert_eq!(split_url("https://pole"), None);
         assert_eq!(split_url("http://:80/"), None);
     }

@@ -3,7 +3,14 @@
 
 pub mod agent;
 pub mod atomic;
+pub mod config;
+pub mod discover;
+pub mod gate;
 pub mod http;
 pub mod mountguard;
 pub mod nic;
 pub mod oneshot;
+pub mod push;
+pub mod rollout;
+pub mod ssh;
+pub mod store;

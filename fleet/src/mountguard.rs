@@ -12,7 +12,9 @@ use std::process::{Child, Command, Stdio};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MountError {
-    #[error("{path} is not a mount point in /proc/self/mountinfo; --lower must name the read-only lower root (e.g. /media/root-ro)")]
+    #[error(
+        "{path} is not a mount point in /proc/self/mountinfo; --lower must name the read-only lower root (e.g. /media/root-ro)"
+    )]
     NotMounted { path: PathBuf },
     #[error("reading /proc/self/mountinfo: {0}")]
     MountInfo(std::io::Error),
@@ -32,7 +34,10 @@ fn unescape(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
             i += 4;
         } else {
@@ -132,7 +137,10 @@ impl RwWindow {
         if line.trim() != "ready" {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(gerr(format!("did not report ready (said {:?})", line.trim())));
+            return Err(gerr(format!(
+                "did not report ready (said {:?})",
+                line.trim()
+            )));
         }
         let mut w = RwWindow {
             lower: lower.to_path_buf(),
@@ -230,8 +238,14 @@ mod tests {
     #[test]
     fn readonly_flag_from_mountinfo_topmost_wins() {
         let first: String = MI.lines().take(3).collect::<Vec<_>>().join("\n");
-        assert_eq!(mount_is_readonly(&first, Path::new("/media/root-ro")), Some(true));
-        assert_eq!(mount_is_readonly(MI, Path::new("/media/root-ro")), Some(false));
+        assert_eq!(
+            mount_is_readonly(&first, Path::new("/media/root-ro")),
+            Some(true)
+        );
+        assert_eq!(
+            mount_is_readonly(MI, Path::new("/media/root-ro")),
+            Some(false)
+        );
         assert_eq!(mount_is_readonly(MI, Path::new("/")), Some(false));
         assert_eq!(mount_is_readonly(MI, Path::new("/media")), None);
     }
@@ -239,6 +253,9 @@ mod tests {
     #[test]
     fn escaped_mount_points() {
         assert_eq!(unescape("/tmp/with\\040space"), "/tmp/with space");
-        assert_eq!(mount_is_readonly(MI, Path::new("/tmp/with space")), Some(false));
+        assert_eq!(
+            mount_is_readonly(MI, Path::new("/tmp/with space")),
+            Some(false)
+        );
     }
 }

@@ -62,7 +62,9 @@ pub fn parse_player_json(text: &str) -> Result<NicReading, String> {
         .to_string();
     let pause = match v.get("pause") {
         None | Some(serde_json::Value::Null) => None,
-        Some(p) => Some(serde_json::from_value::<Pause>(p.clone()).map_err(|e| format!("pause: {e}"))?),
+        Some(p) => {
+            Some(serde_json::from_value::<Pause>(p.clone()).map_err(|e| format!("pause: {e}"))?)
+        }
     };
     let pause_error = v
         .get("pause_error")
@@ -220,7 +222,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.interface, "eth0");
-        assert_eq!(r.pause, Some(Pause { autoneg: false, rx: false, tx: true }));
+        assert_eq!(
+            r.pause,
+            Some(Pause {
+                autoneg: false,
+                rx: false,
+                tx: true
+            })
+        );
         assert!(!r.pause.unwrap().is_off());
         assert_eq!(r.pause_rx_frames, Some(42));
         let r = parse_player_json(r#"{"interface":"eth0","pause":null,"pause_error":"EOPNOTSUPP","pause_rx_frames":{"source":"unsupported","total":null}}"#).unwrap();
@@ -232,7 +241,9 @@ mod tests {
     #[test]
     fn mock_nic_pause_off_and_stuck_nic() {
         let d = tempfile::tempdir().unwrap();
-        let m = MockBackend { dir: d.path().into() };
+        let m = MockBackend {
+            dir: d.path().into(),
+        };
         assert!(!m.read("eth0").unwrap().pause.unwrap().is_off());
         assert!(m.pause_off("eth0").unwrap().pause.unwrap().is_off());
         std::fs::write(

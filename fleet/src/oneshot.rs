@@ -80,7 +80,11 @@ async fn read_async(unit: &str) -> Oneshot {
         (Ok(u), Ok(s)) => (u, s),
         (Err(e), _) | (_, Err(e)) => return unknown(format!("systemd proxy: {e}")),
     };
-    match (u.active_state().await, s.result().await, s.exec_main_status().await) {
+    match (
+        u.active_state().await,
+        s.result().await,
+        s.exec_main_status().await,
+    ) {
         (Ok(active_state), Ok(result), Ok(exec_main_status)) => Oneshot::Known {
             unit: unit.to_string(),
             active_state,
