@@ -48,6 +48,12 @@ struct Cli {
     /// Answer JSON on stdout (the only format pfx-fleet reads).
     #[arg(long, global = true)]
     json: bool,
+    /// TEST ONLY: stay half-way through the write, inside the rw window, this long.
+    #[arg(long, hide = true, global = true)]
+    test_hold_in_write_ms: Option<u64>,
+    /// TEST ONLY: write our pid here when holding.
+    #[arg(long, hide = true, global = true)]
+    test_hold_pidfile: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -58,12 +64,6 @@ enum Cmd {
     Apply {
         #[arg(value_parser = ["pause-off"])]
         what: String,
-        /// TEST ONLY: stay half-way through the write, inside the rw window, this long.
-        #[arg(long, hide = true)]
-        test_hold_in_write_ms: Option<u64>,
-        /// TEST ONLY: write our pid here when holding.
-        #[arg(long, hide = true)]
-        test_hold_pidfile: Option<PathBuf>,
     },
     /// PAUSE state and frames/s, the oneshot, player fps, image version, unit id.
     Status {
@@ -121,17 +121,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (hold, pidfile) = match &cli.cmd {
-        Cmd::Apply {
-            test_hold_in_write_ms,
-            test_hold_pidfile,
-            ..
-        } => (
-            test_hold_in_write_ms.map(Duration::from_millis),
-            test_hold_pidfile.clone(),
-        ),
-        _ => (None, None),
-    };
+    let (hold, pidfile) = (
+        cli.test_hold_in_write_ms.map(Duration::from_millis),
+        cli.test_hold_pidfile.clone(),
+    );
     let opts = AgentOpts {
         iface: cli.iface.clone(),
         lower: cli.lower.clone(),
