@@ -149,6 +149,28 @@ pub fn human_age(ms: u64) -> String {
     }
 }
 
+/// `2026-11-30T08:05:12Z` from unix milliseconds (UTC, no time-zone database needed).
+pub fn utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
 /// Parses `24h`, `90m`, `30s`, `2d` into milliseconds.
 pub fn parse_duration_ms(s: &str) -> Option<u64> {
     let s = s.trim();
@@ -242,6 +264,13 @@ pub(crate) mod tests {
         let d = decide("s", &[], 0, H);
         assert!(!d.open);
         assert_eq!(d.blockers.len(), 1);
+    }
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_796_025_912_000), "2026-11-30T08:05:12Z");
     }
 
     #[test]

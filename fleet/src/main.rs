@@ -408,7 +408,7 @@ fn run(cli: Cli) -> Result<u8> {
                 for r in &h {
                     println!(
                         "{} run {} {} by {}: {} {} ({}) -> {}{}",
-                        r.recorded_ms,
+                        gate::utc(r.recorded_ms),
                         r.run_id,
                         r.kind,
                         r.operator,

@@ -284,6 +284,28 @@ check "next run resumes: skips the $ndone recorded, completes the rest (exit $rc
 fleet gate fallback --site hall-a > /dev/null; rc=$?
 check "gate open on the resumed state (exit $rc)" [ $rc = 0 ]
 
+# 8b. agent status over SSH: PAUSE state and rate, oneshot, player fps, image, unit id
+nsenter --net="/run/netns/pfxfl${P}u1" -- python3 -c '
+import http.server, json
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self):
+        b = json.dumps({"fps": 59.94, "deadline_misses": 3, "frames": 1000}).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
+http.server.HTTPServer(("127.0.0.1", 8080), H).serve_forever()' > /dev/null 2>&1 &
+PIDS+=($!)
+sleep 0.5
+inns "$OP" ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile="$T/known_hosts" \
+  -i "$T/id_ed25519" root@10.77.0.11 -- "$(agent_cmd u1 "$T/u1") status --json --rate-interval-ms 200" > "$T/astatus.json" 2> "$T/astatus.err"; rc=$?
+check "pfx-agent status --json over ssh (exit $rc): pause off, rate, oneshot unknown, player fps, image, unit" python3 -c '
+import json,sys; s=json.load(open(sys.argv[1]))
+assert s["unit"]=="u1" and s["pause_off"] is True, s
+assert s["pause_rx_frames_per_s"]==0.0 and s["pause_rx_frames_total"] is not None, s
+assert s["oneshot"]["state"]=="unknown" and "no systemd bus" in s["oneshot"]["reason"], s["oneshot"]
+assert s["player"]["reachable"] and s["player"]["fps"]==59.94 and s["player"]["deadline_misses"]==3, s["player"]
+assert s["image_version"]=="pfx-test-image 1", s
+assert s["persisted"]["matches"] and s["persisted"]["lower_readonly"], s' "$T/astatus.json"
+
 # 9. status and history ------------------------------------------------------------
 DB="$T/fleet.db"
 fleet status --json > "$T/status.json"; rc=$?
@@ -313,13 +335,19 @@ if [ "${1:-}" = bench ]; then
       echo "      - {id: b$n, host: 10.77.1.$h, agent_command: \"$AGENT --lower $d/lower --nic-backend mock --mock-nic-dir $d/nic --unit-id b$n --no-systemd\"}"
     done
   } > "$B/fleet.yaml"
-  par=${PFX_FLEET_BENCH_PARALLEL:-16}
-  inns "$OP" /usr/bin/time -v "$FLEET" --config "$B/fleet.yaml" --db "$B/fleet.db" push pause-off --site bench --parallel "$par" > "$B/out" 2> "$B/err"; rc=$?
-  wall=$(grep 'Elapsed (wall clock)' "$B/err" | awk '{print $NF}')
-  rss=$(grep 'Maximum resident set size' "$B/err" | awk '{print $NF}')
-  done_n=$(db_q "$B/fleet.db" "SELECT COUNT(*) FROM unit_events WHERE state='done'")
-  echo "BENCH push pause-off: 100 units via $nhosts sshd, --parallel $par: wall $wall, operator peak RSS ${rss} KiB, done $done_n/100, exit $rc"
-  check "bench: all 100 units done" [ "$done_n" = 100 ]
+  # One cell per --parallel value, each from the same fresh state (nothing applied).
+  for par in ${PFX_FLEET_BENCH_PARALLEL:-8 16 32}; do
+    for n in $(seq -w 1 100); do
+      d="$B/u$n"; mount -o remount,rw "$d/lower"; rm -rf "$d/lower/etc" "$d/nic"/*; mount -o remount,ro "$d/lower"
+    done
+    rm -f "$B"/fleet.db*
+    inns "$OP" /usr/bin/time -v "$FLEET" --config "$B/fleet.yaml" --db "$B/fleet.db" push pause-off --site bench --parallel "$par" > "$B/out" 2> "$B/err"; rc=$?
+    wall=$(grep 'Elapsed (wall clock)' "$B/err" | awk '{print $NF}')
+    rss=$(grep 'Maximum resident set size' "$B/err" | awk '{print $NF}')
+    done_n=$(db_q "$B/fleet.db" "SELECT COUNT(*) FROM unit_events WHERE state='done'")
+    echo "BENCH push pause-off: 100 units via $nhosts sshd, --parallel $par: wall $wall, operator peak RSS ${rss} KiB, done $done_n/100, exit $rc"
+    check "bench --parallel $par: all 100 units done" [ "$done_n" = 100 ]
+  done
 fi
 
 echo "fleet suite: $fails failures, $(( $(date +%s) - start ))s"
