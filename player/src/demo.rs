@@ -3,18 +3,12 @@
 
 use std::path::Path;
 
-use crate::config::ConfigError;
 use crate::config::show::{Show, ShowConfig};
+use crate::config::ConfigError;
 
 const PROFILES: [(&str, &str); 3] = [
-    (
-        "gen3-bigpacket",
-        include_str!("../../profiles/gen3-bigpacket.yaml"),
-    ),
-    (
-        "legacy-2018-2023-sacn",
-        include_str!("../../profiles/legacy-2018-2023-sacn.yaml"),
-    ),
+    ("gen3-bigpacket", include_str!("../../profiles/gen3-bigpacket.yaml")),
+    ("legacy-2018-2023-sacn", include_str!("../../profiles/legacy-2018-2023-sacn.yaml")),
     ("bench-ddp", include_str!("../../profiles/bench-ddp.yaml")),
 ];
 

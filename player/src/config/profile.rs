@@ -126,10 +126,7 @@ fn default_ddp_id() -> u8 {
 
 impl Default for DdpOptions {
     fn default() -> Self {
-        DdpOptions {
-            data_type: default_ddp_data_type(),
-            destination_id: default_ddp_id(),
-        }
+        DdpOptions { data_type: default_ddp_data_type(), destination_id: default_ddp_id() }
     }
 }
 
@@ -215,22 +212,13 @@ impl DeviceProfile {
             Protocol::Sacn => {
                 let o = self.sacn_options();
                 if !(1..=63999).contains(&o.first_universe) {
-                    return bad(format!(
-                        "sacn.first_universe: {} is outside 1..=63999",
-                        o.first_universe
-                    ));
+                    return bad(format!("sacn.first_universe: {} is outside 1..=63999", o.first_universe));
                 }
                 if !(1..=512).contains(&o.universe_size) {
-                    return bad(format!(
-                        "sacn.universe_size: {} is outside 1..=512",
-                        o.universe_size
-                    ));
+                    return bad(format!("sacn.universe_size: {} is outside 1..=512", o.universe_size));
                 }
                 if o.priority > 200 {
-                    return bad(format!(
-                        "sacn.priority: {} is above the E1.31 maximum of 200",
-                        o.priority
-                    ));
+                    return bad(format!("sacn.priority: {} is above the E1.31 maximum of 200", o.priority));
                 }
                 let universes = self.channels().div_ceil(o.universe_size as usize);
                 if o.first_universe as usize + universes - 1 > 63999 {
@@ -247,10 +235,7 @@ impl DeviceProfile {
             }
             Protocol::Ddp => {
                 if self.ddp_options().destination_id == 0 {
-                    return bad(
-                        "ddp.destination_id: 0 is reserved by the DDP spec; use 1 (default output)"
-                            .into(),
-                    );
+                    return bad("ddp.destination_id: 0 is reserved by the DDP spec; use 1 (default output)".into());
                 }
             }
             Protocol::Bigpacket => {

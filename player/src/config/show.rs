@@ -115,11 +115,7 @@ pub struct ContentItem {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Item {
     Fseq(PathBuf),
-    Pattern {
-        kind: PatternKind,
-        seconds: f64,
-        color: [u8; 3],
-    },
+    Pattern { kind: PatternKind, seconds: f64, color: [u8; 3] },
 }
 
 /// A show config with every reference resolved: profiles loaded, paths absolute.
@@ -168,10 +164,7 @@ impl ShowConfig {
             return bad(format!("fps: {} is outside 1..=240", self.fps));
         }
         if !(0.0..=1.0).contains(&self.brightness) {
-            return bad(format!(
-                "brightness: {} is outside 0.0..=1.0",
-                self.brightness
-            ));
+            return bad(format!("brightness: {} is outside 0.0..=1.0", self.brightness));
         }
         if self.interface.is_empty() {
             return bad("interface: empty; name the show interface, e.g. eth0".into());
@@ -183,10 +176,7 @@ impl ShowConfig {
             return bad("content.playlist: empty; add an `fseq:` or `pattern:` entry".into());
         }
         if !(1..=600).contains(&self.profile_window_s) {
-            return bad(format!(
-                "profile_window_s: {} is outside 1..=600",
-                self.profile_window_s
-            ));
+            return bad(format!("profile_window_s: {} is outside 1..=600", self.profile_window_s));
         }
         let base = origin.parent().unwrap_or(Path::new("."));
         let profiles_dir = self.profiles_dir.as_ref().map(|d| base.join(d));
@@ -196,9 +186,7 @@ impl ShowConfig {
                 return bad(format!("outputs[{i}].name: `{}` is used twice", o.name));
             }
             if o.start_channel == 0 {
-                return bad(format!(
-                    "outputs[{i}].start_channel: channels are 1-based, as in xLights"
-                ));
+                return bad(format!("outputs[{i}].start_channel: channels are 1-based, as in xLights"));
             }
             let profile = load_profile(&o.profile, base, profiles_dir.as_deref())
                 .map_err(|e| ConfigError::invalid(origin, format!("outputs[{i}].profile: {e}")))?;
@@ -221,19 +209,14 @@ impl ShowConfig {
                     }
                     let p = base.join(p);
                     if !p.is_file() {
-                        return bad(format!(
-                            "content.playlist[{i}].fseq: {} does not exist",
-                            p.display()
-                        ));
+                        return bad(format!("content.playlist[{i}].fseq: {} does not exist", p.display()));
                     }
                     Item::Fseq(p)
                 }
                 (None, Some(kind)) => {
                     let seconds = it.seconds.unwrap_or(10.0);
                     if !(seconds > 0.0 && seconds.is_finite()) {
-                        return bad(format!(
-                            "content.playlist[{i}].seconds: must be a positive number"
-                        ));
+                        return bad(format!("content.playlist[{i}].seconds: must be a positive number"));
                     }
                     let color = match &it.color {
                         None => [255, 255, 255],
@@ -246,11 +229,7 @@ impl ShowConfig {
                             }
                         },
                     };
-                    Item::Pattern {
-                        kind,
-                        seconds,
-                        color,
-                    }
+                    Item::Pattern { kind, seconds, color }
                 }
                 _ => {
                     return bad(format!(
@@ -260,27 +239,22 @@ impl ShowConfig {
             };
             playlist.push(item);
         }
-        Ok(Show {
-            config: self,
-            outputs,
-            playlist,
-            source: origin.to_path_buf(),
-        })
+        Ok(Show { config: self, outputs, playlist, source: origin.to_path_buf() })
     }
 }
 
 /// A profile is a path (contains `/` or ends in `.yaml`) or a name looked up in the
 /// profiles directories.
-fn load_profile(name: &str, base: &Path, dir: Option<&Path>) -> Result<DeviceProfile, ConfigError> {
+fn load_profile(
+    name: &str,
+    base: &Path,
+    dir: Option<&Path>,
+) -> Result<DeviceProfile, ConfigError> {
     if name.contains('/') || name.ends_with(".yaml") {
         return DeviceProfile::load(&base.join(name));
     }
     let mut tried = Vec::new();
-    let defaults = [
-        base.join("profiles"),
-        base.join("../profiles"),
-        PathBuf::from("/usr/share/pfx/profiles"),
-    ];
+    let defaults = [base.join("profiles"), base.join("../profiles"), PathBuf::from("/usr/share/pfx/profiles")];
     let dirs: Vec<&Path> = match dir {
         Some(d) => vec![d],
         None => defaults.iter().map(PathBuf::as_path).collect(),

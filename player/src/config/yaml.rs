@@ -22,18 +22,13 @@ pub enum ConfigError {
 
 impl ConfigError {
     pub fn invalid(path: &Path, message: impl Into<String>) -> Self {
-        ConfigError::Invalid {
-            path: path.to_path_buf(),
-            message: message.into(),
-        }
+        ConfigError::Invalid { path: path.to_path_buf(), message: message.into() }
     }
 }
 
 pub fn from_yaml_file<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
     from_yaml_str(&text, path)
 }
 

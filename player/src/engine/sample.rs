@@ -11,12 +11,7 @@ pub enum Stage {
     WireSend = 3,
 }
 
-pub const STAGES: [Stage; 4] = [
-    Stage::Background,
-    Stage::Source,
-    Stage::Geometry,
-    Stage::WireSend,
-];
+pub const STAGES: [Stage; 4] = [Stage::Background, Stage::Source, Stage::Geometry, Stage::WireSend];
 
 impl Stage {
     pub const COUNT: usize = 4;

@@ -58,11 +58,7 @@ impl OutputCounters {
             frames_sent: self.frames_sent.load(Relaxed),
             frames_dropped: self.frames_dropped.load(Relaxed),
             frames_failed: self.frames_failed.load(Relaxed),
-            errors: self
-                .errors()
-                .into_iter()
-                .map(|(n, c)| (n.to_string(), c))
-                .collect(),
+            errors: self.errors().into_iter().map(|(n, c)| (n.to_string(), c)).collect(),
         }
     }
 }

@@ -89,10 +89,5 @@ impl ProfilerHandle {
 pub fn start(cfg: ProfilerConfig, outputs: Vec<OutputInfo>) -> (SampleSink, ProfilerHandle) {
     let (producer, _consumer) = rtrb::RingBuffer::new(4096);
     let _ = (cfg, outputs);
-    (
-        SampleSink { producer, lost: 0 },
-        ProfilerHandle {
-            latest: Default::default(),
-        },
-    )
+    (SampleSink { producer, lost: 0 }, ProfilerHandle { latest: Default::default() })
 }
