@@ -331,6 +331,13 @@ assert any(x[\"target\"]==\"u2\" and x[\"state\"]==\"done\" and x[\"readback\"][
 assert any(x[\"target\"]==\"p2\" and x[\"state\"]==\"failed\" for x in h)
 assert all(x[\"operator\"] for x in h)'"
 
+# 10. an offline unit (its sshd stopped): recorded pending with the reason, gate closes
+kill "$(cat "$T/u3/sshd.pid")"; sleep 0.2
+fleet push pause-off --unit u3 --force > "$T/off.out" 2> "$T/off.err"; rc=$?
+check "offline u3: push exits 1, recorded pending: unreachable" bash -c "[ $rc = 1 ] && grep -q 'recorded u3 pending: unreachable' $T/off.err"
+fleet gate fallback --site hall-a > "$T/gate3.out" 2>&1; rc=$?
+check "gate closed again while u3 is pending (exit $rc)" bash -c "[ $rc = 1 ] && grep -q '  u3: last push pending' $T/gate3.out"
+
 # --- optional: scale benchmark, 100 simulated units ---------------------------------
 if [ "${1:-}" = bench ]; then
   B="$T/bench"; mkdir -p "$B"
