@@ -105,10 +105,27 @@ enum Cmd {
     },
 }
 
+/// Who is pushing: the human behind sudo first, then the login, then the uid's name.
 fn operator() -> String {
-    std::env::var("SUDO_USER")
-        .or_else(|_| std::env::var("USER"))
-        .unwrap_or_else(|_| "unknown".into())
+    for v in ["SUDO_USER", "USER", "LOGNAME"] {
+        if let Ok(u) = std::env::var(v)
+            && !u.is_empty()
+        {
+            return u;
+        }
+    }
+    // SAFETY: getuid cannot fail; getpwuid returns NULL or a pointer to static storage
+    // that we copy out at once (single-threaded here).
+    unsafe {
+        let uid = libc::getuid();
+        let pw = libc::getpwuid(uid);
+        if !pw.is_null() && !(*pw).pw_name.is_null() {
+            return std::ffi::CStr::from_ptr((*pw).pw_name)
+                .to_string_lossy()
+                .into_owned();
+        }
+        format!("uid {uid}")
+    }
 }
 
 fn max_age(s: &str) -> Result<u64> {
@@ -405,6 +422,9 @@ fn run(cli: Cli) -> Result<u8> {
             if json {
                 print_json(&h)?;
             } else {
+                if h.is_empty() {
+                    println!("no pushes or rollouts recorded yet in {}", db.display());
+                }
                 for r in &h {
                     println!(
                         "{} run {} {} by {}: {} {} ({}) -> {}{}",

@@ -254,6 +254,44 @@ mod tests {
         assert!(!m.pause_off("eth1").unwrap().pause.unwrap().is_off());
     }
 
+    /// The real `pfx-player nic` cannot run here (no PAUSE-capable NIC): a MOCK script
+    /// that speaks its JSON checks the invocation and the separate readback.
+    #[test]
+    fn player_backend_with_a_mock_pfx_player_script() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let exe = d.path().join("pfx-player");
+        std::fs::write(
+            &exe,
+            r#"#!/bin/sh
+echo "$@" >> "$0.calls"
+[ "$3" = bad0 ] && { echo "no such interface" >&2; exit 1; }
+case "$2" in
+  pause-off) echo '{"interface":"'$3'","pause":{"autoneg":false,"rx":false,"tx":false}}' > "$0.state"; echo '{"interface":"'$3'"}' ;;
+  status) if [ -f "$0.state" ]; then cat "$0.state"; else echo '{"interface":"'$3'","pause":{"autoneg":true,"rx":true,"tx":true},"pause_rx_frames":{"source":"standard","total":5,"per_s":null}}'; fi ;;
+esac
+"#,
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let b = PlayerBackend {
+            player: exe.clone(),
+        };
+        let r = b.read("eth0").unwrap();
+        assert_eq!(
+            (r.pause.unwrap().is_off(), r.pause_rx_frames),
+            (false, Some(5))
+        );
+        assert!(b.pause_off("eth0").unwrap().pause.unwrap().is_off());
+        let calls = std::fs::read_to_string(d.path().join("pfx-player.calls")).unwrap();
+        assert_eq!(
+            calls,
+            "nic status eth0 --json\nnic pause-off eth0 --json\nnic status eth0 --json\n"
+        );
+        let e = b.read("bad0").unwrap_err().to_string();
+        assert!(e.contains("no such interface"), "{e}");
+    }
+
     #[test]
     fn rate_clamps_counter_resets() {
         assert_eq!(frames_per_s(Some(10), Some(30), 2.0), Some(10.0));

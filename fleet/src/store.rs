@@ -291,7 +291,7 @@ impl Store {
             .map_err(self.e())
     }
 
-    /// Every result (not the `started` markers), newest last.
+    /// Every event (results and the `started` markers of interrupted work), oldest first.
     pub fn history(&self, limit: usize) -> Result<Vec<HistoryRow>, StoreError> {
         let mut st = self
             .conn

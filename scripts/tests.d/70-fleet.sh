@@ -41,7 +41,7 @@ cleanup() {
   sleep 0.3
   for ((i=${#MOUNTS[@]}-1; i>=0; i--)); do umount -l "${MOUNTS[$i]}" 2>/dev/null; done
   for ns in "${NSLIST[@]}"; do ip netns del "$ns" 2>/dev/null; done
-  rm -rf "$T"
+  if [ -n "${PFX_FLEET_KEEP:-}" ]; then echo "kept $T"; else rm -rf "$T"; fi
 }
 trap cleanup EXIT INT TERM
 
