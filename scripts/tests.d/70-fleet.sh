@@ -201,7 +201,7 @@ check "no pole changed while the gate was closed (fallback off, revision 1)" bas
 write_config "--test-hold-in-write-ms 15000 --test-hold-pidfile $T/u2/hold.pid" ""
 nsenter --net="/run/netns/$OP" -- "$FLEET" --config "$T/fleet.yaml" --db "$DB" push pause-off --site hall-a --parallel 4 > "$T/push1.out" 2> "$T/push1.err" &
 fpid=$!
-for _ in $(seq 200); do [ -s "$T/u2/hold.pid" ] && break; sleep 0.05; done
+for _ in $(seq 600); do [ -s "$T/u2/hold.pid" ] && break; sleep 0.05; done
 if [ -s "$T/u2/hold.pid" ]; then
   check "u2's lower is read-write while its agent is inside the window" bash -c "$(declare -f lower_ro); ! lower_ro $T/u2"
   kill -9 "$(cat "$T/u2/hold.pid")"
@@ -230,7 +230,7 @@ check "rollout still refused (exit $rc)" [ $rc = 3 ]
 d="$T/sig"; mkdir -p "$d"; make_lower "$d"
 $(agent_cmd sig "$d") --no-systemd apply pause-off --json --test-hold-in-write-ms 15000 --test-hold-pidfile "$d/hold.pid" > "$d/out" 2>&1 &
 apid=$!
-for _ in $(seq 200); do [ -s "$d/hold.pid" ] && break; sleep 0.05; done
+for _ in $(seq 600); do [ -s "$d/hold.pid" ] && break; sleep 0.05; done
 kill -TERM "$(cat "$d/hold.pid" 2>/dev/null || echo 0)"
 wait $apid; rc=$?
 check "agent exits 143 on SIGTERM in the window (got $rc)" [ $rc = 143 ]
@@ -282,7 +282,7 @@ write_config "" "sleep 1 && "
 DB="$T/kill.db"
 nsenter --net="/run/netns/$OP" -- "$FLEET" --config "$T/fleet.yaml" --db "$DB" push pause-off --site hall-a --parallel 1 > "$T/k1.out" 2> "$T/k1.err" &
 fpid=$!
-for _ in $(seq 200); do grep -q '^recorded' "$T/k1.err" 2>/dev/null && break; sleep 0.02; done
+for _ in $(seq 1000); do grep -q "^recorded" "$T/k1.err" 2>/dev/null && break; sleep 0.02; done
 kill -9 $fpid; wait $fpid 2>/dev/null
 told=$(grep '^recorded .* done' "$T/k1.err" | awk '{print $2}')
 ndone=$(db_q "$DB" "SELECT COUNT(*) FROM unit_events WHERE state='done'")
