@@ -150,8 +150,34 @@ fn persist(o: &AgentOpts, target: &Path, want: &[u8]) -> Result<(bool, usize, bo
     Ok((wrote, removed, lower_found_rw))
 }
 
+/// Serialises agents on one unit (two operators pushing at once): an exclusive flock on
+/// the lower root's directory, held until the returned file is dropped. A directory on a
+/// read-only filesystem can still be opened and locked.
+fn lock_lower(lower: &Path) -> Result<std::fs::File, String> {
+    use std::os::unix::io::AsRawFd;
+    let f = std::fs::File::open(lower)
+        .map_err(|e| format!("opening {} to lock it: {e}", lower.display()))?;
+    // SAFETY: flock on a file descriptor we own; blocking until the other agent is done.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    if r != 0 {
+        return Err(format!(
+            "locking {}: {}",
+            lower.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(f)
+}
+
 pub fn apply_pause_off(o: &AgentOpts) -> ApplyReport {
     let mut errors = Vec::new();
+    let _lock = match lock_lower(&o.lower) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            errors.push(e);
+            None
+        }
+    };
     let target = persisted_path(&o.lower, &o.iface);
     let want = persisted_contents(&o.iface);
 

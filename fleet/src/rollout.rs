@@ -31,6 +31,18 @@ pub fn read_token(site: &SiteConfig) -> Result<String, RolloutError> {
         .ok_or_else(|| RolloutError::NoToken {
             site: site.name.clone(),
         })?;
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(m) = std::fs::metadata(p)
+            && m.mode() & 0o077 != 0
+        {
+            eprintln!(
+                "pfx-fleet: warning: token file {} is readable by group or others (mode {:o}); chmod 600 it",
+                p.display(),
+                m.mode() & 0o777
+            );
+        }
+    }
     let t = std::fs::read_to_string(p).map_err(|e| RolloutError::Token {
         site: site.name.clone(),
         path: p.display().to_string(),

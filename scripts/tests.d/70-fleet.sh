@@ -137,7 +137,7 @@ for i in 1 2 3 4; do
 done
 # --- poles p1 (canary), p2 (accepts the PUT, does not take it), p3 -----------------
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$T/hall-a.token"
-TOKEN=$(cat "$T/hall-a.token")
+chmod 600 "$T/hall-a.token"; TOKEN=$(cat "$T/hall-a.token")
 pole_get() { # n -> prints the status JSON (a plain GET, no token)
   inns "$OP" python3 -c 'import sys,urllib.request;print(urllib.request.urlopen(sys.argv[1],timeout=3).read().decode())' \
     "http://10.77.0.5$1:8081/api/v1/status"
@@ -238,6 +238,15 @@ check "SIGTERM: lower read-only again at once" lower_ro "$d"
 check "SIGTERM: persisted file untouched (old) and no temp left" bash -c "[ ! -e $d/lower/etc/pfx/nic.d/eth0.yaml ] && [ -z \"\$(ls -A $d/lower/etc/pfx/nic.d)\" ]"
 check "SIGTERM: the answer says interrupted, not verified" grep -q 'interrupted by signal 15' "$d/out"
 
+# 3b. two agents at once on one unit (two operators): serialised by a lock on the lower
+$(agent_cmd sig "$d") --no-systemd apply pause-off --json --test-hold-in-write-ms 1500 > "$d/a.out" 2>&1 &
+apid=$!
+sleep 0.4
+$(agent_cmd sig "$d") --no-systemd apply pause-off --json > "$d/b.out" 2>&1; rcb=$?
+wait $apid; rca=$?
+check "concurrent agents: both verified (exit $rca, $rcb), the second changed nothing" bash -c "[ $rca = 0 ] && [ $rcb = 0 ] && grep -q 'already applied: nothing changed' $d/b.out && grep -q '\"message\": \"applied and verified\"' $d/a.out"
+check "concurrent agents: lower read-only, file new" bash -c "$(declare -f lower_ro persisted_is); T=$T; lower_ro $d && persisted_is $d new"
+
 # 4. unknown host key: refused, the agent never runs, known_hosts not extended -----
 kh_before=$(md5sum < "$T/known_hosts")
 fleet push pause-off --site hall-b > "$T/pushb.out" 2> "$T/pushb.err"; rc=$?
@@ -267,7 +276,7 @@ check "forced re-push of u1: done, 'already applied: nothing changed'" bash -c "
 # 7. rollout: canary first, a pole that does not read back stops it; resumable -------
 fleet rollout fallback --site hall-a > "$T/r2.out" 2> "$T/r2.err"; rc=$?
 check "rollout stops at p2 (exit $rc)" bash -c "[ $rc = 1 ] && grep -q 'STOPPED at p2' $T/r2.out"
-check "canary p1 went first and reads back enabled" bash -c "$(declare -f inns pole_get pole_is); OP=$OP; pole_is 1 true 2 && head -1 $T/r2.err | grep -q 'pole p1 done'"
+check "canary p1 went first and reads back enabled" bash -c "$(declare -f inns pole_get pole_is); OP=$OP; pole_is 1 true 2 && grep -m1 '^recorded pole' $T/r2.err | grep -q 'pole p1 done'"
 check "p2 (took the PUT, kept the old state) still off; p3 untouched after the stop" bash -c "$(declare -f inns pole_get pole_is); OP=$OP; pole_is 2 false 1 && pole_is 3 false 1"
 kill "$POLE_PID_2"; wait "$POLE_PID_2" 2>/dev/null
 start_pole 2
