@@ -57,12 +57,11 @@ fn sigterm_sends_three_terminated_packets_per_universe_and_exits_0_within_1s() {
             let mut buf = [0u8; 700];
             let mut terminated = std::collections::BTreeMap::new();
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                if let Ok(n) = sock.recv(&mut buf) {
-                    if let Some((u, opts, _)) = parse(&buf[..n]) {
-                        if opts & 0x40 != 0 {
-                            *terminated.entry(u).or_insert(0) += 1;
-                        }
-                    }
+                if let Ok(n) = sock.recv(&mut buf)
+                    && let Some((u, opts, _)) = parse(&buf[..n])
+                    && opts & 0x40 != 0
+                {
+                    *terminated.entry(u).or_insert(0) += 1;
                 }
             }
             terminated
@@ -103,12 +102,11 @@ fn first_slot_now(s: &UdpSocket) -> Option<u8> {
     let end = Instant::now() + Duration::from_millis(300);
     let mut last = None;
     while Instant::now() < end {
-        if let Ok(n) = s.recv(&mut buf) {
-            if let Some((u, _, v)) = parse(&buf[..n]) {
-                if u == 3401 {
-                    last = Some(v);
-                }
-            }
+        if let Ok(n) = s.recv(&mut buf)
+            && let Some((u, _, v)) = parse(&buf[..n])
+            && u == 3401
+        {
+            last = Some(v);
         }
     }
     last

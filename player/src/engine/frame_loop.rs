@@ -211,11 +211,11 @@ fn run(engine: Engine, mut sink: SampleSink, control: Receiver<Control>) -> Exit
         // source: the channel data for this moment.
         match show.playlist.at(t0) {
             Now::Fseq { item, frame } => {
-                if let Some(ItemSource::Fseq { prefetch, .. }) = show.engine.items.get_mut(item) {
-                    if let Some(data) = prefetch.get(frame) {
-                        let n = data.len().min(show.channels.len());
-                        show.channels[..n].copy_from_slice(&data[..n]);
-                    }
+                if let Some(ItemSource::Fseq { prefetch, .. }) = show.engine.items.get_mut(item)
+                    && let Some(data) = prefetch.get(frame)
+                {
+                    let n = data.len().min(show.channels.len());
+                    show.channels[..n].copy_from_slice(&data[..n]);
                 }
             }
             Now::Pattern { kind, color, t, .. } => {

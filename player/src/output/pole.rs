@@ -45,7 +45,7 @@ pub struct OutputOptions {
 }
 
 enum Encoder {
-    Sacn(sacn::Encoder),
+    Sacn(Box<sacn::Encoder>),
     Ddp(ddp::Encoder),
     BigPacket(bigpacket::Encoder),
 }
@@ -155,7 +155,7 @@ impl Output {
                 let discovery_pages = enc.universes().div_ceil(sacn::DISCOVERY_UNI_PER_PAGE);
                 let slots = enc.packets_per_frame().max(discovery_pages);
                 (
-                    Encoder::Sacn(enc),
+                    Encoder::Sacn(Box::new(enc)),
                     slots,
                     sacn::MAX_PACKET.max(sacn::MAX_DISCOVERY_PACKET),
                 )
@@ -301,11 +301,11 @@ impl Output {
             return;
         }
         self.last_rebind = Some(now);
-        if let Some(idx) = interface_index(&self.interface) {
-            if set_multicast_ifindex(&self.socket, idx).is_ok() {
-                self.lost_interface = false;
-                tracing::info!(output = %self.name, interface = %self.interface, "interface back; output resumes");
-            }
+        if let Some(idx) = interface_index(&self.interface)
+            && set_multicast_ifindex(&self.socket, idx).is_ok()
+        {
+            self.lost_interface = false;
+            tracing::info!(output = %self.name, interface = %self.interface, "interface back; output resumes");
         }
     }
 
