@@ -4,7 +4,7 @@
 //!   cargo +nightly fuzz run fseq fuzz/corpus/fseq -- -max_total_time=180
 #![no_main]
 
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 #[path = "../../player/src/source/fseq/mod.rs"]
 mod fseq;
 

@@ -8,6 +8,7 @@ frames (an independent writer) and checks the Rust reader returns the same frame
 usage: fseq_reference.py PFX_PLAYER_BINARY FIXTURE_DIR [WORK_DIR]
 Prints one line per check and "fseq reference: P passed, F failed"; exit 1 on any failure.
 """
+import json
 import os
 import struct
 import subprocess
@@ -172,7 +173,11 @@ class Checker:
                               capture_output=True).stdout
 
     def compare_all(self, path, expect, flen, label):
-        got = self.dump(path)
+        try:
+            got = self.dump(path)
+        except subprocess.CalledProcessError as e:
+            self.result(False, f"{label}: seq dump failed: {e.stderr.decode(errors='replace').strip()}")
+            return
         bad = [n for n, e in enumerate(expect) if got[n * flen:(n + 1) * flen] != e]
         size_ok = len(got) == flen * len(expect)
         detail = f"{len(expect)} frames" if not bad and size_ok else \
@@ -184,9 +189,9 @@ class Checker:
         for n in picks:
             if n < 0 or n >= len(expect):
                 continue
-            got = subprocess.run([self.player, "seq", "frame", path, str(n)], check=True,
-                                 capture_output=True).stdout
-            self.result(got == expect[n], f"{label}: seq frame {n}")
+            r = subprocess.run([self.player, "seq", "frame", path, str(n)], capture_output=True)
+            self.result(r.returncode == 0 and r.stdout == expect[n],
+                        f"{label}: seq frame {n} {r.stderr.decode(errors='replace').strip()}")
         r = subprocess.run([self.player, "seq", "frame", path, str(len(expect))],
                            capture_output=True, text=True)
         self.result(r.returncode != 0 and f"0..={len(expect) - 1}" in r.stderr,
@@ -209,7 +214,6 @@ def main():
         flen = expanded_len(h)
         c.compare_all(path, frames, flen, name)
         c.compare_some(path, frames, name)
-        import json
         info = json.loads(subprocess.run([player, "seq", "inspect", "--json", path], check=True,
                                          capture_output=True).stdout)
         want = {"version": f"{h['major']}.{h['minor']}", "channels": h["chans"],

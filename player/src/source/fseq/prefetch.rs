@@ -1,24 +1,28 @@
 //! Decode-ahead: a thread decodes frames in order into a fixed pool of buffers, so the
 //! render thread only picks up finished frames and never waits on decompression.
 //!
-//! Buffers circulate: pool → decoder (`free`) → consumer (`ready`) → back to `free`.
-//! Both channels are bounded to the pool size, so sends never block and, after
-//! start-up, nothing is allocated per frame. A seek is one atomic word (generation,
-//! target); frames decoded for an older generation are recycled unseen.
+//! Buffers circulate: pool → decoder (`free`) → consumer (`ready`) → back to `free`,
+//! through two lock-free SPSC rings (`rtrb`) sized to the pool: pushes never fail or
+//! block, nothing is allocated per frame, and the render thread makes no syscall (no
+//! futex wake per frame). The idle decoder polls every `IDLE` instead of being woken;
+//! with frames decoded `ahead` steps early that delay never shows. A seek is one atomic
+//! word (generation, target) plus an unpark; frames decoded for an older generation are
+//! recycled unseen.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use super::FseqFile;
 
-/// How long the decoder sleeps when it has nothing to do (end reached, pool full, error)
-/// before looking for a seek or a stop again. Seeks also unpark it at once.
-const IDLE: Duration = Duration::from_millis(5);
+use rtrb::{Consumer, Producer, RingBuffer};
+
+/// How long the decoder sleeps when it has nothing to do (pool full, end reached, error)
+/// before looking again. Seeks and stop unpark it at once.
+const IDLE: Duration = Duration::from_millis(2);
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PrefetchStats {
@@ -50,8 +54,8 @@ struct Decoded {
 pub struct Prefetcher {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
-    ready: Receiver<Decoded>,
-    free: SyncSender<Vec<u8>>,
+    ready: Consumer<Decoded>,
+    free: Producer<Vec<u8>>,
     /// Decoded frames of the current generation, ascending.
     pending: VecDeque<(u32, Vec<u8>)>,
     /// The frame last returned by `get`; kept so the returned slice stays valid.
@@ -85,11 +89,11 @@ impl Prefetcher {
         let pool = ahead + 2;
         let frame_len = file.frame_len();
         let frames = file.frames();
-        let (free_tx, free_rx) = sync_channel::<Vec<u8>>(pool);
-        let (ready_tx, ready_rx) = sync_channel::<Decoded>(pool);
+        let (mut free_tx, free_rx) = RingBuffer::<Vec<u8>>::new(pool);
+        let (ready_tx, ready_rx) = RingBuffer::<Decoded>::new(pool);
         for _ in 0..pool {
-            // Cannot fail: the channel holds exactly `pool` and the receiver is alive.
-            let _ = free_tx.try_send(vec![0u8; frame_len]);
+            // Cannot fail: the ring holds exactly `pool`.
+            let _ = free_tx.push(vec![0u8; frame_len]);
         }
         let shared = Arc::new(Shared {
             seek: AtomicU64::new(0),
@@ -219,13 +223,13 @@ impl Prefetcher {
 
     fn drain(&mut self) {
         loop {
-            match self.ready.try_recv() {
+            match self.ready.pop() {
                 Ok(d) if d.generation == self.generation => {
                     self.decoder_pos = d.frame.saturating_add(1);
                     self.pending.push_back((d.frame, d.buf));
                 }
                 Ok(d) => self.recycle(d.buf),
-                Err(TryRecvError::Empty) | Err(TryRecvError::Disconnected) => return,
+                Err(_) => return,
             }
         }
     }
@@ -252,9 +256,9 @@ impl Prefetcher {
         }
     }
 
-    fn recycle(&self, buf: Vec<u8>) {
-        // The channel holds the whole pool, so this only fails if the thread is gone.
-        let _ = self.free.try_send(buf);
+    fn recycle(&mut self, buf: Vec<u8>) {
+        // The ring holds the whole pool, so this cannot be full.
+        let _ = self.free.push(buf);
     }
 }
 
@@ -279,8 +283,8 @@ fn set_error(shared: &Shared, msg: String) {
 fn decode_loop(
     mut file: FseqFile,
     shared: Arc<Shared>,
-    free: Receiver<Vec<u8>>,
-    ready: SyncSender<Decoded>,
+    mut free: Consumer<Vec<u8>>,
+    mut ready: Producer<Decoded>,
 ) {
     let frames = file.frames();
     let mut word = 0u64;
@@ -302,10 +306,15 @@ fn decode_loop(
         }
         let mut buf = match spare.take() {
             Some(b) => b,
-            None => match free.recv_timeout(IDLE) {
+            None => match free.pop() {
                 Ok(b) => b,
-                Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => return,
+                Err(_) if free.is_abandoned() => return,
+                Err(_) => {
+                    // Pool full: the consumer is `ahead` frames behind. Poll, don't
+                    // make it wake us (that would put a syscall on the render thread).
+                    thread::park_timeout(IDLE);
+                    continue;
+                }
             },
         };
         if shared.seek.load(Ordering::Acquire) != word {
@@ -320,7 +329,9 @@ fn decode_loop(
                     frame: pos,
                     buf,
                 };
-                if ready.send(d).is_err() {
+                if ready.push(d).is_err() {
+                    // Cannot happen (the ring holds the whole pool); stop rather than spin.
+                    set_error(&shared, "internal: decoded-frame ring full".into());
                     return;
                 }
                 pos += 1;
