@@ -135,8 +135,17 @@ pub fn build_engine(show: &Show, common: &CommonArgs) -> anyhow::Result<Engine> 
                 let frame_len = file.frame_len();
                 // About a second of frames ahead at 20 fps, bounded in memory.
                 let ahead = (4 << 20) / frame_len.max(1);
+                let mut prefetch = Box::new(Prefetcher::spawn(file, ahead.clamp(4, 64)));
+                // The show starts on a decoded frame, never on a blank buffer.
+                if prefetch.wait_for(0, Duration::from_secs(5)).is_none() {
+                    anyhow::bail!(
+                        "{}: cannot decode frame 0: {}",
+                        path.display(),
+                        prefetch.error().unwrap_or_else(|| "timed out".into())
+                    );
+                }
                 ItemSource::Fseq {
-                    prefetch: Box::new(Prefetcher::spawn(file, ahead.clamp(4, 64))),
+                    prefetch,
                     frames,
                     step_ms,
                     frame_len,
