@@ -166,8 +166,12 @@ def run_cell(cell: Cell, a) -> Result:
         ws = profile.get("stages", {}).get("wire_send", {})
         if not profile.get("frames"):
             res.unmeasurable = res.unmeasurable or "/profile says the player rendered no frames"
+        st = profile.get("stages", {})
         row.update(fps=profile.get("fps"), misses=profile.get("deadline_misses"), ws50=ws.get("p50_us"),
-                   ws99=ws.get("p99_us"))  # fmt: skip
+                   ws95=ws.get("p95_us"), ws99=ws.get("p99_us"),
+                   src99=st.get("source", {}).get("p99_us"), geo99=st.get("geometry", {}).get("p99_us"),
+                   bg99=st.get("background", {}).get("p99_us"),
+                   dropped=sum(o.get("frames_dropped", 0) for o in profile.get("outputs", [])))  # fmt: skip
     for proto in POLES:
         r = poles.get(proto)
         if r is None:

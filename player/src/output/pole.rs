@@ -93,11 +93,11 @@ pub fn available_interfaces() -> String {
 /// Room for about two frames of this pole in the socket. Every byte the socket may hold is
 /// a byte that can sit in a stalled queue and reach the pole late: with the kernel's
 /// default (~208 KB) a stalled output delivered frames seconds old when the stall lifted
-/// (testbed, docs/perf/testbed.md). Two frames keep a burst from one frame whole while
-/// bounding the backlog to one stale frame.
-pub fn default_send_buffer(channels: usize) -> usize {
-    // Per-datagram kernel overhead (skb truesize) is counted against SO_SNDBUF too.
-    (2 * (channels + 64 * channels.div_ceil(512).max(1))).max(16 * 1024)
+/// (testbed, docs/perf/testbed.md). The kernel doubles the value asked for and counts each
+/// datagram's buffer overhead (~800 bytes) against it, so asking for one frame's worth
+/// gives room for two; it also enforces its own minimum (about 4.6 KB).
+pub fn default_send_buffer(channels: usize, datagrams: usize) -> usize {
+    (channels + datagrams * 800).max(2304)
 }
 
 impl Output {
@@ -122,12 +122,6 @@ impl Output {
             output: o.name.clone(),
             source,
         };
-        let mut sock_opts = opts.socket.clone();
-        if sock_opts.send_buffer.is_none() {
-            sock_opts.send_buffer = Some(default_send_buffer(o.profile.channels()));
-        }
-        let socket = open_udp(&sock_opts).map_err(sock_err)?;
-        set_multicast_ifindex(&socket, ifindex).map_err(sock_err)?;
         let p = &o.profile;
         let channels = p.channels();
         let (encoder, slots, slot_len) = match p.protocol {
@@ -177,6 +171,17 @@ impl Output {
                 bigpacket::Encoder::datagram_len(channels),
             ),
         };
+        let mut sock_opts = opts.socket.clone();
+        if sock_opts.send_buffer.is_none() {
+            // Discovery pages go out beside a frame; count the frame's datagrams only.
+            let per_frame = match &encoder {
+                Encoder::Sacn(e) => e.packets_per_frame(),
+                _ => slots,
+            };
+            sock_opts.send_buffer = Some(default_send_buffer(channels, per_frame));
+        }
+        let socket = open_udp(&sock_opts).map_err(sock_err)?;
+        set_multicast_ifindex(&socket, ifindex).map_err(sock_err)?;
         Ok(Output {
             name: o.name.clone(),
             protocol: p.protocol,
