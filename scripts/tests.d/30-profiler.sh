@@ -130,7 +130,7 @@ else
 fi
 
 echo "--- (b) dashboard in headless Chromium"
-shot="$top/target/profiler-dashboard.png"
+shot="${PFX_DASHBOARD_PNG:-$top/target/profiler-dashboard.png}"
 mkdir -p "$top/target"
 rm -f "$shot"
 inns timeout 90 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
