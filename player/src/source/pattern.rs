@@ -8,6 +8,15 @@ use crate::geometry::PoleMap;
 /// `layout` (in the sequence's RGB(W) channel order; geometry applies colour order).
 pub fn render(kind: PatternKind, color: [u8; 3], t: f64, layout: &[PoleMap], channels: &mut [u8]) {
     channels.fill(0);
+    // One hue wheel per frame: 1,024 HSV conversions instead of one per pixel, so a
+    // 1,000-universe rainbow costs a table lookup per pixel.
+    let mut wheel = [[0u8; 3]; HUES];
+    if kind == PatternKind::Rainbow {
+        for (i, c) in wheel.iter_mut().enumerate() {
+            *c = hsv(i as f64 / HUES as f64, 1.0, 1.0);
+        }
+    }
+    let shift = ((t * 0.25).fract() * HUES as f64) as usize;
     for (index, pole) in layout.iter().enumerate() {
         let bpp = pole.format.bytes_per_pixel();
         let end = (pole.start + pole.channels()).min(channels.len());
@@ -19,13 +28,15 @@ pub fn render(kind: PatternKind, color: [u8; 3], t: f64, layout: &[PoleMap], cha
             let rgb = match kind {
                 PatternKind::Solid => color,
                 PatternKind::Chase => chase(color, p, n, t),
-                PatternKind::Rainbow => hsv(((p as f64 / n as f64) + t * 0.25).fract(), 1.0, 1.0),
+                PatternKind::Rainbow => wheel[(p * HUES / n + shift) % HUES],
                 PatternKind::Id => id(index, p, t),
             };
             px[..3].copy_from_slice(&rgb);
         }
     }
 }
+
+const HUES: usize = 1024;
 
 /// A lit window a tenth of the pole long, running the pole's length every two seconds.
 fn chase(color: [u8; 3], p: usize, n: usize, t: f64) -> [u8; 3] {
@@ -120,6 +131,23 @@ mod tests {
         let lit = |c: &[u8]| c[..300].chunks(3).filter(|p| p[0] == 9).count();
         assert_eq!(lit(&a), 10);
         assert_eq!(lit(&b), 10);
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn rainbow_runs_the_hue_wheel_along_the_pole_and_moves() {
+        let mut a = vec![0; 900];
+        render(PatternKind::Rainbow, [0; 3], 0.0, &layout(), &mut a);
+        assert_eq!(&a[..3], &[255, 0, 0]);
+        // A third of the way along the pole: green.
+        let p = 100 / 3 + 1;
+        assert!(
+            a[p * 3 + 1] > 200 && a[p * 3] < 60,
+            "{:?}",
+            &a[p * 3..p * 3 + 3]
+        );
+        let mut b = vec![0; 900];
+        render(PatternKind::Rainbow, [0; 3], 1.0, &layout(), &mut b);
         assert_ne!(a, b);
     }
 
