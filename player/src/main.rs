@@ -8,7 +8,22 @@ use pfx_player::cli;
 /// Plays xLights sequences and test patterns to LED poles (bigPacket, sACN/E1.31, DDP) at a
 /// steady frame rate, and shows per-stage timing so you can see why frames drop.
 #[derive(Parser, Debug)]
-#[command(name = "pfx-player", version, about, long_about = None, max_term_width = 100)]
+#[command(
+    name = "pfx-player",
+    version,
+    about,
+    long_about = None,
+    max_term_width = 100,
+    after_help = "\
+Signals (run, demo): SIGTERM/SIGINT stop within a second, after sACN stream-terminated packets;
+SIGHUP reloads the config (a bad one is refused, the current show keeps playing).
+
+Files: /etc/pfx/show.yaml (docs/show-config.md), /usr/share/pfx/profiles/*.yaml (docs/profiles.md).
+Logs go to stderr (the journal under systemd); PFX_LOG=debug for more.
+
+Exit status: 0 ok; 1 findings (doctor) or the driver refused (nic); 2 bad input, unreachable
+unit, or could not measure. HTTP (read-only): /, /profile, /metrics, /health, /history."
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

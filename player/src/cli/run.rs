@@ -46,7 +46,8 @@ pub struct CommonArgs {
     /// Stop after this many seconds (tests, benchmarks). Default: play until signalled.
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
-    /// Socket send buffer (SO_SNDBUF) per output, in bytes. Default: the kernel's.
+    /// Socket send buffer (SO_SNDBUF) per output, in bytes. Default: about two frames of
+    /// that pole, so a stalled link queues at most a frame or two of stale data.
     #[arg(long, value_name = "BYTES")]
     pub send_buffer: Option<usize>,
     /// Do not advertise the unit over mDNS.

@@ -6,10 +6,10 @@ use serde::de::DeserializeOwned;
 /// operator reading a journal line knows which file to open.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    // The io error is in the message, not chained, so `{:#}` does not print it twice.
     #[error("{path}: cannot read: {source}")]
     Read {
         path: PathBuf,
-        #[source]
         source: std::io::Error,
     },
     /// The YAML parser's message already carries "line L column C" and a snippet.

@@ -27,11 +27,10 @@ pub enum OutputError {
     },
     #[error("output {output}: destination {dest} is IPv6; pfx sends over IPv4 only")]
     Ipv6 { output: String, dest: SocketAddr },
-    #[error("output {output}: cannot set up the socket: {source}")]
+    #[error("output {output}: cannot set up the socket: {error}")]
     Socket {
         output: String,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -118,9 +117,9 @@ impl Output {
                 available: available_interfaces(),
             });
         };
-        let sock_err = |source| OutputError::Socket {
+        let sock_err = |error| OutputError::Socket {
             output: o.name.clone(),
-            source,
+            error,
         };
         let p = &o.profile;
         let channels = p.channels();
