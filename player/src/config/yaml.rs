@@ -30,9 +30,9 @@ impl ConfigError {
 }
 
 pub fn from_yaml_file<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     from_yaml_str(&text, path)
 }
