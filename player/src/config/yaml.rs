@@ -7,10 +7,10 @@ use serde::de::DeserializeOwned;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     // The io error is in the message, not chained, so `{:#}` does not print it twice.
-    #[error("{path}: cannot read: {source}")]
+    #[error("{path}: cannot read: {error}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The YAML parser's message already carries "line L column C" and a snippet.
     #[error("{path}: {message}")]
