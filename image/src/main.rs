@@ -1,1 +1,193 @@
-fn main() {}
+//! `pfx-image`: builds the read-only unit image every Pi is flashed from.
+
+mod artifact;
+mod build;
+mod config;
+mod disk;
+mod manifest;
+mod plan;
+mod tools;
+mod verify;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "pfx-image",
+    version,
+    about = "Build the read-only pfx unit image (Debian + overlayroot + the player)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build an image from an image YAML, verify it from the image file, write a manifest.
+    Build {
+        config: PathBuf,
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Overwrite an existing output.
+        #[arg(long)]
+        force: bool,
+        /// Print the manifest as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+        /// A prebuilt player for the target (default: build it from the workspace).
+        #[arg(long)]
+        player: Option<PathBuf>,
+        /// A prebuilt pfx-agent for the target.
+        #[arg(long)]
+        agent: Option<PathBuf>,
+        /// The pfx workspace to build the player from (default: $PFX_TOP, else the
+        /// enclosing cargo workspace).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Cache for .debs and base roots (default: $PFX_CACHE, else /var/cache/pfx).
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Rebuild the base root even when a cached one matches.
+        #[arg(long)]
+        fresh_root: bool,
+        /// Rebuild cached base roots older than this many days (they pin package versions).
+        #[arg(long, default_value_t = 7)]
+        root_max_age_days: u64,
+        /// Keep the staging directory (for debugging).
+        #[arg(long)]
+        keep_staging: bool,
+    },
+    /// Print the resolved config and what the build would put in the image.
+    ShowConfig { config: PathBuf },
+    /// Verify an existing image file and print its manifest.
+    Verify {
+        image: PathBuf,
+        #[arg(long, value_parser = parse_target)]
+        target: config::Target,
+        /// The image was built with `overlay: false`.
+        #[arg(long)]
+        no_overlay: bool,
+    },
+}
+
+fn parse_target(s: &str) -> Result<config::Target, String> {
+    match s {
+        "rpi4-arm64" => Ok(config::Target::Rpi4Arm64),
+        "vm-arm64" => Ok(config::Target::VmArm64),
+        "vm-amd64" => Ok(config::Target::VmAmd64),
+        _ => Err("one of rpi4-arm64, vm-arm64, vm-amd64".into()),
+    }
+}
+
+fn cache_dir(given: Option<PathBuf>) -> PathBuf {
+    given
+        .or_else(|| std::env::var_os("PFX_CACHE").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/var/cache/pfx"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pfx-image: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.cmd {
+        Cmd::Build {
+            config,
+            output,
+            force,
+            json,
+            player,
+            agent,
+            workspace,
+            cache,
+            fresh_root,
+            root_max_age_days,
+            keep_staging,
+        } => {
+            if unsafe_geteuid() != 0 {
+                anyhow::bail!(
+                    "building an image needs root (mmdebstrap --mode=root, chroot, binfmt)"
+                );
+            }
+            let resolved = config::load(&config)?;
+            let opts = build::Options {
+                output,
+                force,
+                player,
+                agent,
+                workspace,
+                cache: cache_dir(cache),
+                fresh_root,
+                keep_staging,
+                root_max_age: Duration::from_secs(root_max_age_days * 86400),
+            };
+            let manifest = build::build(&resolved, &opts)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&manifest)?);
+            }
+            Ok(())
+        }
+        Cmd::ShowConfig { config } => {
+            let r = config::load(&config)?;
+            let plan = plan::plan(&r, Vec::new(), Vec::new());
+            let files: Vec<&str> = plan.files.iter().map(|f| f.path.as_str()).collect();
+            let out = serde_json::json!({
+                "config": r.config,
+                "source": r.source,
+                "mirror": r.mirror,
+                "show": r.show,
+                "profiles": r.profiles,
+                "authorized_keys": r.authorized_keys.len(),
+                "arch": plan.arch,
+                "components": plan.components,
+                "packages": plan.packages,
+                "base_key": plan.base_key,
+                "extra_cmdline": plan.extra_cmdline,
+                "enabled_units": plan::ENABLED_UNITS,
+                "files": files,
+            });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(())
+        }
+        Cmd::Verify {
+            image,
+            target,
+            no_overlay,
+        } => {
+            let scratch = tempdir()?;
+            let expect = manifest::Expect {
+                target,
+                overlay: !no_overlay,
+                hostname_prefix: None,
+            };
+            let m = manifest::verify_image(&image, &expect, &scratch);
+            let _ = std::fs::remove_dir_all(&scratch);
+            let m = m.map_err(anyhow::Error::msg)?;
+            println!("{}", serde_json::to_string_pretty(&m)?);
+            Ok(())
+        }
+    }
+}
+
+fn tempdir() -> anyhow::Result<PathBuf> {
+    let d = std::env::temp_dir().join(format!("pfx-image-verify-{}", std::process::id()));
+    std::fs::create_dir_all(&d)?;
+    Ok(d)
+}
+
+fn unsafe_geteuid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}

@@ -1,0 +1,188 @@
+//! Reads the built image FILE back (never the staging directory): the FAT partition with
+//! mtools at its byte offset, the ext4 root with debugfs at its byte offset.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::verify::{self, Partition};
+
+#[derive(Debug, thiserror::Error)]
+#[error("{image}: {message}")]
+pub struct ReadError {
+    pub image: PathBuf,
+    pub message: String,
+}
+
+pub struct ImageFile {
+    pub path: PathBuf,
+    pub partitions: Vec<Partition>,
+    pub boot: Partition,
+    pub root: Partition,
+}
+
+fn run(cmd: &mut Command) -> Result<(Vec<u8>, String, bool), String> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    Ok((
+        out.stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.success(),
+    ))
+}
+
+impl ImageFile {
+    pub fn open(path: &Path) -> Result<ImageFile, ReadError> {
+        let err = |message: String| ReadError {
+            image: path.to_path_buf(),
+            message,
+        };
+        let mut f = std::fs::File::open(path).map_err(|e| err(format!("cannot open: {e}")))?;
+        let mut s0 = [0u8; 512];
+        f.read_exact(&mut s0)
+            .map_err(|e| err(format!("cannot read the first sector: {e}")))?;
+        let partitions = verify::parse_mbr(&s0).map_err(err)?;
+        let boot = partitions
+            .iter()
+            .find(|p| p.kind == 0x0c || p.kind == 0x0b)
+            .copied();
+        let root = partitions.iter().find(|p| p.kind == 0x83).copied();
+        match (boot, root) {
+            (Some(boot), Some(root)) => Ok(ImageFile {
+                path: path.to_path_buf(),
+                partitions,
+                boot,
+                root,
+            }),
+            _ => Err(err(format!(
+                "expected a FAT (0x0c) and a Linux (0x83) partition, found {partitions:?}"
+            ))),
+        }
+    }
+
+    fn err(&self, message: String) -> ReadError {
+        ReadError {
+            image: self.path.clone(),
+            message,
+        }
+    }
+
+    fn fat_spec(&self) -> String {
+        format!("{}@@{}", self.path.display(), self.boot.offset())
+    }
+
+    fn root_spec(&self) -> String {
+        format!("{}?offset={}", self.path.display(), self.root.offset())
+    }
+
+    /// Every file on the FAT partition, paths without the leading `::/`.
+    pub fn fat_files(&self) -> Result<Vec<String>, ReadError> {
+        let (out, errs, ok) = run(Command::new("mdir").env("MTOOLS_SKIP_CHECK", "1").args([
+            "-/",
+            "-b",
+            "-i",
+            &self.fat_spec(),
+            "::/",
+        ]))
+        .map_err(|m| self.err(m))?;
+        if !ok {
+            return Err(self.err(format!("mdir on the boot partition failed: {errs}")));
+        }
+        Ok(String::from_utf8_lossy(&out)
+            .lines()
+            .filter_map(|l| l.strip_prefix("::/"))
+            .filter(|l| !l.ends_with('/') && !l.is_empty())
+            .map(str::to_string)
+            .collect())
+    }
+
+    pub fn fat_read(&self, name: &str) -> Result<Vec<u8>, ReadError> {
+        let (out, errs, ok) = run(Command::new("mcopy").env("MTOOLS_SKIP_CHECK", "1").args([
+            "-n",
+            "-i",
+            &self.fat_spec(),
+            &format!("::{name}"),
+            "-",
+        ]))
+        .map_err(|m| self.err(m))?;
+        if !ok {
+            return Err(self.err(format!(
+                "boot partition: cannot read {name}: {}",
+                errs.trim()
+            )));
+        }
+        Ok(out)
+    }
+
+    fn debugfs(&self, request: &str) -> Result<(Vec<u8>, String), ReadError> {
+        let (out, errs, ok) = run(Command::new("debugfs").args(["-R", request, &self.root_spec()]))
+            .map_err(|m| self.err(m))?;
+        if !ok {
+            return Err(self.err(format!("debugfs {request:?} failed: {errs}")));
+        }
+        Ok((out, errs))
+    }
+
+    /// A file of the root file system. debugfs exits 0 on a missing file; its stderr says so.
+    pub fn root_read(&self, path: &str) -> Result<Vec<u8>, ReadError> {
+        let (out, errs) = self.debugfs(&format!("cat {path}"))?;
+        if errs.contains("not found") || errs.contains("File not found") {
+            return Err(self.err(format!("root file system: {path} not found")));
+        }
+        Ok(out)
+    }
+
+    pub fn root_ls(&self, dir: &str) -> Result<Vec<String>, ReadError> {
+        let (out, errs) = self.debugfs(&format!("ls -p {dir}"))?;
+        if errs.contains("not found") {
+            return Err(self.err(format!("root file system: {dir} not found")));
+        }
+        Ok(verify::parse_debugfs_ls(&String::from_utf8_lossy(&out)))
+    }
+
+    /// The target of a symlink in the root file system (None when not a symlink or missing).
+    pub fn root_symlink(&self, path: &str) -> Result<Option<String>, ReadError> {
+        let (out, _) = self.debugfs(&format!("stat {path}"))?;
+        let text = String::from_utf8_lossy(&out);
+        if !text.contains("Type: symlink") {
+            return Ok(None);
+        }
+        Ok(text.lines().find_map(|l| {
+            l.trim()
+                .strip_prefix("Fast link dest: ")
+                .map(|d| d.trim_matches('"').to_string())
+        }))
+    }
+}
+
+/// The names in an initramfs: uncompressed leading cpio archives (early microcode), then
+/// one compressed archive decompressed with the matching host tool.
+pub fn initramfs_names(data: &[u8], scratch: &Path) -> Result<Vec<String>, String> {
+    let (mut names, end) = verify::cpio_names(data)?;
+    if end < data.len() {
+        let rest = &data[end..];
+        let tool = verify::compression(rest)
+            .ok_or_else(|| format!("unknown compression at byte {end} of the initramfs"))?;
+        let tmp = scratch.join("initramfs.tail");
+        std::fs::write(&tmp, rest).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        let out = Command::new(tool)
+            .args(["-dc"])
+            .arg(&tmp)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {tool}: {e}"));
+        let _ = std::fs::remove_file(&tmp);
+        let out = out?;
+        if !out.status.success() {
+            return Err(format!(
+                "{tool} -dc failed on the initramfs: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let (more, _) = verify::cpio_names(&out.stdout)?;
+        names.extend(more);
+    }
+    Ok(names)
+}

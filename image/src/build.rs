@@ -1,0 +1,833 @@
+//! The build pipeline: the I/O shell around `plan`, driving mmdebstrap, mke2fs, mkfs.vfat,
+//! mtools, sfdisk and dd. Every stage is timed and shown on stderr.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::config::{Resolved, Target};
+use crate::disk::Layout;
+use crate::manifest::{self, Expect, Manifest};
+use crate::plan::{self, BOOT_LABEL, Plan, ROOT_LABEL};
+use crate::tools;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("{0}")]
+    Refused(String),
+    #[error("stage {stage}: {message}")]
+    Stage { stage: String, message: String },
+}
+
+pub struct Options {
+    pub output: PathBuf,
+    pub force: bool,
+    pub player: Option<PathBuf>,
+    pub agent: Option<PathBuf>,
+    /// Workspace to build the player from when `player` is not given.
+    pub workspace: Option<PathBuf>,
+    pub cache: PathBuf,
+    pub fresh_root: bool,
+    pub keep_staging: bool,
+    /// A cached base root older than this is rebuilt (it pins package versions).
+    pub root_max_age: Duration,
+}
+
+const STAGES: &[&str] = &[
+    "host tools",
+    "player binaries",
+    "binfmt",
+    "base root (mmdebstrap + initramfs)",
+    "customize root",
+    "boot partition files",
+    "file systems",
+    "disk image",
+    "verify from the image file",
+];
+
+struct Progress {
+    start: Instant,
+    current: Option<(usize, Instant)>,
+    timings: Vec<(String, f64)>,
+}
+
+impl Progress {
+    fn begin(&mut self, i: usize) {
+        eprintln!("[{}/{}] {} ...", i + 1, STAGES.len(), STAGES[i]);
+        self.current = Some((i, Instant::now()));
+    }
+    fn end(&mut self, note: &str) {
+        if let Some((i, t)) = self.current.take() {
+            let took = t.elapsed().as_secs_f64();
+            eprintln!(
+                "[{}/{}] {}: done in {:.1} s{}{} (elapsed {:.0} s)",
+                i + 1,
+                STAGES.len(),
+                STAGES[i],
+                took,
+                if note.is_empty() { "" } else { ", " },
+                note,
+                self.start.elapsed().as_secs_f64()
+            );
+            self.timings.push((STAGES[i].to_string(), took));
+        }
+    }
+    fn stage_name(&self) -> String {
+        self.current
+            .map(|(i, _)| STAGES[i].to_string())
+            .unwrap_or_default()
+    }
+}
+
+struct Ctx {
+    log_path: PathBuf,
+    progress: Progress,
+}
+
+impl Ctx {
+    fn fail(&self, message: impl Into<String>) -> BuildError {
+        BuildError::Stage {
+            stage: self.progress.stage_name(),
+            message: message.into(),
+        }
+    }
+
+    /// Runs a command with its output appended to the build log; on failure the error
+    /// carries the log's last lines.
+    fn run(&self, cmd: &mut Command) -> Result<(), BuildError> {
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .map_err(|e| self.fail(format!("{}: {e}", self.log_path.display())))?;
+        let log2 = log.try_clone().map_err(|e| self.fail(e.to_string()))?;
+        {
+            let mut l = &log;
+            let _ = writeln!(l, "\n$ {cmd:?}");
+        }
+        let status = cmd
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2)
+            .status()
+            .map_err(|e| self.fail(format!("cannot run {:?}: {e}", cmd.get_program())))?;
+        if status.success() {
+            return Ok(());
+        }
+        let text = fs::read_to_string(&self.log_path).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(25).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        Err(self.fail(format!(
+            "{:?} failed ({status}); last lines of {}:\n{}",
+            cmd.get_program(),
+            self.log_path.display(),
+            tail.join("\n")
+        )))
+    }
+
+    fn io<T>(&self, what: &str, r: std::io::Result<T>) -> Result<T, BuildError> {
+        r.map_err(|e| self.fail(format!("{what}: {e}")))
+    }
+}
+
+/// Removes the staging directory unless asked to keep it.
+struct Staging {
+    dir: PathBuf,
+    keep: bool,
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("staging kept in {}", self.dir.display());
+        }
+    }
+}
+
+pub fn manifest_path(output: &Path) -> PathBuf {
+    let mut s = output.as_os_str().to_owned();
+    s.push(".manifest.json");
+    PathBuf::from(s)
+}
+
+pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
+    let out = &opts.output;
+    if out.exists() && !opts.force {
+        return Err(BuildError::Refused(format!(
+            "{} exists; pass --force to overwrite it",
+            out.display()
+        )));
+    }
+    let out_dir = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    let file_name = out
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "unit.img".into());
+    let staging = Staging {
+        dir: out_dir.join(format!(".{file_name}.staging")),
+        keep: opts.keep_staging,
+    };
+    if staging.dir.exists() {
+        fs::remove_dir_all(&staging.dir)
+            .map_err(|e| BuildError::Refused(format!("{}: {e}", staging.dir.display())))?;
+    }
+    fs::create_dir_all(&staging.dir)
+        .map_err(|e| BuildError::Refused(format!("{}: {e}", staging.dir.display())))?;
+    let log_path = out_dir.join(format!("{file_name}.build.log"));
+    let _ = fs::remove_file(&log_path);
+    eprintln!(
+        "pfx-image: building {} ({}) -> {}; log: {}",
+        r.source.display(),
+        r.config.target,
+        out.display(),
+        log_path.display()
+    );
+    let mut cx = Ctx {
+        log_path,
+        progress: Progress {
+            start: Instant::now(),
+            current: None,
+            timings: Vec::new(),
+        },
+    };
+
+    let show =
+        fs::read(&r.show).map_err(|e| BuildError::Refused(format!("{}: {e}", r.show.display())))?;
+    let mut profiles = Vec::new();
+    for p in &r.profiles {
+        let bytes =
+            fs::read(p).map_err(|e| BuildError::Refused(format!("{}: {e}", p.display())))?;
+        let name = p
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        profiles.push((name, bytes));
+    }
+    let plan = plan::plan(r, show, profiles);
+    let target = plan.target;
+
+    // 1. host tools
+    cx.progress.begin(0);
+    tools::check(target, opts.player.is_none()).map_err(|m| cx.fail(m))?;
+    cx.progress.end("");
+
+    // 2. player (and agent)
+    cx.progress.begin(1);
+    let (player, agent, note) = binaries(&cx, target, opts)?;
+    cx.progress.end(&note);
+
+    // 3. binfmt
+    cx.progress.begin(2);
+    let note = if target.arch() == "arm64" {
+        ensure_binfmt().map_err(|m| cx.fail(m))?
+    } else {
+        "native".into()
+    };
+    cx.progress.end(&note);
+
+    // 4. base root
+    cx.progress.begin(3);
+    let root = staging.dir.join("root");
+    let note = base_root(&cx, &plan, opts, &root)?;
+    cx.progress.end(&note);
+
+    // 5. customize
+    cx.progress.begin(4);
+    customize(&cx, &plan, &root, &player, agent.as_deref())?;
+    cx.progress.end("");
+
+    // 6. boot partition files
+    cx.progress.begin(5);
+    let boot_dir = staging.dir.join("boot");
+    boot_files(&cx, &plan, &root, &boot_dir)?;
+    cx.progress.end("");
+
+    // 7. file systems
+    cx.progress.begin(6);
+    let layout = Layout::new(plan.image_size_mib, plan.boot_size_mib).map_err(|m| cx.fail(m))?;
+    let root_img = staging.dir.join("root.ext4");
+    let boot_img = staging.dir.join("boot.vfat");
+    make_filesystems(&cx, &layout, &root, &boot_dir, &root_img, &boot_img)?;
+    cx.progress.end("");
+
+    // 8. disk image
+    cx.progress.begin(7);
+    let tmp_out = out_dir.join(format!(".{file_name}.partial"));
+    assemble(&cx, &layout, &boot_img, &root_img, &tmp_out)?;
+    cx.io("rename image", fs::rename(&tmp_out, out))?;
+    cx.progress.end("");
+
+    // 9. verify, from the image file only
+    cx.progress.begin(8);
+    let expect = Expect {
+        target,
+        overlay: plan.overlay,
+        hostname_prefix: Some(plan.hostname_prefix.clone()),
+    };
+    let mut manifest = match manifest::verify_image(out, &expect, &staging.dir) {
+        Ok(m) => m,
+        Err(e) => {
+            // An image that cannot be verified is not an output.
+            let bad = out.with_extension("img.unverified");
+            let _ = fs::rename(out, &bad);
+            return Err(cx.fail(format!(
+                "{e}\n(image kept as {} for inspection)",
+                bad.display()
+            )));
+        }
+    };
+    cx.progress.end("");
+    let timings: serde_json::Map<String, serde_json::Value> = cx
+        .progress
+        .timings
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::json!((v * 10.0).round() / 10.0)))
+        .collect();
+    manifest.build = Some(serde_json::json!({
+        "config": r.source.display().to_string(),
+        "suite": plan.suite,
+        "mirror": plan.mirror,
+        "base_key": plan.base_key,
+        "base_root": cx_note_base(&cx),
+        "built_at_unix": SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        "builder": concat!("pfx-image ", env!("CARGO_PKG_VERSION")),
+        "seconds_total": (cx.progress.start.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+        "stage_seconds": timings,
+    }));
+    let json = serde_json::to_string_pretty(&manifest).map_err(|e| cx.fail(e.to_string()))?;
+    let mpath = manifest_path(out);
+    cx.io("write manifest", fs::write(&mpath, json + "\n"))?;
+    eprintln!(
+        "pfx-image: {} verified, manifest {} ({:.0} s)",
+        out.display(),
+        mpath.display(),
+        cx.progress.start.elapsed().as_secs_f64()
+    );
+    Ok(manifest)
+}
+
+fn cx_note_base(cx: &Ctx) -> String {
+    // The base-root stage's note is in the log; the timing tells hit from miss well enough.
+    let t = cx
+        .progress
+        .timings
+        .iter()
+        .find(|(k, _)| k.starts_with("base root"))
+        .map(|(_, v)| *v)
+        .unwrap_or(0.0);
+    format!("{t:.1} s")
+}
+
+fn workspace_root(opts: &Options) -> Option<PathBuf> {
+    if let Some(w) = &opts.workspace {
+        return Some(w.clone());
+    }
+    if let Ok(t) = std::env::var("PFX_TOP") {
+        return Some(PathBuf::from(t));
+    }
+    let mut d = std::env::current_dir().ok()?;
+    loop {
+        if fs::read_to_string(d.join("Cargo.toml")).is_ok_and(|t| t.contains("[workspace]")) {
+            return Some(d);
+        }
+        if !d.pop() {
+            return None;
+        }
+    }
+}
+
+fn host_triple() -> &'static str {
+    if cfg!(target_arch = "x86_64") {
+        "x86_64-unknown-linux-gnu"
+    } else {
+        "aarch64-unknown-linux-gnu"
+    }
+}
+
+/// The player for the target: given, or built from the workspace (cross-compiled for arm64).
+fn binaries(
+    cx: &Ctx,
+    target: Target,
+    opts: &Options,
+) -> Result<(PathBuf, Option<PathBuf>, String), BuildError> {
+    if let Some(p) = &opts.player {
+        if !p.is_file() {
+            return Err(cx.fail(format!("--player {}: no such file", p.display())));
+        }
+        return Ok((
+            p.clone(),
+            opts.agent.clone(),
+            format!("given: {}", p.display()),
+        ));
+    }
+    let ws = workspace_root(opts)
+        .ok_or_else(|| cx.fail("cannot find the pfx workspace (set PFX_TOP, or pass --player)"))?;
+    let triple = target.rust_triple();
+    let native = triple == host_triple();
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(&ws)
+        .args(["build", "--release", "--locked", "-p", "pfx-player"]);
+    let agent_built = has_agent_bin(&ws);
+    if agent_built {
+        cmd.args([
+            "-p",
+            "pfx-fleet",
+            "--bin",
+            "pfx-agent",
+            "--bin",
+            "pfx-player",
+        ]);
+    }
+    if !native {
+        // A target dir in the cache, outside the checkout: the cross-compiled dependencies
+        // outlive a fresh CI clone (only the workspace's own crates rebuild).
+        cmd.args(["--target", triple])
+            .arg("--target-dir")
+            .arg(opts.cache.join("cargo-target"));
+        let var = format!(
+            "CARGO_TARGET_{}_LINKER",
+            triple.to_uppercase().replace('-', "_")
+        );
+        if std::env::var_os(&var).is_none() {
+            cmd.env(&var, "aarch64-linux-gnu-gcc");
+        }
+    }
+    cx.run(&mut cmd).map_err(|e| {
+        cx.fail(format!("{e}\n(cross-compiling needs: rustup target add {triple}; apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross)"))
+    })?;
+    let dir = if native {
+        ws.join("target/release")
+    } else {
+        opts.cache.join("cargo-target").join(triple).join("release")
+    };
+    let player = dir.join("pfx-player");
+    if !player.is_file() {
+        return Err(cx.fail(format!("cargo built, but {} is missing", player.display())));
+    }
+    let agent = dir.join("pfx-agent");
+    let (agent, note) = match (&opts.agent, agent.is_file()) {
+        (Some(a), _) => (Some(a.clone()), format!("{triple}; agent given")),
+        (None, true) => (Some(agent), format!("{triple}; with pfx-agent")),
+        (None, false) => (
+            None,
+            format!("{triple}; no pfx-agent in the workspace yet, skipped"),
+        ),
+    };
+    Ok((player, agent, note))
+}
+
+/// Whether the workspace defines a `pfx-agent` binary (the fleet crate's unit-side agent).
+fn has_agent_bin(ws: &Path) -> bool {
+    let out = Command::new("cargo")
+        .current_dir(ws)
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
+        .output();
+    let Ok(out) = out else { return false };
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
+        return false;
+    };
+    v["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| p["targets"].as_array().into_iter().flatten())
+        .any(|t| {
+            t["name"] == "pfx-agent"
+                && t["kind"]
+                    .as_array()
+                    .is_some_and(|k| k.iter().any(|x| x == "bin"))
+        })
+}
+
+/// Registers qemu-aarch64 with binfmt_misc when missing (see notes/machine.md).
+fn ensure_binfmt() -> Result<String, String> {
+    let bm = Path::new("/proc/sys/fs/binfmt_misc");
+    if bm.join("qemu-aarch64").exists() {
+        return Ok("qemu-aarch64 already registered".into());
+    }
+    if !bm.join("register").exists() {
+        let st = Command::new("mount")
+            .args(["-t", "binfmt_misc", "binfmt_misc"])
+            .arg(bm)
+            .status()
+            .map_err(|e| format!("mount binfmt_misc: {e}"))?;
+        if !st.success() {
+            return Err("cannot mount binfmt_misc on /proc/sys/fs/binfmt_misc (needs root)".into());
+        }
+    }
+    let conf = Path::new("/usr/lib/binfmt.d/qemu-aarch64.conf");
+    let line = fs::read_to_string(conf)
+        .map_err(|e| format!("{}: {e} (apt-get install qemu-user-static)", conf.display()))?;
+    let line = line
+        .lines()
+        .find(|l| l.starts_with(':'))
+        .ok_or_else(|| format!("{}: no registration line", conf.display()))?;
+    fs::write(bm.join("register"), line)
+        .map_err(|e| format!("registering qemu-aarch64 with binfmt_misc: {e}"))?;
+    Ok("registered qemu-aarch64".into())
+}
+
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// The base root: a cached copy when one exists for this exact recipe, else mmdebstrap with
+/// the .deb cache, initramfs generation deferred to one run at the end.
+fn base_root(cx: &Ctx, plan: &Plan, opts: &Options, root: &Path) -> Result<String, BuildError> {
+    let cache_dir = opts.cache.join("roots").join(&plan.base_key);
+    let marker = cache_dir.join(".pfx-complete");
+    let fresh = fs::metadata(&marker)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age < opts.root_max_age);
+    if fresh && !opts.fresh_root {
+        cx.run(Command::new("cp").arg("-a").arg(&cache_dir).arg(root))?;
+        let _ = fs::remove_file(root.join(".pfx-complete"));
+        return Ok(format!("cached base root {}", &plan.base_key[..12]));
+    }
+    let debs = opts
+        .cache
+        .join("debs")
+        .join(format!("{}-{}", plan.suite, plan.arch));
+    cx.io("create deb cache", fs::create_dir_all(&debs))?;
+    let debs_s = debs.display().to_string();
+    let mut sources = vec![format!(
+        "deb {} {} {}",
+        plan.mirror,
+        plan.suite,
+        plan.components.join(" ")
+    )];
+    sources.push(format!(
+        "deb {} {}-updates {}",
+        plan.mirror,
+        plan.suite,
+        plan.components.join(" ")
+    ));
+    if let Some(sec) = plan
+        .mirror
+        .strip_suffix("/debian")
+        .map(|m| format!("{m}/debian-security"))
+    {
+        sources.push(format!(
+            "deb {sec} {}-security {}",
+            plan.suite,
+            plan.components.join(" ")
+        ));
+    }
+    let divert = "chroot \"$1\" dpkg-divert --quiet --local --rename --add /usr/sbin/update-initramfs \
+                  && printf '#!/bin/sh\\necho \"pfx: update-initramfs deferred\"\\n' > \"$1/usr/sbin/update-initramfs\" \
+                  && chmod 755 \"$1/usr/sbin/update-initramfs\"";
+    let undivert = "rm -f \"$1/usr/sbin/update-initramfs\" \
+                    && chroot \"$1\" dpkg-divert --quiet --local --rename --remove /usr/sbin/update-initramfs \
+                    && chroot \"$1\" update-initramfs -c -k all";
+    let mut cmd = Command::new("mmdebstrap");
+    cmd.args([
+        "--mode=root",
+        "--variant=minbase",
+        &format!("--arch={}", plan.arch),
+        &format!("--include={}", plan.packages.join(",")),
+        "--skip=essential/unlink",
+        "--aptopt=Acquire::Retries \"3\"",
+        // Every package runs update-initramfs; under qemu-user one run takes minutes, so
+        // the runs are diverted to a no-op and done once, at the end, with busybox present.
+        &format!("--essential-hook={divert}"),
+        "--setup-hook=mkdir -p \"$1/var/cache/apt/archives\"",
+        &format!("--setup-hook=sync-in {} /var/cache/apt/archives/", sh_quote(&debs_s)),
+        &format!("--customize-hook=sync-out /var/cache/apt/archives {}", sh_quote(&debs_s)),
+        "--customize-hook=rm -f \"$1\"/var/cache/apt/archives/*.deb \"$1\"/var/cache/apt/*.bin; rm -rf \"$1\"/var/lib/apt/lists/*_Packages",
+        &format!("--customize-hook={undivert}"),
+        &plan.suite,
+    ]);
+    cmd.arg(root);
+    cmd.args(&sources);
+    cx.run(&mut cmd)?;
+    // Save for the next build (the .pfx-complete marker is written last).
+    let tmp = opts
+        .cache
+        .join("roots")
+        .join(format!("{}.tmp", plan.base_key));
+    let _ = fs::remove_dir_all(&tmp);
+    let _ = fs::remove_dir_all(&cache_dir);
+    cx.io(
+        "create root cache",
+        fs::create_dir_all(opts.cache.join("roots")),
+    )?;
+    cx.run(Command::new("cp").arg("-a").arg(root).arg(&tmp))?;
+    cx.io(
+        "root cache marker",
+        fs::write(tmp.join(".pfx-complete"), format!("{}\n", plan.base_key)),
+    )?;
+    cx.io("root cache rename", fs::rename(&tmp, &cache_dir))?;
+    Ok(format!("built and cached as {}", &plan.base_key[..12]))
+}
+
+fn write_file(
+    cx: &Ctx,
+    root: &Path,
+    path: &str,
+    mode: u32,
+    contents: &[u8],
+) -> Result<(), BuildError> {
+    let p = root.join(path.trim_start_matches('/'));
+    if let Some(d) = p.parent() {
+        cx.io(&format!("mkdir {}", d.display()), fs::create_dir_all(d))?;
+    }
+    // Never write through a symlink into the build host.
+    if p.is_symlink() {
+        cx.io(&format!("remove {}", p.display()), fs::remove_file(&p))?;
+    }
+    cx.io(&format!("write {}", p.display()), fs::write(&p, contents))?;
+    cx.io(
+        &format!("chmod {}", p.display()),
+        fs::set_permissions(&p, fs::Permissions::from_mode(mode)),
+    )
+}
+
+fn kernel_version(cx: &Ctx, root: &Path) -> Result<String, BuildError> {
+    let dir = root.join("usr/lib/modules");
+    let mut v: Vec<String> = cx
+        .io("list kernel modules", fs::read_dir(&dir))?
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    v.sort();
+    v.pop()
+        .ok_or_else(|| cx.fail(format!("no kernel in {}", dir.display())))
+}
+
+/// Runs a command chrooted into `root` with /proc, /sys and /dev mounted in a private mount
+/// namespace, so nothing leaks onto the host even if the build dies.
+fn in_chroot(cx: &Ctx, root: &Path, script: &str) -> Result<(), BuildError> {
+    let r = sh_quote(&root.display().to_string());
+    let full = format!(
+        "set -e; mount -t proc proc {r}/proc; mount -t sysfs sys {r}/sys; mount --rbind /dev {r}/dev; \
+         chroot {r} /bin/sh -ec {}",
+        sh_quote(script)
+    );
+    cx.run(Command::new("unshare").args([
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        "sh",
+        "-c",
+        &full,
+    ]))
+}
+
+/// Release builds carry debug info (the workspace's `debug = 1`): about 70 MB for the player.
+/// The image keeps the symbols (backtraces) but not the DWARF.
+fn strip_debug(cx: &Ctx, plan: &Plan, path: &Path) -> Result<(), BuildError> {
+    cx.run(
+        Command::new(tools::strip_tool(plan.arch))
+            .arg("--strip-debug")
+            .arg(path),
+    )
+}
+
+fn customize(
+    cx: &Ctx,
+    plan: &Plan,
+    root: &Path,
+    player: &Path,
+    agent: Option<&Path>,
+) -> Result<(), BuildError> {
+    for f in &plan.files {
+        write_file(cx, root, &f.path, f.mode, &f.contents)?;
+    }
+    let ssh = root.join("root/.ssh");
+    if ssh.exists() {
+        cx.io(
+            "chmod /root/.ssh",
+            fs::set_permissions(&ssh, fs::Permissions::from_mode(0o700)),
+        )?;
+    }
+    let bin = cx.io("read player", fs::read(player))?;
+    write_file(cx, root, "/usr/bin/pfx-player", 0o755, &bin)?;
+    strip_debug(cx, plan, &root.join("usr/bin/pfx-player"))?;
+    if let Some(a) = agent {
+        let bin = cx.io("read agent", fs::read(a))?;
+        write_file(cx, root, "/usr/bin/pfx-agent", 0o755, &bin)?;
+        strip_debug(cx, plan, &root.join("usr/bin/pfx-agent"))?;
+    }
+    // Host keys are made per unit on its first boot (pfx-ssh-hostkeys), never shared.
+    if let Ok(rd) = fs::read_dir(root.join("etc/ssh")) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with("ssh_host_") {
+                cx.io("remove ssh host key", fs::remove_file(e.path()))?;
+            }
+        }
+    }
+    // Enabling is only symlinks: the host's systemctl does it offline, no emulation.
+    let mut cmd = Command::new("systemctl");
+    cmd.arg(format!("--root={}", root.display()))
+        .arg("enable")
+        .args(plan::ENABLED_UNITS);
+    cx.run(&mut cmd)?;
+    let mut cmd = Command::new("systemd-analyze");
+    cmd.arg("verify").arg(format!("--root={}", root.display()));
+    cmd.args([
+        "pfx-player.service",
+        "pfx-eth-no-pause@eth0.service",
+        "pfx-hostname.service",
+        "pfx-ssh-hostkeys.service",
+    ]);
+    cx.run(&mut cmd)
+}
+
+/// Fills the FAT partition's directory: for the arm64 targets raspi-firmware's own kernel
+/// hook writes config.txt/cmdline.txt from /etc/default/raspi-firmware* (then our z51 hook
+/// drops `rw`); for vm-amd64 we copy kernel and initramfs and write cmdline.txt.
+fn boot_files(cx: &Ctx, plan: &Plan, root: &Path, boot_dir: &Path) -> Result<(), BuildError> {
+    let kver = kernel_version(cx, root)?;
+    let fw = root.join("boot/firmware");
+    cx.io("mkdir /boot/firmware", fs::create_dir_all(&fw))?;
+    if plan.target.uses_raspi_firmware() {
+        in_chroot(
+            cx,
+            root,
+            &format!(
+                // As raspi-firmware's own initramfs post-update hook calls it (without
+                // DEB_MAINT_PARAMS=configure the hook exits doing nothing).
+                "export DEB_MAINT_PARAMS=configure; /etc/kernel/postinst.d/z50-raspi-firmware {kver} /boot/vmlinuz-{kver}; \
+                 /etc/kernel/postinst.d/z51-pfx-cmdline {kver} /boot/vmlinuz-{kver}"
+            ),
+        )?;
+    } else {
+        let copy = |from: &str, to: &str| -> Result<(), BuildError> {
+            cx.io(
+                &format!("copy {from}"),
+                fs::copy(root.join(from), fw.join(to)).map(|_| ()),
+            )
+        };
+        copy(&format!("boot/vmlinuz-{kver}"), "vmlinuz")?;
+        copy(&format!("boot/initrd.img-{kver}"), "initrd.img")?;
+        let line = format!(
+            "console=tty0 console=ttyS0,115200 root=LABEL={ROOT_LABEL} fsck.repair=yes net.ifnames=0 rootwait {}\n",
+            plan.extra_cmdline
+        );
+        cx.io("write cmdline.txt", fs::write(fw.join("cmdline.txt"), line))?;
+    }
+    // The FAT partition gets these files; the root keeps an empty mount point.
+    cx.io("move boot files", fs::rename(&fw, boot_dir))?;
+    cx.io("mkdir /boot/firmware", fs::create_dir_all(&fw))?;
+    Ok(())
+}
+
+fn make_filesystems(
+    cx: &Ctx,
+    l: &Layout,
+    root: &Path,
+    boot_dir: &Path,
+    root_img: &Path,
+    boot_img: &Path,
+) -> Result<(), BuildError> {
+    let root_bytes = l.root_sectors * 512;
+    let f = cx.io("create root.ext4", File::create(root_img))?;
+    cx.io("size root.ext4", f.set_len(root_bytes))?;
+    drop(f);
+    cx.run(
+        Command::new("mke2fs")
+            .args([
+                "-q",
+                "-F",
+                "-t",
+                "ext4",
+                "-L",
+                ROOT_LABEL,
+                "-E",
+                "root_owner=0:0",
+                "-d",
+            ])
+            .arg(root)
+            .arg(root_img),
+    )
+    .map_err(|e| {
+        cx.fail(format!(
+            "{e}\n(if the root does not fit, raise image_size_mib)"
+        ))
+    })?;
+    let kib = l.boot_sectors / 2;
+    cx.run(
+        Command::new("mkfs.vfat")
+            .args(["-F", "32", "-n", BOOT_LABEL, "-C"])
+            .arg(boot_img)
+            .arg(kib.to_string()),
+    )?;
+    let mut entries: Vec<PathBuf> = cx
+        .io("list boot files", fs::read_dir(boot_dir))?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    if entries.is_empty() {
+        return Err(cx.fail("no files for the boot partition"));
+    }
+    let mut cmd = Command::new("mcopy");
+    cmd.env("MTOOLS_SKIP_CHECK", "1")
+        .args(["-s", "-p", "-m", "-i"])
+        .arg(boot_img)
+        .args(&entries)
+        .arg("::");
+    cx.run(&mut cmd)
+}
+
+fn assemble(
+    cx: &Ctx,
+    l: &Layout,
+    boot_img: &Path,
+    root_img: &Path,
+    out: &Path,
+) -> Result<(), BuildError> {
+    let _ = fs::remove_file(out);
+    let f = cx.io("create image", File::create(out))?;
+    cx.io("size image", f.set_len(l.total_bytes))?;
+    drop(f);
+    let mut child = Command::new("sfdisk")
+        .args(["--no-reread", "--no-tell-kernel", "--quiet"])
+        .arg(out)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| cx.fail(format!("cannot run sfdisk: {e}")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        cx.io(
+            "sfdisk input",
+            stdin.write_all(l.sfdisk_script().as_bytes()),
+        )?;
+    }
+    let o = cx.io("sfdisk", child.wait_with_output())?;
+    if !o.status.success() {
+        return Err(cx.fail(format!(
+            "sfdisk failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )));
+    }
+    for (img, start) in [(boot_img, l.boot_start), (root_img, l.root_start)] {
+        cx.run(
+            Command::new("dd")
+                .arg(format!("if={}", img.display()))
+                .arg(format!("of={}", out.display()))
+                .args(["bs=1M", "conv=notrunc,sparse", "status=none"])
+                .arg(format!("seek={}", start * 512))
+                .arg("oflag=seek_bytes"),
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,273 @@
+//! Verification of a built image from the image file, and the manifest written beside it.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde::Serialize;
+
+use crate::artifact::{self, ImageFile};
+use crate::config::Target;
+use crate::plan;
+use crate::verify::{self, CmdlineCheck, FirmwareCheck, InitramfsCheck, Package, Partition};
+
+/// What the image must show.
+#[derive(Debug, Clone)]
+pub struct Expect {
+    pub target: Target,
+    pub overlay: bool,
+    pub hostname_prefix: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Binary {
+    pub path: String,
+    pub machine: String,
+    pub bytes: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UnitState {
+    pub unit: String,
+    pub file: String,
+    pub present: bool,
+    pub enabled_link: String,
+    pub enabled: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Manifest {
+    pub image: String,
+    pub sha256: String,
+    pub size_bytes: u64,
+    pub target: String,
+    pub partitions: Vec<Partition>,
+    pub kernel_version: String,
+    pub boot_files: Vec<String>,
+    pub cmdline: CmdlineCheck,
+    pub initramfs_file: String,
+    pub initramfs: InitramfsCheck,
+    pub firmware: Option<FirmwareCheck>,
+    pub overlay_configured: bool,
+    pub overlayroot_local_conf: String,
+    pub hostname: String,
+    pub player: Binary,
+    pub agent: Option<Binary>,
+    pub units: Vec<UnitState>,
+    pub packages: Vec<Package>,
+    /// Filled by the builder (not part of what is read back).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build: Option<serde_json::Value>,
+}
+
+fn sha256_file(path: &Path) -> Result<String, String> {
+    // sha256sum: native speed on a 2 GiB file whatever the builder's own build profile.
+    let out = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .map_err(|e| format!("cannot run sha256sum: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "sha256sum {}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .map(str::to_string)
+        .ok_or_else(|| "sha256sum printed nothing".into())
+}
+
+fn binary(img: &ImageFile, path: &str, want: &str, errors: &mut Vec<String>) -> Option<Binary> {
+    match img.root_read(path) {
+        Ok(bytes) => {
+            let machine = verify::elf_machine(&bytes).unwrap_or("not ELF").to_string();
+            if machine != want {
+                errors.push(format!("{path} is {machine}, expected {want}"));
+            }
+            Some(Binary {
+                path: path.into(),
+                machine,
+                bytes: bytes.len(),
+            })
+        }
+        Err(e) => {
+            errors.push(e.message);
+            None
+        }
+    }
+}
+
+/// Reads the image file back and checks everything; one error listing every failure.
+pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Manifest, String> {
+    let img = ImageFile::open(path).map_err(|e| e.to_string())?;
+    let mut errors: Vec<String> = Vec::new();
+    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+
+    let boot_files = img.fat_files().map_err(|e| e.to_string())?;
+    let kernel_version = img
+        .root_ls("/usr/lib/modules")
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .max()
+        .ok_or("no kernel modules directory in the root (/usr/lib/modules is empty)")?;
+
+    // The command line the firmware (or the VM launcher) passes: cmdline.txt on the FAT.
+    let cmdline_txt = img.fat_read("cmdline.txt").map(text).unwrap_or_else(|e| {
+        errors.push(e.message);
+        String::new()
+    });
+    let cmdline = match verify::check_cmdline(&cmdline_txt, expect.overlay) {
+        Ok(c) => c,
+        Err(e) => {
+            errors.push(format!("cmdline.txt: {e}"));
+            CmdlineCheck {
+                cmdline: cmdline_txt.trim().into(),
+                overlayroot: None,
+                root: None,
+            }
+        }
+    };
+
+    if expect.target == Target::Rpi4Arm64
+        && let Err(e) = verify::check_pi4_cmdline(&cmdline_txt)
+    {
+        errors.push(format!("cmdline.txt: {e}"));
+    }
+
+    // The initramfs the firmware loads: the one config.txt names, else initrd.img (VM).
+    let mut firmware = None;
+    let mut initramfs_file = "initrd.img".to_string();
+    if expect.target.uses_raspi_firmware() {
+        match img.fat_read("config.txt").map(text) {
+            Ok(cfg) => {
+                if let (_, Some(i)) = verify::config_txt_boot_files(&cfg) {
+                    initramfs_file = i;
+                }
+                match verify::check_pi_firmware(&boot_files, &cfg) {
+                    Ok(f) => firmware = Some(f),
+                    Err(e) => errors.push(format!("boot partition: {e}")),
+                }
+            }
+            Err(e) => errors.push(e.message),
+        }
+    }
+    let initramfs = match img
+        .fat_read(&initramfs_file)
+        .map_err(|e| e.message)
+        .and_then(|data| {
+            let names = artifact::initramfs_names(&data, scratch)?;
+            verify::check_initramfs(&names)
+        }) {
+        Ok(i) => i,
+        Err(e) => {
+            errors.push(format!("initramfs {initramfs_file}: {e}"));
+            InitramfsCheck {
+                entries: 0,
+                busybox: String::new(),
+                overlayroot_script: String::new(),
+                overlay_module: String::new(),
+            }
+        }
+    };
+
+    let local_conf = img
+        .root_read("/etc/overlayroot.local.conf")
+        .map(text)
+        .unwrap_or_default();
+    let hostname = img
+        .root_read("/etc/hostname")
+        .map(text)
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    if let Some(p) = &expect.hostname_prefix
+        && &hostname != p
+    {
+        errors.push(format!("/etc/hostname is {hostname:?}, expected {p:?}"));
+    }
+
+    let want = verify::expected_machine(expect.target.arch());
+    let player = binary(&img, "/usr/bin/pfx-player", want, &mut errors);
+    let agent = match img.root_read("/usr/bin/pfx-agent") {
+        Ok(_) => binary(&img, "/usr/bin/pfx-agent", want, &mut errors),
+        Err(_) => None,
+    };
+
+    let mut units = Vec::new();
+    for (wants, unit) in plan::expected_enable_links() {
+        let file_name = match unit.split_once('@') {
+            Some((stem, rest)) => {
+                format!("{stem}@{}", &rest[rest.find('.').unwrap_or(rest.len())..])
+            }
+            None => unit.clone(),
+        };
+        let file = format!("/usr/lib/systemd/system/{file_name}");
+        let present = img.root_read(&file).map(|b| !b.is_empty()).unwrap_or(false);
+        let link = format!("/etc/systemd/system/{wants}/{unit}");
+        let target = img.root_symlink(&link).map_err(|e| e.to_string())?;
+        let enabled = target
+            .as_deref()
+            .is_some_and(|t| t.ends_with(&format!("/{file_name}")));
+        if !present {
+            errors.push(format!("unit file {file} missing"));
+        }
+        if !enabled {
+            errors.push(format!("{unit} not enabled: {link} is {target:?}"));
+        }
+        units.push(UnitState {
+            unit,
+            file,
+            present,
+            enabled_link: link,
+            enabled,
+        });
+    }
+
+    let packages = verify::parse_dpkg_status(
+        &img.root_read("/var/lib/dpkg/status")
+            .map(text)
+            .unwrap_or_default(),
+    );
+    for need in [
+        "busybox",
+        "overlayroot",
+        "openssh-server",
+        "ethtool",
+        "systemd",
+    ] {
+        if !packages.iter().any(|p| p.name == need) {
+            errors.push(format!("package {need} is not installed in the image"));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(format!(
+            "{}: verification failed:\n  - {}",
+            path.display(),
+            errors.join("\n  - ")
+        ));
+    }
+    let size_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    Ok(Manifest {
+        image: path.display().to_string(),
+        sha256: sha256_file(path)?,
+        size_bytes,
+        target: expect.target.name().into(),
+        partitions: img.partitions.clone(),
+        kernel_version,
+        boot_files,
+        overlay_configured: expect.overlay && cmdline.overlayroot.is_some(),
+        cmdline,
+        initramfs_file,
+        initramfs,
+        firmware,
+        overlayroot_local_conf: local_conf,
+        hostname,
+        player: player.ok_or("no player")?,
+        agent,
+        units,
+        packages,
+        build: None,
+    })
+}

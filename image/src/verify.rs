@@ -1,0 +1,547 @@
+//! Pure checks on what was read back from the image file: partition table, kernel command
+//! line, initramfs contents, ELF machine, enabled units, dpkg status, Pi firmware files.
+//! The I/O that reads the image lives in `artifact.rs`.
+
+use serde::Serialize;
+
+/// One MBR partition entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Partition {
+    pub index: u8,
+    pub kind: u8,
+    pub bootable: bool,
+    pub start_sector: u64,
+    pub sectors: u64,
+}
+
+impl Partition {
+    pub fn offset(&self) -> u64 {
+        self.start_sector * 512
+    }
+}
+
+/// Parses the MBR in the first 512 bytes of the image.
+pub fn parse_mbr(sector0: &[u8]) -> Result<Vec<Partition>, String> {
+    if sector0.len() < 512 || sector0[510] != 0x55 || sector0[511] != 0xAA {
+        return Err("no MBR signature (0x55AA) in the first sector".into());
+    }
+    let mut parts = Vec::new();
+    for i in 0..4 {
+        let e = &sector0[446 + i * 16..446 + (i + 1) * 16];
+        let kind = e[4];
+        let start = u32::from_le_bytes([e[8], e[9], e[10], e[11]]) as u64;
+        let sectors = u32::from_le_bytes([e[12], e[13], e[14], e[15]]) as u64;
+        if kind == 0 || sectors == 0 {
+            continue;
+        }
+        parts.push(Partition {
+            index: i as u8 + 1,
+            kind,
+            bootable: e[0] == 0x80,
+            start_sector: start,
+            sectors,
+        });
+    }
+    Ok(parts)
+}
+
+/// The kernel command line, checked for the two ways overlayroot fails silently here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CmdlineCheck {
+    pub cmdline: String,
+    pub overlayroot: Option<String>,
+    pub root: Option<String>,
+}
+
+pub fn check_cmdline(text: &str, want_overlay: bool) -> Result<CmdlineCheck, String> {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let words: Vec<&str> = line.split(' ').filter(|w| !w.is_empty()).collect();
+    let mut errors = Vec::new();
+    // The kernel and initramfs-tools honour the last of ro/rw; overlayroot only remounts
+    // the lower read-only when it sees `ro`. Any `rw` at all is refused: it is the fault.
+    if words.contains(&"rw") {
+        errors.push(
+            "`rw` on the kernel command line: overlayroot's lower root would be mounted read-write"
+                .to_string(),
+        );
+    }
+    let overlayroot = words
+        .iter()
+        .rev()
+        .find_map(|w| w.strip_prefix("overlayroot="))
+        .map(str::to_string);
+    let root = words
+        .iter()
+        .rev()
+        .find_map(|w| w.strip_prefix("root="))
+        .map(str::to_string);
+    if root.is_none() {
+        errors.push("no root= on the kernel command line".into());
+    }
+    if want_overlay {
+        match overlayroot.as_deref() {
+            Some(v) if v == "tmpfs" || v.starts_with("tmpfs:") => {}
+            Some(v) => errors.push(format!("overlayroot={v}: expected overlayroot=tmpfs")),
+            None => errors.push("no overlayroot=tmpfs on the kernel command line".into()),
+        }
+    }
+    if errors.is_empty() {
+        Ok(CmdlineCheck {
+            cmdline: line,
+            overlayroot,
+            root,
+        })
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+/// Pi 4 specifics of the command line: a `cma=` makes a Pi 4 unbootable (raspi-firmware's
+/// hook drops it only when run on a Pi 4 itself, not in a build chroot).
+pub fn check_pi4_cmdline(cmdline: &str) -> Result<(), String> {
+    match cmdline.split_whitespace().find(|w| w.starts_with("cma=")) {
+        Some(w) => Err(format!(
+            "`{w}` on a Pi 4 command line renders it unbootable"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Names in a sequence of concatenated newc cpio archives. Returns the names and the offset
+/// where the uncompressed archives end (a compressed archive may follow, as in Debian's
+/// initramfs with early microcode).
+pub fn cpio_names(data: &[u8]) -> Result<(Vec<String>, usize), String> {
+    let mut names = Vec::new();
+    let mut pos = 0usize;
+    loop {
+        // Skip the zero padding between concatenated archives.
+        while pos < data.len() && data[pos] == 0 {
+            pos += 1;
+        }
+        if pos + 110 > data.len()
+            || &data[pos..pos + 6] != b"070701" && &data[pos..pos + 6] != b"070702"
+        {
+            return Ok((names, pos));
+        }
+        let field = |i: usize| -> Result<usize, String> {
+            let s = std::str::from_utf8(&data[pos + 6 + i * 8..pos + 14 + i * 8])
+                .map_err(|e| e.to_string())?;
+            usize::from_str_radix(s, 16).map_err(|e| format!("cpio header at {pos}: {e}"))
+        };
+        let filesize = field(6)?;
+        let namesize = field(11)?;
+        let name_start = pos + 110;
+        let name_end = name_start + namesize;
+        if name_end > data.len() || namesize == 0 {
+            return Err(format!("cpio entry at {pos} runs past the end"));
+        }
+        let name = String::from_utf8_lossy(&data[name_start..name_end - 1]).into_owned();
+        let data_start = (name_end + 3) & !3;
+        let next = (data_start + filesize + 3) & !3;
+        if data_start + filesize > data.len() {
+            return Err(format!("cpio entry {name} runs past the end"));
+        }
+        pos = next;
+        if name == "TRAILER!!!" {
+            continue;
+        }
+        names.push(name.trim_start_matches("./").to_string());
+    }
+}
+
+/// Compression of a stream, from its magic.
+pub fn compression(data: &[u8]) -> Option<&'static str> {
+    let m = |p: &[u8]| data.starts_with(p);
+    if m(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Some("zstd")
+    } else if m(&[0x1f, 0x8b]) {
+        Some("gzip")
+    } else if m(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
+        Some("xz")
+    } else if m(&[0x02, 0x21, 0x4c, 0x18]) || m(&[0x04, 0x22, 0x4d, 0x18]) {
+        Some("lz4")
+    } else if m(&[0x5d, 0, 0]) {
+        Some("lzma")
+    } else {
+        None
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InitramfsCheck {
+    pub entries: usize,
+    pub busybox: String,
+    pub overlayroot_script: String,
+    pub overlay_module: String,
+}
+
+/// Without busybox the overlayroot script finds no `grep` and the system boots a plain
+/// writable root with no error: the initramfs itself must show busybox, the script and the
+/// overlay module.
+pub fn check_initramfs(names: &[String]) -> Result<InitramfsCheck, String> {
+    let find = |pred: &dyn Fn(&str) -> bool| names.iter().find(|n| pred(n)).cloned();
+    let busybox = find(&|n| n == "bin/busybox" || n == "usr/bin/busybox");
+    let script = find(&|n| n == "scripts/init-bottom/overlayroot");
+    let module = find(&|n| {
+        n.ends_with("/overlayfs/overlay.ko")
+            || n.ends_with("/overlayfs/overlay.ko.xz")
+            || n.ends_with("/overlayfs/overlay.ko.zst")
+    });
+    let mut errors = Vec::new();
+    if busybox.is_none() {
+        errors
+            .push("no busybox in the initramfs (overlayroot would silently boot a writable root)");
+    }
+    if script.is_none() {
+        errors.push("no scripts/init-bottom/overlayroot in the initramfs");
+    }
+    if module.is_none() {
+        errors.push("no overlay kernel module in the initramfs");
+    }
+    match (busybox, script, module) {
+        (Some(busybox), Some(overlayroot_script), Some(overlay_module)) if errors.is_empty() => {
+            Ok(InitramfsCheck {
+                entries: names.len(),
+                busybox,
+                overlayroot_script,
+                overlay_module,
+            })
+        }
+        _ => Err(errors.join("; ")),
+    }
+}
+
+/// The ELF header's machine field, named.
+pub fn elf_machine(head: &[u8]) -> Result<&'static str, String> {
+    if head.len() < 20 || &head[..4] != b"\x7fELF" {
+        return Err("not an ELF file".into());
+    }
+    let little = head[5] == 1;
+    let m = if little {
+        u16::from_le_bytes([head[18], head[19]])
+    } else {
+        u16::from_be_bytes([head[18], head[19]])
+    };
+    Ok(match m {
+        0xB7 => "aarch64",
+        0x3E => "x86_64",
+        0x28 => "arm",
+        0x03 => "x86",
+        _ => "other",
+    })
+}
+
+pub fn expected_machine(arch: &str) -> &'static str {
+    match arch {
+        "arm64" => "aarch64",
+        "amd64" => "x86_64",
+        _ => "other",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Package {
+    pub name: String,
+    pub version: String,
+    pub arch: String,
+}
+
+/// Installed packages from /var/lib/dpkg/status.
+pub fn parse_dpkg_status(text: &str) -> Vec<Package> {
+    let mut out = Vec::new();
+    for stanza in text.split("\n\n") {
+        let (mut name, mut version, mut arch, mut installed) = (None, None, String::new(), false);
+        for line in stanza.lines() {
+            if let Some(v) = line.strip_prefix("Package: ") {
+                name = Some(v.trim().to_string());
+            } else if let Some(v) = line.strip_prefix("Version: ") {
+                version = Some(v.trim().to_string());
+            } else if let Some(v) = line.strip_prefix("Architecture: ") {
+                arch = v.trim().to_string();
+            } else if let Some(v) = line.strip_prefix("Status: ") {
+                installed = v.trim().ends_with(" installed");
+            }
+        }
+        if let (Some(name), Some(version), true) = (name, version, installed) {
+            out.push(Package {
+                name,
+                version,
+                arch,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// `kernel=` and `initramfs` from the Pi's config.txt (the last one wins, as in the firmware).
+pub fn config_txt_boot_files(text: &str) -> (Option<String>, Option<String>) {
+    let mut kernel = None;
+    let mut initramfs = None;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('#') {
+            continue;
+        }
+        if let Some(v) = line.strip_prefix("kernel=") {
+            kernel = Some(v.trim().to_string());
+        } else if let Some(v) = line.strip_prefix("initramfs ") {
+            initramfs = v.split_whitespace().next().map(str::to_string);
+        }
+    }
+    (kernel, initramfs)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FirmwareCheck {
+    pub kernel: String,
+    pub initramfs: String,
+    pub dtbs: Vec<String>,
+    pub blobs: Vec<String>,
+}
+
+/// The Pi 4 boots only if the FAT partition has the GPU firmware, its DTB, and a config.txt
+/// that points at a kernel and initramfs present there.
+pub fn check_pi_firmware(fat_files: &[String], config_txt: &str) -> Result<FirmwareCheck, String> {
+    let has = |n: &str| fat_files.iter().any(|f| f.eq_ignore_ascii_case(n));
+    let mut errors = Vec::new();
+    let blobs = ["start4.elf", "fixup4.dat"];
+    for b in blobs {
+        if !has(b) {
+            errors.push(format!("{b} missing on the boot partition"));
+        }
+    }
+    if !has("bcm2711-rpi-4-b.dtb") {
+        errors.push("bcm2711-rpi-4-b.dtb missing on the boot partition".into());
+    }
+    if !config_txt.lines().any(|l| l.trim() == "arm_64bit=1") {
+        errors.push("config.txt has no arm_64bit=1".into());
+    }
+    let (kernel, initramfs) = config_txt_boot_files(config_txt);
+    match &kernel {
+        Some(k) if has(k) => {}
+        Some(k) => errors.push(format!(
+            "config.txt kernel={k} is not on the boot partition"
+        )),
+        None => errors.push("config.txt has no kernel= line".into()),
+    }
+    match &initramfs {
+        Some(i) if has(i) => {}
+        Some(i) => errors.push(format!(
+            "config.txt initramfs {i} is not on the boot partition"
+        )),
+        None => errors.push("config.txt has no initramfs line".into()),
+    }
+    if !errors.is_empty() {
+        return Err(errors.join("; "));
+    }
+    let dtbs = fat_files
+        .iter()
+        .filter(|f| f.ends_with(".dtb"))
+        .cloned()
+        .collect();
+    Ok(FirmwareCheck {
+        kernel: kernel.unwrap_or_default(),
+        initramfs: initramfs.unwrap_or_default(),
+        dtbs,
+        blobs: blobs.iter().map(|s| s.to_string()).collect(),
+    })
+}
+
+/// Parses `debugfs -R 'ls -p DIR'` output into names (without . and ..).
+pub fn parse_debugfs_ls(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('/').collect();
+            // "/ino/mode/uid/gid/name/size/"
+            (f.len() >= 7).then(|| f[5].to_string())
+        })
+        .filter(|n| n != "." && n != ".." && !n.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn newc(entries: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut push = |name: &str, body: &[u8]| {
+            let namesize = name.len() + 1;
+            let h = format!(
+                "070701{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}",
+                1,
+                0o100644,
+                0,
+                0,
+                1,
+                0,
+                body.len(),
+                0,
+                0,
+                0,
+                0,
+                namesize,
+                0
+            );
+            out.extend_from_slice(h.as_bytes());
+            out.extend_from_slice(name.as_bytes());
+            out.push(0);
+            while out.len() % 4 != 0 {
+                out.push(0);
+            }
+            out.extend_from_slice(body);
+            while out.len() % 4 != 0 {
+                out.push(0);
+            }
+        };
+        for (n, b) in entries {
+            push(n, b);
+        }
+        push("TRAILER!!!", b"");
+        out
+    }
+
+    const GOOD: &[(&str, &[u8])] = &[
+        ("usr/bin/busybox", b"\x7fELF"),
+        ("scripts/init-bottom/overlayroot", b"#!/bin/sh"),
+        (
+            "usr/lib/modules/6.1.0-50-arm64/kernel/fs/overlayfs/overlay.ko",
+            b"x",
+        ),
+    ];
+
+    #[test]
+    fn initramfs_with_busybox_passes() {
+        let (names, end) = cpio_names(&newc(GOOD)).unwrap();
+        assert_eq!(names.len(), 3);
+        assert!(end > 0);
+        check_initramfs(&names).unwrap();
+    }
+
+    #[test]
+    fn initramfs_without_busybox_fails() {
+        let (names, _) = cpio_names(&newc(&GOOD[1..])).unwrap();
+        let e = check_initramfs(&names).unwrap_err();
+        assert!(e.contains("busybox"), "{e}");
+    }
+
+    #[test]
+    fn initramfs_without_overlayroot_script_fails() {
+        let (names, _) = cpio_names(&newc(&[GOOD[0], GOOD[2]])).unwrap();
+        assert!(check_initramfs(&names).unwrap_err().contains("overlayroot"));
+    }
+
+    #[test]
+    fn concatenated_archives_and_compressed_tail() {
+        let mut data = newc(&[("kernel/x86/microcode/GenuineIntel.bin", b"abc")]);
+        data.extend_from_slice(&[0; 12]);
+        let second = newc(&GOOD[..1]);
+        data.extend_from_slice(&second);
+        let tail_at = data.len();
+        data.extend_from_slice(&[0x28, 0xb5, 0x2f, 0xfd, 1, 2]);
+        let (names, end) = cpio_names(&data).unwrap();
+        assert_eq!(
+            names,
+            vec!["kernel/x86/microcode/GenuineIntel.bin", "usr/bin/busybox"]
+        );
+        assert_eq!(end, tail_at);
+        assert_eq!(compression(&data[end..]), Some("zstd"));
+    }
+
+    #[test]
+    fn cmdline_with_rw_fails() {
+        let c = "console=tty0 root=LABEL=RASPIROOT rw fsck.repair=yes net.ifnames=0 rootwait overlayroot=tmpfs";
+        let e = check_cmdline(c, true).unwrap_err();
+        assert!(e.contains("`rw`"), "{e}");
+    }
+
+    #[test]
+    fn cmdline_without_rw_passes_and_needs_overlay() {
+        let c = "console=tty0 root=LABEL=RASPIROOT fsck.repair=yes net.ifnames=0 rootwait overlayroot=tmpfs\n";
+        let ok = check_cmdline(c, true).unwrap();
+        assert_eq!(ok.overlayroot.as_deref(), Some("tmpfs"));
+        assert_eq!(ok.root.as_deref(), Some("LABEL=RASPIROOT"));
+        let e = check_cmdline("root=/dev/vda rootwait", true).unwrap_err();
+        assert!(e.contains("overlayroot"), "{e}");
+        assert!(check_cmdline("root=/dev/vda overlayroot=disabled", true).is_err());
+        check_cmdline("root=/dev/vda", false).unwrap();
+    }
+
+    #[test]
+    fn pi4_cmdline_refuses_cma() {
+        assert!(check_pi4_cmdline("root=LABEL=RASPIROOT cma=64M rootwait").is_err());
+        check_pi4_cmdline("root=LABEL=RASPIROOT rootwait").unwrap();
+    }
+
+    #[test]
+    fn elf_machines() {
+        let mut h = vec![
+            0x7f, b'E', b'L', b'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0xB7, 0,
+        ];
+        assert_eq!(elf_machine(&h).unwrap(), "aarch64");
+        h[18] = 0x3E;
+        assert_eq!(elf_machine(&h).unwrap(), "x86_64");
+        assert!(elf_machine(b"#!/bin/sh\n").is_err());
+    }
+
+    #[test]
+    fn dpkg_status_lists_only_installed() {
+        let t = "Package: a\nStatus: install ok installed\nArchitecture: arm64\nVersion: 1.0\n\n\
+                 Package: b\nStatus: deinstall ok config-files\nVersion: 2\n\n\
+                 Package: busybox\nStatus: install ok installed\nVersion: 1:1.35.0-4+b3\nArchitecture: arm64\n";
+        let p = parse_dpkg_status(t);
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[1].name, "busybox");
+        assert_eq!(p[1].version, "1:1.35.0-4+b3");
+    }
+
+    #[test]
+    fn pi_firmware_checks() {
+        let files: Vec<String> = [
+            "start4.elf",
+            "fixup4.dat",
+            "bcm2711-rpi-4-b.dtb",
+            "vmlinuz-6.1.0-50-arm64",
+            "initrd.img-6.1.0-50-arm64",
+            "config.txt",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let cfg = "# Do not modify\narm_64bit=1\nenable_uart=1\nupstream_kernel=1\nkernel=vmlinuz-6.1.0-50-arm64\ninitramfs initrd.img-6.1.0-50-arm64\n";
+        let ok = check_pi_firmware(&files, cfg).unwrap();
+        assert_eq!(ok.initramfs, "initrd.img-6.1.0-50-arm64");
+        assert_eq!(ok.dtbs, vec!["bcm2711-rpi-4-b.dtb"]);
+        let e = check_pi_firmware(
+            &files[1..],
+            &cfg.replace("vmlinuz-6.1.0-50", "vmlinuz-6.1.0-51"),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("start4.elf") && e.contains("kernel=vmlinuz-6.1.0-51-arm64"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn mbr_entries() {
+        let mut s = vec![0u8; 512];
+        s[510] = 0x55;
+        s[511] = 0xAA;
+        s[446] = 0x80;
+        s[446 + 4] = 0x0c;
+        s[446 + 8..446 + 12].copy_from_slice(&8192u32.to_le_bytes());
+        s[446 + 12..446 + 16].copy_from_slice(&524288u32.to_le_bytes());
+        let p = parse_mbr(&s).unwrap();
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].offset(), 8192 * 512);
+        assert!(p[0].bootable);
+        assert!(parse_mbr(&[0u8; 512]).is_err());
+    }
+
+    #[test]
+    fn debugfs_ls() {
+        let t = "/12/040755/0/0/.//\n/2/040755/0/0/..//\n/13/120777/0/0/pfx-player.service/10/\n";
+        assert_eq!(parse_debugfs_ls(t), vec!["pfx-player.service"]);
+    }
+}

@@ -1,0 +1,244 @@
+#!/usr/bin/env bash
+# Image suite: the systemd units verify; one arm64 base root gives the rpi4-arm64 image and
+# the vm-arm64 image; both are verified from their image files; the VM image boots under
+# qemu-system-aarch64 (TCG, e1000 NIC) and the test asserts from inside it over SSH.
+#
+# Env: PFX_CACHE (package and base-root cache), PFX_IMAGE_PLAYER (a prebuilt aarch64
+# player instead of cross-compiling the workspace's), PFX_IMAGE_KEEP=1 (keep the work dir).
+set -euo pipefail
+top=${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+cd "$top"
+if [ "$(id -u)" != 0 ]; then
+  echo "skipped: needs root (mmdebstrap, chroot, binfmt, qemu)" >&2
+  exit 77
+fi
+export PFX_CACHE=${PFX_CACHE:-/var/cache/pfx}
+suite_start=$(date +%s)
+lap_start=$suite_start
+lap() { local now; now=$(date +%s); printf 'TIMING %-40s %4d s (suite %4d s)\n' "$1" $((now - lap_start)) $((now - suite_start)); lap_start=$now; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ok() { echo "ok: $*"; }
+
+work=$(mktemp -d /var/tmp/pfx-image-test.XXXXXX)
+qemu_pid=""
+cleanup() {
+  if [ -n "$qemu_pid" ] && kill -0 "$qemu_pid" 2>/dev/null; then kill "$qemu_pid"; wait "$qemu_pid" 2>/dev/null || true; fi
+  if [ "${PFX_IMAGE_KEEP:-0}" = 1 ]; then echo "work dir kept: $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+# ---------------------------------------------------------------- 1. units verify
+units_root="$work/units-root"
+mkdir -p "$units_root/usr/lib/systemd" "$units_root/usr/bin" "$units_root/usr/lib/pfx" "$units_root/etc"
+cp -a /usr/lib/systemd/system "$units_root/usr/lib/systemd/"
+cp systemd/*.service "$units_root/usr/lib/systemd/system/"
+cp systemd/pfx-hostname systemd/pfx-ssh-hostkeys "$units_root/usr/lib/pfx/"
+# The units' binaries, as stubs: verify checks that ExecStart= paths exist and are executable.
+printf '#!/bin/sh\n' > "$units_root/usr/bin/pfx-player"; chmod 755 "$units_root/usr/bin/pfx-player"
+systemd-analyze verify --root="$units_root" pfx-player.service pfx-hostname.service \
+  pfx-ssh-hostkeys.service pfx-eth-no-pause@eth0.service || fail "systemd-analyze verify"
+sh -n systemd/pfx-hostname && sh -n systemd/pfx-ssh-hostkeys && sh -n systemd/z51-pfx-cmdline || fail "sh -n"
+# The no-rw hook on a generated cmdline (the one raspi-firmware writes).
+hook_root="$work/hook"; mkdir -p "$hook_root/boot/firmware"
+echo "console=tty0 root=LABEL=RASPIROOT rw fsck.repair=yes net.ifnames=0 rootwait overlayroot=tmpfs" > "$hook_root/boot/firmware/cmdline.txt"
+sed "s|/boot/firmware|$hook_root/boot/firmware|" systemd/z51-pfx-cmdline > "$work/z51" && sh "$work/z51"
+[ "$(cat "$hook_root/boot/firmware/cmdline.txt")" = "console=tty0 root=LABEL=RASPIROOT fsck.repair=yes net.ifnames=0 rootwait overlayroot=tmpfs" ] \
+  || fail "z51-pfx-cmdline left: $(cat "$hook_root/boot/firmware/cmdline.txt")"
+ok "units verify, scripts parse, z51 drops rw"
+lap "units"
+
+# ---------------------------------------------------------------- 2. host tools
+if ! command -v qemu-system-aarch64 >/dev/null; then
+  src=/etc/apt/sources.list.d/bookworm-backports.sources
+  if ! grep -rqs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+    printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+      "${uri:-http://deb.debian.org/debian}" > "$src"
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends -t bookworm-backports qemu-system-arm
+fi
+if [ -z "${PFX_IMAGE_PLAYER:-}" ] && ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
+  rustup target add aarch64-unknown-linux-gnu
+fi
+img_bin=target/release/pfx-image
+[ -x "$img_bin" ] || cargo build --release --locked -p pfx-image
+player_args=()
+[ -n "${PFX_IMAGE_PLAYER:-}" ] && player_args=(--player "$PFX_IMAGE_PLAYER")
+lap "host tools"
+
+# ---------------------------------------------------------------- 3. rpi4-arm64 image
+"$img_bin" build examples/image-rpi4.yaml -o "$work/rpi4.img" "${player_args[@]}" || fail "rpi4-arm64 build"
+lap "build rpi4-arm64"
+# An existing output is refused without --force.
+if "$img_bin" build examples/image-rpi4.yaml -o "$work/rpi4.img" "${player_args[@]}" 2>"$work/refuse.err"; then
+  fail "second build overwrote the image without --force"
+fi
+grep -q -- "--force" "$work/refuse.err" || fail "refusal does not mention --force: $(cat "$work/refuse.err")"
+# Verified again, independently of the build, from the image file alone.
+"$img_bin" verify "$work/rpi4.img" --target rpi4-arm64 > "$work/rpi4.verify.json" || fail "rpi4 verify"
+python3 - "$work/rpi4.img.manifest.json" "$work/rpi4.verify.json" <<'PY' || fail "rpi4 manifest"
+import json, sys
+m = json.load(open(sys.argv[1])); v = json.load(open(sys.argv[2]))
+assert m["sha256"] == v["sha256"] and len(m["sha256"]) == 64, "sha256 differs between build and verify"
+fw = m["firmware"]
+assert fw and "bcm2711-rpi-4-b.dtb" in fw["dtbs"], fw
+assert {"start4.elf", "fixup4.dat"} <= set(m["boot_files"]), m["boot_files"]
+assert fw["kernel"].startswith("vmlinuz-") and fw["kernel"] in m["boot_files"], fw
+assert fw["initramfs"] in m["boot_files"] and m["initramfs_file"] == fw["initramfs"], fw
+words = m["cmdline"]["cmdline"].split()
+assert "overlayroot=tmpfs" in words and "rw" not in words, words
+assert "console=ttyS1,115200" in words, words
+assert m["initramfs"]["busybox"] and m["initramfs"]["overlayroot_script"], m["initramfs"]
+assert m["player"]["machine"] == "aarch64", m["player"]
+en = {u["unit"]: u["enabled"] for u in m["units"]}
+for u in ["pfx-player.service", "pfx-eth-no-pause@eth0.service", "pfx-hostname.service", "ssh.service"]:
+    assert en.get(u), (u, en)
+pk = {p["name"]: p["version"] for p in m["packages"]}
+for p in ["linux-image-arm64", "raspi-firmware", "overlayroot", "busybox", "openssh-server", "ethtool"]:
+    assert p in pk, p
+print("rpi4 manifest: kernel %s, %d packages, %d DTBs, cmdline: %s" % (m["kernel_version"], len(pk), len(fw["dtbs"]), m["cmdline"]["cmdline"]))
+PY
+ok "rpi4-arm64 image verified from the image file"
+lap "verify rpi4-arm64"
+
+# Falsify the verifier on real artifacts: overlayroot's two silent failures, put back into a
+# copy of the image, must each make `verify` fail.
+export MTOOLS_SKIP_CHECK=1
+rpi_boot_off=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["partitions"][0]["start_sector"]*512)' "$work/rpi4.img.manifest.json")
+rpi_initrd=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["initramfs_file"])' "$work/rpi4.img.manifest.json")
+cp --sparse=always "$work/rpi4.img" "$work/bad.img"
+mcopy -n -i "$work/bad.img@@$rpi_boot_off" ::cmdline.txt "$work/cmdline.good"
+sed 's/ fsck.repair/ rw fsck.repair/' "$work/cmdline.good" > "$work/cmdline.rw"
+mcopy -o -n -i "$work/bad.img@@$rpi_boot_off" "$work/cmdline.rw" ::cmdline.txt
+if "$img_bin" verify "$work/bad.img" --target rpi4-arm64 > /dev/null 2> "$work/bad.err"; then fail "verify accepted a cmdline.txt with rw"; fi
+grep -q '`rw`' "$work/bad.err" || fail "verify failed, but not for rw: $(cat "$work/bad.err")"
+mcopy -o -n -i "$work/bad.img@@$rpi_boot_off" "$work/cmdline.good" ::cmdline.txt
+mkdir "$work/unpacked"
+mcopy -n -i "$work/bad.img@@$rpi_boot_off" "::$rpi_initrd" "$work/initrd.good"
+case "$(od -An -tx1 -N2 "$work/initrd.good" | tr -d ' ')" in
+  1f8b) dec="gzip -dc" ;; 28b5) dec="zstd -dc" ;; *) fail "unexpected initramfs compression" ;;
+esac
+(cd "$work/unpacked" && $dec "$work/initrd.good" | cpio -idm --quiet && rm -f usr/bin/busybox bin/busybox \
+  && find . | cpio -o -H newc --quiet | gzip -1 > "$work/initrd.nobusybox")
+mcopy -o -n -i "$work/bad.img@@$rpi_boot_off" "$work/initrd.nobusybox" "::$rpi_initrd"
+if "$img_bin" verify "$work/bad.img" --target rpi4-arm64 > /dev/null 2> "$work/bad.err"; then fail "verify accepted an initramfs without busybox"; fi
+grep -q 'no busybox' "$work/bad.err" || fail "verify failed, but not for busybox: $(cat "$work/bad.err")"
+rm -rf "$work/bad.img" "$work/unpacked" "$work"/initrd.*
+ok "verify refuses the image with rw on cmdline.txt, and with an initramfs without busybox"
+lap "falsify verify on the artifact"
+
+# ---------------------------------------------------------------- 4. vm-arm64 image
+ssh-keygen -q -t ed25519 -N '' -C pfx-image-test -f "$work/id"
+cat > "$work/image-vm.yaml" <<YAML
+target: vm-arm64
+hostname_prefix: pfx
+ssh_authorized_keys_files: [id.pub]
+show: $top/examples/unit-show.yaml
+profiles:
+  - $top/profiles/gen3-bigpacket.yaml
+  - $top/profiles/legacy-2018-2023-sacn.yaml
+  - $top/profiles/bench-ddp.yaml
+image_size_mib: 2048
+YAML
+"$img_bin" build "$work/image-vm.yaml" -o "$work/vm.img" "${player_args[@]}" || fail "vm-arm64 build"
+lap "build vm-arm64"
+
+# ---------------------------------------------------------------- 5. boot it
+boot_off=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["partitions"][0]["start_sector"]*512)' "$work/vm.img.manifest.json")
+kfile=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["firmware"]["kernel"])' "$work/vm.img.manifest.json")
+ifile=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["initramfs_file"])' "$work/vm.img.manifest.json")
+export MTOOLS_SKIP_CHECK=1
+mcopy -n -i "$work/vm.img@@$boot_off" "::$kfile" "$work/vmlinuz"
+mcopy -n -i "$work/vm.img@@$boot_off" "::$ifile" "$work/initrd"
+mcopy -n -i "$work/vm.img@@$boot_off" ::cmdline.txt "$work/cmdline.txt"
+cmdline=$(tr '\n' ' ' < "$work/cmdline.txt")
+echo "booting with the image's own kernel $kfile, initramfs $ifile, cmdline: $cmdline"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+http_port=$(free_port); ssh_port=$(free_port)
+mac=52:54:00:ab:cd:ef
+want_host=pfx-abcdef
+# -snapshot: the guest's writes (its first-boot SSH host keys) last for this QEMU process,
+# across the guest reboot below, and the image file stays as verified.
+qemu-system-aarch64 -M virt -cpu cortex-a72 -smp 2 -m 1024 -display none -monitor none \
+  -serial "file:$work/serial.log" -snapshot \
+  -kernel "$work/vmlinuz" -initrd "$work/initrd" -append "$cmdline" \
+  -drive "file=$work/vm.img,if=none,format=raw,id=d0" -device virtio-blk-pci,drive=d0 \
+  -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$http_port-:8080,hostfwd=tcp:127.0.0.1:$ssh_port-:22" \
+  -device "e1000,netdev=n0,mac=$mac,romfile=" &
+qemu_pid=$!
+boot_start=$(date +%s.%N)
+ssh_opts=(-i "$work/id" -p "$ssh_port" -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=accept-new
+          -o UserKnownHostsFile="$work/known_hosts" -o LogLevel=ERROR)
+vm() { ssh "${ssh_opts[@]}" root@127.0.0.1 "$@"; }
+profile_ok() { curl -fsS --max-time 3 "http://127.0.0.1:$http_port/profile" -o "$work/profile.json" 2>/dev/null; }
+# Boot to /profile answering on the forwarded port (the player's first HTTP answer).
+profile_s=""
+for _ in $(seq 1 300); do
+  kill -0 "$qemu_pid" 2>/dev/null || { tail -50 "$work/serial.log"; fail "qemu exited during boot"; }
+  if profile_ok; then profile_s=$(python3 -c "import time; print(round(time.time()-$boot_start,1))"); break; fi
+  sleep 1
+done
+[ -n "$profile_s" ] || { tail -80 "$work/serial.log"; fail "/profile did not answer on 127.0.0.1:$http_port within 300 s"; }
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$work/profile.json" || fail "/profile is not JSON: $(head -c 300 "$work/profile.json")"
+echo "BOOT: /profile answered $profile_s s after qemu start (TCG, cortex-a72, 2 vCPU)"
+# First frame: /profile's frame counter leaves 0 (the player renders and sends).
+frame_s=""
+for _ in $(seq 1 120); do
+  if profile_ok && python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get("frames",0) > 0 else 1)' "$work/profile.json"; then
+    frame_s=$(python3 -c "import time; print(round(time.time()-$boot_start,1))"); break
+  fi
+  sleep 1
+done
+[ -n "$frame_s" ] || fail "the player answered /profile but rendered no frame within 120 s: $(head -c 300 "$work/profile.json")"
+echo "BOOT: first frame (/profile frames > 0) $frame_s s after qemu start"
+ssh_up=0
+for _ in $(seq 1 60); do vm true 2>/dev/null && { ssh_up=1; break; }; sleep 2; done
+[ $ssh_up = 1 ] || { tail -50 "$work/serial.log"; fail "ssh did not answer"; }
+lap "boot to /profile + ssh"
+
+# ---------------------------------------------------------------- 6. assert from inside
+[ "$(vm findmnt -no FSTYPE /)" = overlay ] || fail "/ is $(vm findmnt -no FSTYPE,SOURCE /), not overlay"
+ro_opts=$(vm findmnt -no OPTIONS /media/root-ro)
+case ",$ro_opts," in *,ro,*) ;; *) fail "/media/root-ro is mounted '$ro_opts', not read-only" ;; esac
+ok "/ is the overlay, lower root read-only ($ro_opts)"
+[ "$(vm systemctl show -p Result --value pfx-eth-no-pause@eth0.service)" = success ] \
+  && [ "$(vm systemctl is-active pfx-eth-no-pause@eth0.service)" = active ] \
+  || { vm journalctl -b -u pfx-eth-no-pause@eth0.service --no-pager | tail -20; fail "pfx-eth-no-pause@eth0 did not succeed"; }
+pause=$(vm ethtool -a eth0)
+echo "$pause"
+echo "$pause" | grep -Eq '^Autonegotiate:[[:space:]]+off' && echo "$pause" | grep -Eq '^RX:[[:space:]]+off' \
+  && echo "$pause" | grep -Eq '^TX:[[:space:]]+off' || fail "PAUSE not off on eth0"
+ok "pfx-eth-no-pause@eth0 succeeded; autoneg/RX/TX off"
+[ "$(vm systemctl is-active pfx-player.service)" = active ] || { vm journalctl -b -u pfx-player --no-pager | tail -20; fail "pfx-player not active"; }
+ok "pfx-player active, /profile answered on the forwarded port"
+host=$(vm hostname); lower_host=$(vm cat /media/root-ro/etc/hostname)
+[ "$host" = "$want_host" ] || fail "hostname is '$host', expected '$want_host' (from MAC $mac)"
+[ "$lower_host" = pfx ] && [ "$lower_host" != "$host" ] || fail "image hostname '$lower_host'"
+ok "hostname $host from MAC $mac (image's own: $lower_host)"
+boot1=$(vm cat /proc/sys/kernel/random/boot_id)
+vm 'echo probe > /etc/pfx-overlay-probe && sync && cat /etc/pfx-overlay-probe' | grep -qx probe || fail "cannot write /etc"
+vm systemctl reboot || true
+lap "assertions, boot 1"
+sleep 5
+up=0
+for _ in $(seq 1 150); do
+  kill -0 "$qemu_pid" 2>/dev/null || fail "qemu exited on reboot"
+  b=$(vm cat /proc/sys/kernel/random/boot_id 2>/dev/null || true)
+  if [ -n "$b" ] && [ "$b" != "$boot1" ]; then up=1; break; fi
+  sleep 2
+done
+[ $up = 1 ] || { tail -50 "$work/serial.log"; fail "no second boot"; }
+# StrictHostKeyChecking: the host key is the first boot's (kept in the real root).
+if vm test -e /etc/pfx-overlay-probe; then fail "/etc/pfx-overlay-probe survived the reboot: the root is not volatile"; fi
+[ "$(vm findmnt -no FSTYPE /)" = overlay ] || fail "second boot: / is not overlay"
+ok "file written to /etc is gone after the reboot; SSH host key unchanged"
+vm systemctl poweroff || true
+for _ in $(seq 1 60); do kill -0 "$qemu_pid" 2>/dev/null || break; sleep 1; done
+kill -0 "$qemu_pid" 2>/dev/null && kill "$qemu_pid"
+wait "$qemu_pid" 2>/dev/null || true
+qemu_pid=""
+lap "reboot + assertions, boot 2"
+size=$(du -m --apparent-size "$work/rpi4.img" | cut -f1); used=$(du -m "$work/rpi4.img" | cut -f1)
+echo "IMAGE rpi4-arm64: ${size} MiB apparent, ${used} MiB allocated; boot to /profile ${profile_s} s, to first frame ${frame_s} s"
+echo "suite 60-image: all assertions passed in $(( $(date +%s) - suite_start )) s"
