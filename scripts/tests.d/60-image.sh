@@ -62,7 +62,8 @@ if [ -z "${PFX_IMAGE_PLAYER:-}" ] && ! rustup target list --installed 2>/dev/nul
   rustup target add aarch64-unknown-linux-gnu
 fi
 img_bin=target/release/pfx-image
-[ -x "$img_bin" ] || cargo build --release --locked -p pfx-image
+# Always through cargo: a stale binary from an older checkout must not be tested.
+cargo build --release --locked -q -p pfx-image || fail "cargo build pfx-image"
 player_args=()
 [ -n "${PFX_IMAGE_PLAYER:-}" ] && player_args=(--player "$PFX_IMAGE_PLAYER")
 lap "host tools"
