@@ -1,1 +1,460 @@
-fn main() {}
+//! `pfx-fleet`: the operator side. See docs/fleet.md.
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use pfx_fleet::agent::now_ms;
+use pfx_fleet::config::FleetConfig;
+use pfx_fleet::gate::{self, human_age};
+use pfx_fleet::store::{Store, UnitRow};
+use pfx_fleet::{discover, push, rollout};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "pfx-fleet",
+    version,
+    about = "pfx fleet tool: push PAUSE-off, verify it, gate the poles' fallback"
+)]
+struct Cli {
+    #[arg(long, default_value = "/etc/pfx/fleet/fleet.yaml", global = true)]
+    config: PathBuf,
+    /// State database (default: the config's state_db, else /var/lib/pfx-fleet/fleet.db).
+    #[arg(long, global = true)]
+    db: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Find units over mDNS (_pfx._tcp) and record them with their site.
+    Discover {
+        #[arg(long, default_value_t = 3)]
+        timeout_s: u64,
+        #[arg(long, default_value_t = 5353)]
+        mdns_port: u16,
+        /// Browse on loopback only (tests).
+        #[arg(long)]
+        loopback_only: bool,
+        /// SSH port recorded for discovered units.
+        #[arg(long)]
+        ssh_port: Option<u16>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One row per unit: its latest recorded state.
+    Status {
+        #[arg(long)]
+        site: Option<String>,
+        #[arg(long, default_value = "24h")]
+        max_age: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Push a setting to units over SSH and record each unit's own readback.
+    Push {
+        #[arg(value_parser = ["pause-off"])]
+        what: String,
+        #[arg(long, conflicts_with = "unit")]
+        site: Option<String>,
+        #[arg(long)]
+        unit: Vec<String>,
+        #[arg(long, default_value_t = 8)]
+        parallel: usize,
+        /// Units verified more recently than this are skipped (resume).
+        #[arg(long, default_value = "24h")]
+        max_age: String,
+        /// Push even to units already verified fresh.
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Open only when every unit of the site has a fresh verified PAUSE-off readback.
+    Gate {
+        #[arg(value_parser = ["fallback"])]
+        what: String,
+        #[arg(long)]
+        site: String,
+        #[arg(long, default_value = "24h")]
+        max_age: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Enable the poles' 10BASE-T fallback (gate must be open), canary first.
+    Rollout {
+        #[arg(value_parser = ["fallback"])]
+        what: String,
+        #[arg(long)]
+        site: String,
+        #[arg(long, default_value = "24h")]
+        max_age: String,
+        #[arg(long, default_value_t = 10)]
+        timeout_s: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// What was pushed where, when, by whom, and what came back.
+    History {
+        #[arg(long, default_value_t = 200)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Who is pushing: the human behind sudo first, then the login, then the uid's name.
+fn operator() -> String {
+    for v in ["SUDO_USER", "USER", "LOGNAME"] {
+        if let Ok(u) = std::env::var(v)
+            && !u.is_empty()
+        {
+            return u;
+        }
+    }
+    // SAFETY: getuid cannot fail; getpwuid returns NULL or a pointer to static storage
+    // that we copy out at once (single-threaded here).
+    unsafe {
+        let uid = libc::getuid();
+        let pw = libc::getpwuid(uid);
+        if !pw.is_null() && !(*pw).pw_name.is_null() {
+            return std::ffi::CStr::from_ptr((*pw).pw_name)
+                .to_string_lossy()
+                .into_owned();
+        }
+        format!("uid {uid}")
+    }
+}
+
+fn max_age(s: &str) -> Result<u64> {
+    gate::parse_duration_ms(s)
+        .with_context(|| format!("--max-age {s:?}: use a number with ms, s, m, h or d (e.g. 24h)"))
+}
+
+/// Writes the config's explicit units into the database, so every command sees them.
+fn sync_config_units(store: &Store, cfg: &FleetConfig) -> Result<()> {
+    for s in &cfg.sites {
+        for u in &s.units {
+            store.upsert_unit(&UnitRow {
+                unit_id: u.id.clone(),
+                site: Some(s.name.clone()),
+                host: u.host.clone(),
+                port: u.port.unwrap_or(cfg.ssh.port),
+                source: "config".into(),
+                version: None,
+                txt: None,
+                seen_ms: now_ms(),
+            })?;
+        }
+    }
+    Ok(())
+}
+
+fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+fn gate_decision(store: &Store, site: &str, max_age_ms: u64) -> Result<gate::GateDecision> {
+    let units = store.units(Some(site))?;
+    let mut v = Vec::new();
+    for u in units {
+        let l = store.latest_unit(&u.unit_id)?;
+        v.push((u.unit_id, l));
+    }
+    Ok(gate::decide(site, &v, now_ms(), max_age_ms))
+}
+
+fn print_gate(d: &gate::GateDecision) {
+    if d.open {
+        println!(
+            "gate fallback site {}: OPEN ({} units verified within {})",
+            d.site,
+            d.units,
+            human_age(d.max_age_ms)
+        );
+    } else {
+        println!(
+            "gate fallback site {}: CLOSED ({} blockers of {} units)",
+            d.site,
+            d.blockers.len(),
+            d.units
+        );
+        for b in &d.blockers {
+            println!("  {}: {}", b.unit, b.reason);
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<u8> {
+    let cfg = FleetConfig::load(&cli.config)?;
+    let db = cli
+        .db
+        .clone()
+        .or_else(|| cfg.state_db.clone())
+        .unwrap_or_else(|| "/var/lib/pfx-fleet/fleet.db".into());
+    let store = Store::open(&db)?;
+    sync_config_units(&store, &cfg)?;
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let args = serde_json::to_string(&argv)?;
+    match cli.cmd {
+        Cmd::Discover {
+            timeout_s,
+            mdns_port,
+            loopback_only,
+            ssh_port,
+            json,
+        } => {
+            let found = discover::browse(Duration::from_secs(timeout_s), mdns_port, loopback_only)?;
+            let mut rows = Vec::new();
+            for f in &found {
+                let site = cfg.site_for(&f.unit, f.addr);
+                let Some(addr) = f.addr else { continue };
+                let row = UnitRow {
+                    unit_id: f.unit.clone(),
+                    site: site.clone(),
+                    host: addr.to_string(),
+                    port: ssh_port.unwrap_or(cfg.ssh.port),
+                    source: if cfg
+                        .sites
+                        .iter()
+                        .any(|s| s.units.iter().any(|u| u.id == f.unit))
+                    {
+                        "config".into()
+                    } else {
+                        "mdns".into()
+                    },
+                    version: f.version.clone(),
+                    txt: serde_json::to_string(f).ok(),
+                    seen_ms: now_ms(),
+                };
+                store.upsert_unit(&row)?;
+                rows.push(row);
+            }
+            if json {
+                print_json(&rows)?;
+            } else {
+                println!("{} units found over mDNS", rows.len());
+                for r in &rows {
+                    println!(
+                        "  {:<16} {:<15} site={} version={}",
+                        r.unit_id,
+                        r.host,
+                        r.site
+                            .as_deref()
+                            .unwrap_or("(none: add it or a subnet rule)"),
+                        r.version.as_deref().unwrap_or("?")
+                    );
+                }
+            }
+            Ok(0)
+        }
+        Cmd::Status {
+            site,
+            max_age: ma,
+            json,
+        } => {
+            let ma = max_age(&ma)?;
+            let now = now_ms();
+            let mut out = Vec::new();
+            for u in store.units(site.as_deref())? {
+                let l = store.latest_unit(&u.unit_id)?;
+                let verified = l.as_ref().map(|l| gate::fresh_verified(l, now, ma));
+                out.push(serde_json::json!({
+                    "unit": u.unit_id, "site": u.site, "host": u.host, "port": u.port,
+                    "source": u.source, "version": u.version,
+                    "state": l.as_ref().map(|l| l.state.as_str()).unwrap_or("never"),
+                    "recorded_ms": l.as_ref().map(|l| l.recorded_ms),
+                    "reason": l.as_ref().and_then(|l| l.reason.clone()),
+                    "verified_fresh": matches!(verified, Some(Ok(()))),
+                    "readback": l.as_ref().and_then(|l| l.readback.as_deref()).and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok()),
+                }));
+            }
+            if json {
+                print_json(&out)?;
+            } else {
+                println!(
+                    "{:<16} {:<10} {:<21} {:<8} {:<6} {:<8} reason",
+                    "unit", "site", "host", "state", "fresh", "age"
+                );
+                for r in &out {
+                    let age = r["recorded_ms"]
+                        .as_u64()
+                        .map(|t| human_age(now.saturating_sub(t)))
+                        .unwrap_or_else(|| "-".into());
+                    println!(
+                        "{:<16} {:<10} {:<21} {:<8} {:<6} {:<8} {}",
+                        r["unit"].as_str().unwrap_or(""),
+                        r["site"].as_str().unwrap_or("-"),
+                        format!("{}:{}", r["host"].as_str().unwrap_or(""), r["port"]),
+                        r["state"].as_str().unwrap_or(""),
+                        if r["verified_fresh"].as_bool() == Some(true) {
+                            "yes"
+                        } else {
+                            "no"
+                        },
+                        age,
+                        r["reason"].as_str().unwrap_or("")
+                    );
+                }
+            }
+            Ok(0)
+        }
+        Cmd::Push {
+            what: _,
+            site,
+            unit,
+            parallel,
+            max_age: ma,
+            force,
+            json,
+        } => {
+            let ma = max_age(&ma)?;
+            let all = store.units(site.as_deref())?;
+            let targets: Vec<UnitRow> = if unit.is_empty() {
+                all
+            } else {
+                let mut t = Vec::new();
+                for id in &unit {
+                    match all.iter().find(|u| &u.unit_id == id) {
+                        Some(u) => t.push(u.clone()),
+                        None => bail!(
+                            "unit {id} is not known: list it in the fleet config or run discover"
+                        ),
+                    }
+                }
+                t
+            };
+            if targets.is_empty() {
+                bail!(
+                    "no units to push to{}",
+                    site.map(|s| format!(" in site {s}")).unwrap_or_default()
+                );
+            }
+            let sum = push::push_pause_off(
+                &store,
+                &cfg,
+                targets,
+                &push::PushOpts {
+                    parallel,
+                    max_age_ms: ma,
+                    force,
+                    operator: operator(),
+                    args,
+                    site,
+                },
+            )?;
+            if json {
+                print_json(&sum)?;
+            } else {
+                println!(
+                    "push pause-off run {}: {} targets, {} skipped (fresh), {} done, {} pending, {} failed",
+                    sum.run_id, sum.targets, sum.skipped_fresh, sum.done, sum.pending, sum.failed
+                );
+            }
+            Ok(if sum.pending + sum.failed == 0 { 0 } else { 1 })
+        }
+        Cmd::Gate {
+            what: _,
+            site,
+            max_age: ma,
+            json,
+        } => {
+            let d = gate_decision(&store, &site, max_age(&ma)?)?;
+            if json {
+                print_json(&d)?
+            } else {
+                print_gate(&d)
+            }
+            Ok(if d.open { 0 } else { 1 })
+        }
+        Cmd::Rollout {
+            what: _,
+            site,
+            max_age: ma,
+            timeout_s,
+            json,
+        } => {
+            let sc = cfg
+                .site(&site)
+                .with_context(|| format!("site {site} is not in {}", cli.config.display()))?;
+            let d = gate_decision(&store, &site, max_age(&ma)?)?;
+            if !d.open {
+                print_gate(&d);
+                eprintln!(
+                    "pfx-fleet: rollout fallback refused: the gate for site {site} is closed"
+                );
+                return Ok(3);
+            }
+            let token = rollout::read_token(sc)?;
+            let sum = rollout::rollout(
+                &store,
+                sc,
+                &token,
+                &operator(),
+                &args,
+                Duration::from_secs(timeout_s),
+            )?;
+            if json {
+                print_json(&sum)?;
+            } else {
+                println!(
+                    "rollout fallback site {site} run {}: {} poles, {} already done, {} done now{}",
+                    sum.run_id,
+                    sum.poles,
+                    sum.skipped_done,
+                    sum.done,
+                    sum.stopped_at
+                        .as_ref()
+                        .map(|p| format!(
+                            "; STOPPED at {p}: {}",
+                            sum.reason.as_deref().unwrap_or("")
+                        ))
+                        .unwrap_or_default()
+                );
+            }
+            Ok(if sum.stopped_at.is_some() { 1 } else { 0 })
+        }
+        Cmd::History { limit, json } => {
+            let h = store.history(limit)?;
+            if json {
+                print_json(&h)?;
+            } else {
+                if h.is_empty() {
+                    println!("no pushes or rollouts recorded yet in {}", db.display());
+                }
+                for r in &h {
+                    println!(
+                        "{} run {} {} by {}: {} {} ({}) -> {}{}",
+                        gate::utc(r.recorded_ms),
+                        r.run_id,
+                        r.kind,
+                        r.operator,
+                        r.target_kind,
+                        r.target,
+                        r.site.as_deref().unwrap_or("-"),
+                        r.state,
+                        r.reason
+                            .as_ref()
+                            .map(|x| format!(": {x}"))
+                            .unwrap_or_default()
+                    );
+                }
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(c) => ExitCode::from(c),
+        Err(e) => {
+            eprintln!("pfx-fleet: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,1 +1,78 @@
-fn main() {}
+//! `pfx-player`: plays LED shows to bigPacket, sACN and DDP poles at a steady frame rate.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use pfx_player::cli;
+
+/// Plays xLights sequences and test patterns to LED poles (bigPacket, sACN/E1.31, DDP) at a
+/// steady frame rate, and shows per-stage timing so you can see why frames drop.
+#[derive(Parser, Debug)]
+#[command(
+    name = "pfx-player",
+    version,
+    about,
+    long_about = None,
+    max_term_width = 100,
+    after_help = "\
+Signals (run, demo): SIGTERM/SIGINT stop within a second, after sACN stream-terminated packets;
+SIGHUP reloads the config (a bad one is refused, the current show keeps playing).
+
+Files: /etc/pfx/show.yaml (docs/show-config.md), /usr/share/pfx/profiles/*.yaml (docs/profiles.md).
+Logs go to stderr (the journal under systemd); PFX_LOG=debug for more.
+
+Exit status: 0 ok; 1 findings (doctor) or the driver refused (nic); 2 bad input, unreachable
+unit, or could not measure. HTTP (read-only): /, /profile, /metrics, /health, /history."
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Play a show from its config (what the systemd service runs).
+    Run(cli::run::RunArgs),
+    /// Play the built-in demo: test patterns to one pole of each kind on loopback
+    /// multicast, dashboard on http://127.0.0.1:8080/. No root, no files.
+    Demo(cli::run::DemoArgs),
+    /// Look inside xLights sequence files (.fseq).
+    Seq(cli::seq::SeqArgs),
+    /// Show interface: PAUSE settings and counters, link, stats (`status`); turn PAUSE off (`pause-off`).
+    Nic(cli::nic::NicArgs),
+    /// Find out why frames drop: PAUSE frames, tx timeouts, 10 Mbit/s link, multicast flood.
+    Doctor(cli::doctor::DoctorArgs),
+    /// Per-stage timing percentiles and NIC PAUSE counters of a running unit.
+    Profile(cli::profile::ProfileArgs),
+}
+
+fn main() -> ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Run(a) => cli::run::run(a),
+        Cmd::Demo(a) => cli::run::demo(a),
+        Cmd::Seq(a) => cli::seq::run(a),
+        Cmd::Profile(a) => cli::profile::run(a),
+        Cmd::Nic(a) => cli::nic::run(a),
+        Cmd::Doctor(a) => cli::doctor::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("pfx-player: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("PFX_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -239,10 +239,10 @@ impl DeviceProfile {
                         self.pixels, o.first_universe
                     ));
                 }
-                if let Some(s) = o.sync_universe {
-                    if !(1..=63999).contains(&s) {
-                        return bad(format!("sacn.sync_universe: {s} is outside 1..=63999"));
-                    }
+                if let Some(s) = o.sync_universe
+                    && !(1..=63999).contains(&s)
+                {
+                    return bad(format!("sacn.sync_universe: {s} is outside 1..=63999"));
                 }
             }
             Protocol::Ddp => {

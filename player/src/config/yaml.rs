@@ -6,11 +6,11 @@ use serde::de::DeserializeOwned;
 /// operator reading a journal line knows which file to open.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("{path}: cannot read: {source}")]
+    // The io error is in the message, not chained, so `{:#}` does not print it twice.
+    #[error("{path}: cannot read: {error}")]
     Read {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The YAML parser's message already carries "line L column C" and a snippet.
     #[error("{path}: {message}")]
@@ -30,9 +30,9 @@ impl ConfigError {
 }
 
 pub fn from_yaml_file<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     from_yaml_str(&text, path)
 }

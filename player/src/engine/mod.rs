@@ -3,6 +3,7 @@
 
 pub mod clock;
 pub mod frame_loop;
+pub mod playlist;
 pub mod sample;
 
 pub use sample::{FrameSample, STAGES, Stage};

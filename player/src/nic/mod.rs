@@ -1,5 +1,20 @@
 //! The show interface as the kernel sees it: PAUSE settings and counters (ethtool
 //! netlink, driver stats), tx_timeout, link speed and carrier, link and qdisc stats.
+//!
+//! Layout: `rate` and the decision/matching functions are pure; `pause` (ethtool
+//! netlink), `driver_stats` (SIOCETHTOOL ioctl), `link` (rtnetlink, sysfs) do the I/O;
+//! `monitor` puts one reading together and repeats it on its own thread.
+
+pub mod driver_stats;
+pub mod error;
+pub mod link;
+pub mod monitor;
+pub mod pause;
+pub mod rate;
+
+pub use error::{NicError, errno_name};
+pub use monitor::{MonitorHandle, NicReader, read_status, spawn_monitor};
+pub use pause::{PauseAction, PauseOffOutcome, decide_pause_off, pause_off};
 
 use serde::Serialize;
 
@@ -15,11 +30,42 @@ pub struct CounterReading {
     pub per_s: Option<f64>,
 }
 
+impl CounterReading {
+    pub fn unsupported() -> Self {
+        CounterReading {
+            source: "unsupported".into(),
+            total: None,
+            per_s: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct PauseSettings {
     pub autoneg: bool,
     pub rx: bool,
     pub tx: bool,
+}
+
+impl PauseSettings {
+    pub const OFF: PauseSettings = PauseSettings {
+        autoneg: false,
+        rx: false,
+        tx: false,
+    };
+}
+
+impl std::fmt::Display for PauseSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let onoff = |b: bool| if b { "on" } else { "off" };
+        write!(
+            f,
+            "autoneg {} rx {} tx {}",
+            onoff(self.autoneg),
+            onoff(self.rx),
+            onoff(self.tx)
+        )
+    }
 }
 
 /// One reading of the show interface, with rates against the previous reading.
@@ -46,4 +92,8 @@ pub struct NicStatus {
     pub tx_errors: Option<u64>,
     pub qdisc_drops: Option<u64>,
     pub qdisc_backlog_bytes: Option<u64>,
+    /// The kernel driver's name (ETHTOOL_GDRVINFO), e.g. `bcmgenet`, `macb`, `veth`.
+    pub driver: Option<String>,
+    /// Set when this reading failed as a whole (the monitor keeps going).
+    pub error: Option<String>,
 }

@@ -1,3 +1,13 @@
-//! Sockets: multicast options, non-blocking `sendmmsg`, drop accounting.
+//! Sockets: multicast options, non-blocking `sendmmsg`, drop accounting. One `Output` per
+//! pole: its encoder, its socket, its datagram batch and its counters.
 
 pub mod counters;
+mod pole;
+mod ratelimit;
+mod send;
+mod socket;
+
+pub use pole::{Output, OutputError, OutputOptions};
+pub use ratelimit::RateLimit;
+pub use send::{SendOutcome, Sender};
+pub use socket::{SocketOptions, interface_index, open_udp, set_multicast_ifindex};

@@ -1,16 +1,34 @@
 //! Per-stage timing percentiles over a rolling window and since start.
 //!
 //! The render thread pushes one `FrameSample` per frame into a wait-free ring
-//! (`SampleSink::push`: no lock, no allocation). A profiler thread drains it into
-//! histograms and publishes `Snapshot`s for HTTP and the CLI.
+//! (`SampleSink::push`: no lock, no allocation). A profiler thread drains it every 50 ms
+//! into the window (exact percentiles), the since-start histograms and the per-second
+//! history, and publishes `Snapshot`s for HTTP and the CLI.
 
-use std::sync::Arc;
-use std::time::Duration;
+pub mod aggregator;
+pub mod health;
+pub mod window;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
 use crate::engine::FrameSample;
+use crate::nic::NicStatus;
 use crate::output::counters::{CountersSnapshot, OutputCounters};
+
+use aggregator::{Aggregator, RateTracker};
+use window::{N_SERIES, SERIES, Summary};
+
+/// How often the profiler thread drains the ring and publishes.
+pub const DRAIN_EVERY: Duration = Duration::from_millis(50);
+/// Per-second history points kept for the dashboard's chart (5 minutes).
+pub const HISTORY_POINTS: usize = 300;
+/// Ring slots: 4096 frames is over a minute at 60 fps, far more than one 50 ms drain.
+pub const RING_SLOTS: usize = 4096;
 
 /// What the profiler needs to know about each output.
 #[derive(Debug, Clone)]
@@ -23,7 +41,9 @@ pub struct OutputInfo {
 
 #[derive(Debug, Clone)]
 pub struct ProfilerConfig {
+    /// Rolling window (0 means the default, 5 s).
     pub window: Duration,
+    /// The loop's target frame rate (health compares against it).
     pub fps: u32,
 }
 
@@ -32,24 +52,37 @@ pub struct SampleSink {
     producer: rtrb::Producer<FrameSample>,
     /// Samples lost because the profiler thread fell behind.
     pub lost: u64,
+    lost_shared: Arc<AtomicU64>,
 }
 
 impl SampleSink {
+    /// Wait-free: one ring slot write; on a full ring a counter (no lock, no allocation).
     #[inline]
     pub fn push(&mut self, s: FrameSample) {
         if self.producer.push(s).is_err() {
             self.lost += 1;
+            self.lost_shared.store(self.lost, Relaxed);
         }
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct StageStats {
     pub p50_us: f64,
     pub p95_us: f64,
     pub p99_us: f64,
     pub max_us: f64,
     pub count: u64,
+}
+
+/// Δcounter/Δt of one output's counters over the last ~1 s.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct OutputRates {
+    pub packets_per_s: f64,
+    pub bytes_per_s: f64,
+    pub frames_sent_per_s: f64,
+    pub frames_dropped_per_s: f64,
+    pub frames_failed_per_s: f64,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -59,40 +92,341 @@ pub struct OutputStats {
     pub destination: String,
     #[serde(flatten)]
     pub counters: CountersSnapshot,
+    /// None until two readings exist.
+    pub rates: Option<OutputRates>,
+}
+
+/// Since the profiler started.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SinceStart {
+    pub stages: BTreeMap<String, StageStats>,
+    pub frames: u64,
+    pub deadline_misses: u64,
+    pub skipped_ticks: u64,
+    pub fps: f64,
+    /// Loop-clock seconds between the first and the newest frame.
+    pub loop_s: f64,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Snapshot {
+    /// The rolling window's span; `stages`, `frames`, `deadline_misses`, `skipped_ticks`
+    /// and `fps` cover the frames that started within it.
     pub window_s: f64,
-    pub stages: std::collections::BTreeMap<String, StageStats>,
+    pub stages: BTreeMap<String, StageStats>,
     pub frames: u64,
     pub deadline_misses: u64,
+    pub skipped_ticks: u64,
     pub fps: f64,
+    pub fps_target: u32,
+    pub since_start: SinceStart,
+    /// Samples the render thread could not hand over (ring full).
+    pub samples_lost: u64,
+    /// Wall time since the profiler thread last received a frame (None before the first).
+    pub last_frame_age_ms: Option<f64>,
+    pub uptime_s: f64,
+    /// CPU time the profiler thread itself has used.
+    pub profiler_cpu_s: f64,
     pub outputs: Vec<OutputStats>,
-    pub nic: Option<crate::nic::NicStatus>,
+    pub nic: Option<NicStatus>,
+}
+
+/// p50/p95/p99/max of one series over one history interval, in µs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PointStats {
+    pub p50_us: f64,
+    pub p95_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+}
+
+/// One point of the dashboard's chart: the frames of about one second.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HistoryPoint {
+    /// Wall clock when the interval closed.
+    pub unix_ms: u64,
+    pub stages: BTreeMap<String, PointStats>,
+    pub frames: u64,
+    pub fps: Option<f64>,
+    pub deadline_misses: u64,
+    pub skipped_ticks: u64,
+    pub pause_rx_per_s: Option<f64>,
+    pub pause_tx_per_s: Option<f64>,
+    /// Output name → frames dropped per second.
+    pub dropped_per_s: BTreeMap<String, f64>,
+}
+
+struct Shared {
+    started: Instant,
+    fps_target: u32,
+    latest: Mutex<Snapshot>,
+    history: Mutex<VecDeque<HistoryPoint>>,
+    nic: Mutex<Option<NicStatus>>,
+    /// Nanoseconds after `started` when a frame last arrived; 0 = never.
+    last_frame_ns: AtomicU64,
+    lost: Arc<AtomicU64>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
 }
 
 #[derive(Clone)]
 pub struct ProfilerHandle {
-    latest: Arc<std::sync::Mutex<Snapshot>>,
+    shared: Arc<Shared>,
 }
 
 impl ProfilerHandle {
+    /// The latest published snapshot, with the frame age and NIC reading as of now.
     pub fn snapshot(&self) -> Snapshot {
-        match self.latest.lock() {
-            Ok(s) => s.clone(),
-            Err(p) => p.into_inner().clone(),
+        let mut s = lock(&self.shared.latest).clone();
+        s.last_frame_age_ms = self.last_frame_age().map(|d| d.as_secs_f64() * 1000.0);
+        s.uptime_s = self.shared.started.elapsed().as_secs_f64();
+        s.samples_lost = self.shared.lost.load(Relaxed);
+        s.nic = lock(&self.shared.nic).clone();
+        s
+    }
+
+    /// Per-second points, oldest first; only those after `since_unix_ms` when given.
+    pub fn history(&self, since_unix_ms: Option<u64>) -> Vec<HistoryPoint> {
+        let h = lock(&self.shared.history);
+        h.iter()
+            .filter(|p| since_unix_ms.is_none_or(|t| p.unix_ms > t))
+            .cloned()
+            .collect()
+    }
+
+    /// The NIC collector's latest reading; shown in snapshots and history from now on.
+    pub fn set_nic(&self, nic: NicStatus) {
+        *lock(&self.shared.nic) = Some(nic);
+    }
+
+    /// Ok while the loop runs on time; Err with the reason otherwise (see `health`).
+    pub fn health(&self) -> Result<(), String> {
+        let s = lock(&self.shared.latest).clone();
+        let since_frame = self
+            .last_frame_age()
+            .unwrap_or_else(|| self.shared.started.elapsed());
+        health::evaluate(&health::Inputs {
+            since_last_frame: since_frame,
+            window_frames: s.frames,
+            window_misses: s.deadline_misses,
+            window_fps: s.fps,
+            window_s: s.window_s,
+            fps_target: self.shared.fps_target,
+        })
+    }
+
+    fn last_frame_age(&self) -> Option<Duration> {
+        match self.shared.last_frame_ns.load(Relaxed) {
+            0 => None,
+            ns => Some(
+                self.shared
+                    .started
+                    .elapsed()
+                    .saturating_sub(Duration::from_nanos(ns)),
+            ),
         }
     }
 }
 
+/// Starts the profiler thread. It stops once the `SampleSink` and every `ProfilerHandle`
+/// are gone.
 pub fn start(cfg: ProfilerConfig, outputs: Vec<OutputInfo>) -> (SampleSink, ProfilerHandle) {
-    let (producer, _consumer) = rtrb::RingBuffer::new(4096);
-    let _ = (cfg, outputs);
+    let (producer, consumer) = rtrb::RingBuffer::new(RING_SLOTS);
+    let lost = Arc::new(AtomicU64::new(0));
+    let agg = Aggregator::new(&cfg);
+    let shared = Arc::new(Shared {
+        started: Instant::now(),
+        fps_target: cfg.fps,
+        latest: Mutex::new(Snapshot {
+            window_s: agg.window_span().as_secs_f64(),
+            fps_target: cfg.fps,
+            ..Default::default()
+        }),
+        history: Mutex::new(VecDeque::with_capacity(HISTORY_POINTS)),
+        nic: Mutex::new(None),
+        last_frame_ns: AtomicU64::new(0),
+        lost: lost.clone(),
+    });
+    let handle = ProfilerHandle {
+        shared: shared.clone(),
+    };
+    let weak = Arc::downgrade(&shared);
+    drop(shared);
+    let spawned = std::thread::Builder::new()
+        .name("pfx-profiler".into())
+        .spawn(move || run(consumer, agg, weak, outputs, cfg.fps));
+    if let Err(e) = spawned {
+        tracing::error!("profiler: cannot start its thread ({e}); /profile will show no frames");
+    }
     (
-        SampleSink { producer, lost: 0 },
-        ProfilerHandle {
-            latest: Default::default(),
+        SampleSink {
+            producer,
+            lost: 0,
+            lost_shared: lost,
         },
+        handle,
     )
 }
+
+fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn stage_map(stages: &[StageStats; N_SERIES]) -> BTreeMap<String, StageStats> {
+    SERIES
+        .iter()
+        .zip(stages)
+        .map(|(n, s)| (n.to_string(), s.clone()))
+        .collect()
+}
+
+fn run(
+    mut consumer: rtrb::Consumer<FrameSample>,
+    mut agg: Aggregator,
+    shared: std::sync::Weak<Shared>,
+    outputs: Vec<OutputInfo>,
+    fps_target: u32,
+) {
+    let mut rates: Vec<RateTracker> = outputs.iter().map(|_| RateTracker::default()).collect();
+    let mut last_point = Instant::now();
+    // Loop clock ↔ wall clock: the newest frame's at_ns and when we received it, so the
+    // window keeps rotating on the loop's clock while the loop is stalled.
+    let mut last_rx: Option<(u64, Instant)> = None;
+    loop {
+        std::thread::sleep(DRAIN_EVERY);
+        let Some(sh) = shared.upgrade() else { return };
+        let mut got = 0usize;
+        while let Ok(s) = consumer.pop() {
+            agg.ingest(s);
+            got += 1;
+        }
+        let now = Instant::now();
+        if got > 0 {
+            if let Some(at) = agg.last_at_ns() {
+                last_rx = Some((at, now));
+            }
+            let ns = now.duration_since(sh.started).as_nanos().max(1) as u64;
+            sh.last_frame_ns.store(ns, Relaxed);
+        }
+        let point_due = now.duration_since(last_point) >= Duration::from_secs(1);
+        let loop_now = last_rx
+            .map(|(at, t)| at + now.duration_since(t).as_nanos() as u64)
+            .unwrap_or(0);
+
+        // Output counters, each reading timed right after it was taken.
+        let mut outs = Vec::with_capacity(outputs.len());
+        for (o, r) in outputs.iter().zip(rates.iter_mut()) {
+            let counters = o.counters.snapshot();
+            let t_s = sh.started.elapsed().as_secs_f64();
+            if point_due {
+                r.update(&counters, t_s);
+            }
+            outs.push(OutputStats {
+                name: o.name.clone(),
+                protocol: o.protocol.clone(),
+                destination: o.destination.clone(),
+                counters,
+                rates: r.rates.clone(),
+            });
+        }
+
+        if point_due {
+            last_point = now;
+            let p = agg.close_interval();
+            let nic = lock(&sh.nic).clone();
+            let point = HistoryPoint {
+                unix_ms: unix_ms(),
+                stages: SERIES
+                    .iter()
+                    .zip(&p.stages)
+                    .map(|(n, s)| {
+                        (
+                            n.to_string(),
+                            PointStats {
+                                p50_us: s.p50_us,
+                                p95_us: s.p95_us,
+                                p99_us: s.p99_us,
+                                max_us: s.max_us,
+                            },
+                        )
+                    })
+                    .collect(),
+                frames: p.frames,
+                fps: p.fps,
+                deadline_misses: p.deadline_misses,
+                skipped_ticks: p.skipped_ticks,
+                pause_rx_per_s: nic.as_ref().and_then(|n| n.pause_rx_frames.per_s),
+                pause_tx_per_s: nic.as_ref().and_then(|n| n.pause_tx_frames.per_s),
+                dropped_per_s: outs
+                    .iter()
+                    .filter_map(|o| {
+                        o.rates
+                            .as_ref()
+                            .map(|r| (o.name.clone(), r.frames_dropped_per_s))
+                    })
+                    .collect(),
+            };
+            let mut h = lock(&sh.history);
+            if h.len() == HISTORY_POINTS {
+                h.pop_front();
+            }
+            h.push_back(point);
+        }
+
+        let w: Summary = agg.window_summary(loop_now);
+        let t: Summary = agg.totals_summary();
+        let snap = Snapshot {
+            window_s: agg.window_span().as_secs_f64(),
+            stages: stage_map(&w.stages),
+            frames: w.frames,
+            deadline_misses: w.deadline_misses,
+            skipped_ticks: w.skipped_ticks,
+            fps: w.fps.unwrap_or(0.0),
+            fps_target,
+            since_start: SinceStart {
+                stages: stage_map(&t.stages),
+                frames: t.frames,
+                deadline_misses: t.deadline_misses,
+                skipped_ticks: t.skipped_ticks,
+                fps: t.fps.unwrap_or(0.0),
+                loop_s: agg.loop_span_s(),
+            },
+            samples_lost: sh.lost.load(Relaxed),
+            last_frame_age_ms: None,
+            uptime_s: sh.started.elapsed().as_secs_f64(),
+            profiler_cpu_s: thread_cpu_s(),
+            outputs: outs,
+            nic: None,
+        };
+        *lock(&sh.latest) = snap;
+
+        // The render loop is gone and everything it sent is in: one last publish, then stop.
+        if consumer.is_abandoned() && consumer.is_empty() && got == 0 {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

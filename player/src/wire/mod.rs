@@ -4,3 +4,95 @@
 pub mod bigpacket;
 pub mod ddp;
 pub mod sacn;
+
+use std::net::SocketAddrV4;
+
+/// A batch of datagrams for one output and one frame, in one buffer allocated up front:
+/// `slots` datagrams of at most `slot_len` bytes each. Encoders fill it; `output` hands it
+/// to `sendmmsg`. Slot addresses never move, so the send path can point iovecs at them.
+#[derive(Debug)]
+pub struct Datagrams {
+    buf: Box<[u8]>,
+    slot_len: usize,
+    lens: Vec<usize>,
+    dests: Vec<SocketAddrV4>,
+}
+
+/// The encoder was handed a batch too small for what it must emit. A programming error
+/// (batches are sized from the profile), reported rather than panicking.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("datagram batch full: needs {needed} slots of {slot_len} bytes, has {slots}")]
+pub struct BatchFull {
+    pub needed: usize,
+    pub slots: usize,
+    pub slot_len: usize,
+}
+
+impl Datagrams {
+    pub fn new(slots: usize, slot_len: usize) -> Datagrams {
+        Datagrams {
+            buf: vec![0u8; slots * slot_len].into_boxed_slice(),
+            slot_len,
+            lens: Vec::with_capacity(slots),
+            dests: Vec::with_capacity(slots),
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.lens.clear();
+        self.dests.clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.lens.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lens.is_empty()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.buf.len() / self.slot_len.max(1)
+    }
+
+    pub fn slot_len(&self) -> usize {
+        self.slot_len
+    }
+
+    /// Fails unless `n` more datagrams fit; encoders call this before writing anything, so
+    /// a batch is never left half-written.
+    pub fn reserve(&self, n: usize) -> Result<(), BatchFull> {
+        if self.len() + n > self.capacity() {
+            return Err(BatchFull {
+                needed: self.len() + n,
+                slots: self.capacity(),
+                slot_len: self.slot_len,
+            });
+        }
+        Ok(())
+    }
+
+    /// Appends a datagram written by `fill`, which gets the whole free slot and returns how
+    /// many bytes it used. The caller has `reserve`d.
+    pub fn push_with(&mut self, dest: SocketAddrV4, fill: impl FnOnce(&mut [u8]) -> usize) {
+        let i = self.lens.len();
+        let slot = &mut self.buf[i * self.slot_len..(i + 1) * self.slot_len];
+        let n = fill(slot).min(self.slot_len);
+        self.lens.push(n);
+        self.dests.push(dest);
+    }
+
+    pub fn get(&self, i: usize) -> (&[u8], SocketAddrV4) {
+        let start = i * self.slot_len;
+        (&self.buf[start..start + self.lens[i]], self.dests[i])
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], SocketAddrV4)> {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// Total payload bytes in the batch.
+    pub fn bytes(&self) -> usize {
+        self.lens.iter().sum()
+    }
+}

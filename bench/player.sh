@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Player benchmarks of issue 2, one attempt per cell, no retries:
+#   A. the built-in demo (3 poles: bigPacket, sACN, DDP) for SECONDS at 60 fps:
+#      fps, deadline misses, wire_send p50/p99, peak RSS;
+#   B. 1,000 sACN universes (60,000 packets/s) for SECONDS: deadline misses, wire_send p99;
+#   C. wire_send CPU per packet vs a bare sendmmsg loop, side by side (cargo bench);
+#   D. FSEQ decode throughput on new_years_idle.fseq (cargo bench).
+# A cell whose guard fails prints UNMEASURABLE with the reason.
+#
+#   bench/player.sh [SECONDS]        (default 60; release build)
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+secs=${1:-60}
+out=$(mktemp -d /tmp/pfx-bench.XXXXXX)
+cargo build --release -q -p pfx-player || { echo "build failed"; exit 1; }
+bin=$top/target/release/pfx-player
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  commit: $(git rev-parse --short HEAD)  seconds per cell: $secs"
+
+report() { # name summary.json time.txt
+  python3 - "$@" <<'PY'
+import json, re, sys
+name, summ, timef = sys.argv[1:4]
+try:
+    s = json.load(open(summ))
+except Exception as e:
+    print(f"cell {name}: UNMEASURABLE: no summary from the player ({e})"); sys.exit(0)
+ss = s["since_start"]
+if not ss.get("frames"):
+    print(f"cell {name}: UNMEASURABLE: the player rendered no frames"); sys.exit(0)
+rss = None
+try:
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", open(timef).read())
+    rss = int(m.group(1)) / 1024 if m else None
+except OSError:
+    pass
+ws = ss["stages"].get("wire_send", {})
+fr = ss["stages"].get("frame", {})
+pk = sum(o["packets"] for o in s["outputs"])
+drops = sum(o["frames_dropped"] for o in s["outputs"])
+print(f"cell {name}: frames {ss['frames']} over {ss['loop_s']:.1f} s = {ss['fps']:.2f} fps; "
+      f"deadline misses {ss['deadline_misses']}; skipped ticks {ss['skipped_ticks']}; "
+      f"wire_send p50 {ws.get('p50_us',0):.0f} us p99 {ws.get('p99_us',0):.0f} us max {ws.get('max_us',0):.0f} us; "
+      f"frame p99 {fr.get('p99_us',0):.0f} us; packets {pk} ({pk/max(ss['loop_s'],1e-9):.0f}/s); dropped frames {drops}"
+      + (f"; peak RSS {rss:.1f} MB" if rss else ""))
+PY
+}
+
+echo "--- A. demo, 3 poles"
+/usr/bin/time -v "$bin" demo --no-mdns --http 127.0.0.1:18191 --duration "$secs" --summary "$out/a.json" \
+  2> "$out/a.time" >/dev/null
+report A "$out/a.json" "$out/a.time"
+
+echo "--- B. 1,000 sACN universes on loopback multicast"
+mkdir -p "$out/b/profiles"
+cat > "$out/b/profiles/big.yaml" <<Y
+name: big
+protocol: sacn
+pixels: 170000
+pixel_format: rgb8
+color_order: rgb
+destination: 239.255.0.1:5568
+sacn:
+  first_universe: 20000
+Y
+cat > "$out/b/show.yaml" <<Y
+interface: lo
+http: 127.0.0.1:18192
+unit_id: bench
+outputs:
+  - name: big
+    profile: big
+content:
+  playlist:
+    - pattern: rainbow
+      seconds: 3600
+Y
+/usr/bin/time -v "$bin" run --no-mdns --config "$out/b/show.yaml" --duration "$secs" --summary "$out/b.json" \
+  2> "$out/b.time" >/dev/null
+report B "$out/b.json" "$out/b.time"
+
+echo "--- C. wire_send CPU per packet vs bare sendmmsg (side by side)"
+cargo bench -q -p pfx-player --bench sacn_wire_send -- 300 2>/dev/null | sed 's/^/    /'
+echo "--- D. FSEQ decode"
+cargo bench -q -p pfx-player --bench fseq_decode 2>/dev/null | sed 's/^/    /'
+echo "raw output: $out"

@@ -1,0 +1,391 @@
+//! `pfx-agent`: the unit side. Applies PAUSE-off now, persists it into the read-only
+//! lower root through a remount-rw window, and answers with what it read back.
+
+use crate::atomic;
+use crate::mountguard::{self, RwWindow};
+use crate::nic::{self, NicBackend, NicReading};
+use crate::oneshot::{self, Oneshot};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+pub struct AgentOpts {
+    pub iface: String,
+    pub lower: PathBuf,
+    pub backend: Box<dyn NicBackend>,
+    pub unit_id: String,
+    pub image_version_file: PathBuf,
+    /// Executable started as `EXE guard-ro --lower L` for the rw window (ourselves).
+    pub guardian_exe: PathBuf,
+    /// Whether to ask systemd over D-Bus (off = reported as unknown, with the reason).
+    pub systemd: bool,
+    pub profile_url: String,
+    /// Set to a signal number by the signal handlers; checked between steps.
+    pub stop: Arc<AtomicUsize>,
+    /// Test hook: stay inside the rw window, half-way through the write, this long.
+    pub hold_in_write: Option<Duration>,
+    pub hold_pidfile: Option<PathBuf>,
+}
+
+/// Path of the persisted setting inside the lower root.
+pub fn persisted_path(lower: &Path, iface: &str) -> PathBuf {
+    lower.join("etc/pfx/nic.d").join(format!("{iface}.yaml"))
+}
+
+/// The persisted file's exact bytes; deterministic so a second apply can tell that
+/// nothing needs writing.
+pub fn persisted_contents(iface: &str) -> String {
+    format!(
+        "# Written by pfx-agent apply pause-off; read at boot by pfx-eth-no-pause@{iface}.service.\n\
+         interface: {iface}\n\
+         pause:\n  autoneg: false\n  rx: false\n  tx: false\n"
+    )
+}
+
+#[derive(Debug, Serialize)]
+pub struct Persisted {
+    pub path: PathBuf,
+    /// The file on the lower root holds exactly the expected bytes (read back after the write).
+    pub matches: bool,
+    pub lower_readonly: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ApplyReport {
+    pub unit: String,
+    pub interface: String,
+    pub action: &'static str,
+    pub ok: bool,
+    /// PAUSE off in the NIC readback, the lower file exact, the lower read-only, and the
+    /// oneshot not known to have failed.
+    pub verified: bool,
+    pub changed: bool,
+    pub changed_nic: bool,
+    pub changed_persisted: bool,
+    pub removed_stale_temps: usize,
+    pub lower_found_rw: bool,
+    pub message: String,
+    pub readback: Option<NicReading>,
+    pub persisted: Option<Persisted>,
+    pub oneshot: Oneshot,
+    pub image_version: Option<String>,
+    pub agent_version: &'static str,
+    pub read_at_unix_ms: u64,
+    pub errors: Vec<String>,
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn read_trimmed(p: &Path) -> Option<String> {
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+fn check_stop(stop: &AtomicUsize) -> Result<(), String> {
+    match stop.load(Ordering::SeqCst) {
+        0 => Ok(()),
+        s => Err(format!("interrupted by signal {s}")),
+    }
+}
+
+fn read_oneshot(o: &AgentOpts) -> Oneshot {
+    if o.systemd {
+        oneshot::read(&o.iface)
+    } else {
+        Oneshot::Unknown {
+            unit: oneshot::unit_name(&o.iface),
+            reason: "not asked: --no-systemd".into(),
+        }
+    }
+}
+
+/// The persisting step: returns (wrote, stale temps removed, lower was rw at start).
+fn persist(o: &AgentOpts, target: &Path, want: &[u8]) -> Result<(bool, usize, bool), String> {
+    let lower_found_rw = !mountguard::is_readonly(&o.lower).map_err(|e| e.to_string())?;
+    let prefix = atomic::temp_prefix(target);
+    let stale = target
+        .parent()
+        .and_then(|d| std::fs::read_dir(d).ok())
+        .map(|rd| {
+            rd.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        })
+        .unwrap_or(false);
+    let current = std::fs::read(target).ok();
+    if current.as_deref() == Some(want) && !stale && !lower_found_rw {
+        return Ok((false, 0, false));
+    }
+    check_stop(&o.stop)?;
+    let window = RwWindow::open(&o.lower, &o.guardian_exe).map_err(|e| e.to_string())?;
+    let removed = atomic::remove_stale_temps(target);
+    let mut wrote = false;
+    if current.as_deref() != Some(want) {
+        atomic::write_atomic_with(target, want, || {
+            check_stop(&o.stop)?;
+            if let Some(hold) = o.hold_in_write {
+                if let Some(pf) = &o.hold_pidfile {
+                    let _ = std::fs::write(pf, std::process::id().to_string());
+                }
+                let until = Instant::now() + hold;
+                while Instant::now() < until {
+                    check_stop(&o.stop)?;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            check_stop(&o.stop)
+        })
+        .map_err(|e| e.to_string())?;
+        wrote = true;
+    }
+    window.close().map_err(|e| e.to_string())?;
+    Ok((wrote, removed, lower_found_rw))
+}
+
+/// Serialises agents on one unit (two operators pushing at once): an exclusive flock on
+/// the lower root's directory, held until the returned file is dropped. A directory on a
+/// read-only filesystem can still be opened and locked.
+fn lock_lower(lower: &Path) -> Result<std::fs::File, String> {
+    use std::os::unix::io::AsRawFd;
+    let f = std::fs::File::open(lower)
+        .map_err(|e| format!("opening {} to lock it: {e}", lower.display()))?;
+    // SAFETY: flock on a file descriptor we own; blocking until the other agent is done.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    if r != 0 {
+        return Err(format!(
+            "locking {}: {}",
+            lower.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(f)
+}
+
+pub fn apply_pause_off(o: &AgentOpts) -> ApplyReport {
+    let mut errors = Vec::new();
+    let _lock = match lock_lower(&o.lower) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            errors.push(e);
+            None
+        }
+    };
+    let target = persisted_path(&o.lower, &o.iface);
+    let want = persisted_contents(&o.iface);
+
+    // 1. Now: set PAUSE off on the NIC only when the readback differs.
+    let mut changed_nic = false;
+    let mut readback = None;
+    match o.backend.read(&o.iface) {
+        Ok(r) if r.pause.is_some_and(|p| p.is_off()) => readback = Some(r),
+        Ok(_) => match o.backend.pause_off(&o.iface) {
+            Ok(r) => {
+                changed_nic = true;
+                readback = Some(r);
+            }
+            Err(e) => errors.push(format!("setting PAUSE off: {e}")),
+        },
+        Err(e) => errors.push(format!("reading PAUSE: {e}")),
+    }
+
+    // 2. Persist through the read-only lower root.
+    let (changed_persisted, removed, lower_found_rw) = match persist(o, &target, want.as_bytes()) {
+        Ok(t) => t,
+        Err(e) => {
+            errors.push(format!("persisting {}: {e}", target.display()));
+            (false, 0, false)
+        }
+    };
+
+    // 3. Verify, from fresh reads only.
+    match o.backend.read(&o.iface) {
+        Ok(r) => readback = Some(r),
+        Err(e) => errors.push(format!("PAUSE readback: {e}")),
+    }
+    let persisted = match mountguard::is_readonly(&o.lower) {
+        Ok(ro) => Some(Persisted {
+            matches: std::fs::read(&target).ok().as_deref() == Some(want.as_bytes()),
+            lower_readonly: ro,
+            path: target.clone(),
+        }),
+        Err(e) => {
+            errors.push(e.to_string());
+            None
+        }
+    };
+    let oneshot = read_oneshot(o);
+    let nic_off = readback
+        .as_ref()
+        .and_then(|r| r.pause)
+        .is_some_and(|p| p.is_off());
+    let persisted_ok = persisted
+        .as_ref()
+        .is_some_and(|p| p.matches && p.lower_readonly);
+    let verified = nic_off && persisted_ok && !oneshot.failed() && errors.is_empty();
+    let changed = changed_nic || changed_persisted || removed > 0;
+    let message = if !verified {
+        let mut why = Vec::new();
+        if !nic_off {
+            why.push("PAUSE is not off in the readback");
+        }
+        if !persisted_ok {
+            why.push("the persisted file or the read-only lower did not read back");
+        }
+        if oneshot.failed() {
+            why.push("the boot oneshot failed");
+        }
+        if !errors.is_empty() {
+            why.push("errors (see errors)");
+        }
+        format!("NOT verified: {}", why.join("; "))
+    } else if changed {
+        "applied and verified".into()
+    } else {
+        "already applied: nothing changed (verified)".into()
+    };
+    ApplyReport {
+        unit: o.unit_id.clone(),
+        interface: o.iface.clone(),
+        action: "apply pause-off",
+        ok: errors.is_empty(),
+        verified,
+        changed,
+        changed_nic,
+        changed_persisted,
+        removed_stale_temps: removed,
+        lower_found_rw,
+        message,
+        readback,
+        persisted,
+        oneshot,
+        image_version: read_trimmed(&o.image_version_file),
+        agent_version: env!("CARGO_PKG_VERSION"),
+        read_at_unix_ms: now_ms(),
+        errors,
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct PlayerInfo {
+    pub reachable: bool,
+    pub fps: Option<f64>,
+    pub deadline_misses: Option<u64>,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StatusReport {
+    pub unit: String,
+    pub interface: String,
+    pub pause: Option<nic::Pause>,
+    pub pause_off: bool,
+    pub pause_error: Option<String>,
+    pub pause_rx_frames_total: Option<u64>,
+    /// Over `rate_interval_s`; None when the driver has no PAUSE counter.
+    pub pause_rx_frames_per_s: Option<f64>,
+    pub rate_interval_s: f64,
+    pub persisted: Option<Persisted>,
+    pub oneshot: Oneshot,
+    pub player: PlayerInfo,
+    pub image_version: Option<String>,
+    pub agent_version: &'static str,
+    pub read_at_unix_ms: u64,
+    pub errors: Vec<String>,
+}
+
+pub fn player_info(url: &str) -> PlayerInfo {
+    let fail = |reason: String| PlayerInfo {
+        reachable: false,
+        fps: None,
+        deadline_misses: None,
+        reason: Some(reason),
+    };
+    match crate::http::request("GET", url, &[], None, Duration::from_secs(2)) {
+        Ok(r) if r.status == 200 => match serde_json::from_slice::<serde_json::Value>(&r.body) {
+            Ok(v) => PlayerInfo {
+                reachable: true,
+                fps: v.get("fps").and_then(|x| x.as_f64()),
+                deadline_misses: v.get("deadline_misses").and_then(|x| x.as_u64()),
+                reason: None,
+            },
+            Err(e) => fail(format!("{url}: not JSON: {e}")),
+        },
+        Ok(r) => fail(format!("{url}: HTTP {}", r.status)),
+        Err(e) => fail(e.to_string()),
+    }
+}
+
+pub fn status(o: &AgentOpts, rate_interval: Duration) -> StatusReport {
+    let mut errors = Vec::new();
+    let first = o.backend.read(&o.iface);
+    let t0 = Instant::now();
+    std::thread::sleep(rate_interval);
+    let second = o.backend.read(&o.iface);
+    let dt = t0.elapsed().as_secs_f64();
+    let (reading, per_s) = match (first, second) {
+        (Ok(a), Ok(b)) => {
+            let r = nic::frames_per_s(a.pause_rx_frames, b.pause_rx_frames, dt);
+            (Some(b), r)
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            errors.push(e.to_string());
+            (None, None)
+        }
+    };
+    let target = persisted_path(&o.lower, &o.iface);
+    let want = persisted_contents(&o.iface);
+    let persisted = match mountguard::is_readonly(&o.lower) {
+        Ok(ro) => Some(Persisted {
+            matches: std::fs::read(&target).ok().as_deref() == Some(want.as_bytes()),
+            lower_readonly: ro,
+            path: target,
+        }),
+        Err(e) => {
+            errors.push(e.to_string());
+            None
+        }
+    };
+    let pause = reading.as_ref().and_then(|r| r.pause);
+    StatusReport {
+        unit: o.unit_id.clone(),
+        interface: o.iface.clone(),
+        pause,
+        pause_off: pause.is_some_and(|p| p.is_off()),
+        pause_error: reading.as_ref().and_then(|r| r.pause_error.clone()),
+        pause_rx_frames_total: reading.as_ref().and_then(|r| r.pause_rx_frames),
+        pause_rx_frames_per_s: per_s,
+        rate_interval_s: dt,
+        persisted,
+        oneshot: read_oneshot(o),
+        player: player_info(&o.profile_url),
+        image_version: read_trimmed(&o.image_version_file),
+        agent_version: env!("CARGO_PKG_VERSION"),
+        read_at_unix_ms: now_ms(),
+        errors,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn persisted_file_is_deterministic_yaml() {
+        let a = persisted_contents("eth0");
+        assert_eq!(a, persisted_contents("eth0"));
+        assert!(a.contains("interface: eth0\n"));
+        assert!(a.contains("  rx: false\n"));
+        assert_eq!(
+            persisted_path(Path::new("/media/root-ro"), "eth0"),
+            Path::new("/media/root-ro/etc/pfx/nic.d/eth0.yaml")
+        );
+    }
+}

@@ -1,0 +1,175 @@
+//! `pfx-agent`: run on a unit over SSH by `pfx-fleet`. See docs/fleet.md.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use pfx_fleet::agent::{self, AgentOpts};
+use pfx_fleet::nic::{MockBackend, NicBackend, PlayerBackend};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::time::Duration;
+
+#[derive(Clone, Copy, ValueEnum)]
+enum NicBackendKind {
+    /// `pfx-player nic ... --json` (the real NIC, through ethtool netlink).
+    Player,
+    /// File-backed NIC for tests (veth has no PAUSE): state in --mock-nic-dir.
+    Mock,
+}
+
+#[derive(Parser)]
+#[command(
+    name = "pfx-agent",
+    version,
+    about = "pfx unit-side agent: apply and verify PAUSE-off"
+)]
+struct Cli {
+    #[arg(long, default_value = "eth0", global = true)]
+    iface: String,
+    /// The read-only lower root (overlayroot's).
+    #[arg(long, default_value = "/media/root-ro", global = true)]
+    lower: PathBuf,
+    #[arg(long, value_enum, default_value = "player", global = true)]
+    nic_backend: NicBackendKind,
+    #[arg(long, default_value = "/usr/bin/pfx-player", global = true)]
+    player: PathBuf,
+    #[arg(long, default_value = "/run/pfx-agent/mock-nic", global = true)]
+    mock_nic_dir: PathBuf,
+    /// Unit id; default: /etc/pfx/unit-id, else the host name.
+    #[arg(long, global = true)]
+    unit_id: Option<String>,
+    #[arg(long, default_value = "/etc/pfx/image-version", global = true)]
+    image_version_file: PathBuf,
+    #[arg(long, default_value = "http://127.0.0.1:8080/profile", global = true)]
+    profile_url: String,
+    /// Do not ask systemd over D-Bus (the oneshot is then reported unknown).
+    #[arg(long, global = true)]
+    no_systemd: bool,
+    /// Answer JSON on stdout (the only format pfx-fleet reads).
+    #[arg(long, global = true)]
+    json: bool,
+    /// TEST ONLY: stay half-way through the write, inside the rw window, this long.
+    #[arg(long, hide = true, global = true)]
+    test_hold_in_write_ms: Option<u64>,
+    /// TEST ONLY: write our pid here when holding.
+    #[arg(long, hide = true, global = true)]
+    test_hold_pidfile: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Apply a setting now and persist it through the read-only root.
+    Apply {
+        #[arg(value_parser = ["pause-off"])]
+        what: String,
+    },
+    /// PAUSE state and frames/s, the oneshot, player fps, image version, unit id.
+    Status {
+        #[arg(long, default_value_t = 1000)]
+        rate_interval_ms: u64,
+    },
+    /// Internal: keeps the lower root read-only if the agent dies inside the rw window.
+    #[command(hide = true)]
+    GuardRo {},
+}
+
+fn unit_id(cli: &Cli) -> String {
+    if let Some(u) = &cli.unit_id {
+        return u.clone();
+    }
+    if let Ok(s) = std::fs::read_to_string("/etc/pfx/unit-id") {
+        let s = s.trim();
+        if !s.is_empty() {
+            return s.to_string();
+        }
+    }
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Cmd::GuardRo {} = cli.cmd {
+        return ExitCode::from(pfx_fleet::mountguard::run_guardian(&cli.lower) as u8);
+    }
+    let stop = Arc::new(AtomicUsize::new(0));
+    for sig in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ] {
+        if let Err(e) = signal_hook::flag::register_usize(sig, Arc::clone(&stop), sig as usize) {
+            eprintln!("pfx-agent: installing the handler for signal {sig}: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let backend: Box<dyn NicBackend> = match cli.nic_backend {
+        NicBackendKind::Player => Box::new(PlayerBackend {
+            player: cli.player.clone(),
+        }),
+        NicBackendKind::Mock => Box::new(MockBackend {
+            dir: cli.mock_nic_dir.clone(),
+        }),
+    };
+    let guardian_exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("pfx-agent: cannot find own executable for the guardian: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (hold, pidfile) = (
+        cli.test_hold_in_write_ms.map(Duration::from_millis),
+        cli.test_hold_pidfile.clone(),
+    );
+    let opts = AgentOpts {
+        iface: cli.iface.clone(),
+        lower: cli.lower.clone(),
+        backend,
+        unit_id: unit_id(&cli),
+        image_version_file: cli.image_version_file.clone(),
+        guardian_exe,
+        systemd: !cli.no_systemd,
+        profile_url: cli.profile_url.clone(),
+        stop: Arc::clone(&stop),
+        hold_in_write: hold,
+        hold_pidfile: pidfile,
+    };
+    let (text, good) = match &cli.cmd {
+        Cmd::Apply { .. } => {
+            let r = agent::apply_pause_off(&opts);
+            let human = format!("{}: {}: {}", r.unit, r.interface, r.message);
+            let text = if cli.json {
+                serde_json::to_string_pretty(&r)
+            } else {
+                Ok(human)
+            };
+            (text, r.verified)
+        }
+        Cmd::Status { rate_interval_ms } => {
+            let r = agent::status(&opts, Duration::from_millis(*rate_interval_ms));
+            let good = r.errors.is_empty();
+            (serde_json::to_string_pretty(&r), good)
+        }
+        Cmd::GuardRo {} => return ExitCode::SUCCESS,
+    };
+    match text {
+        Ok(t) => println!("{t}"),
+        Err(e) => {
+            eprintln!("pfx-agent: encoding the answer: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let sig = stop.load(std::sync::atomic::Ordering::SeqCst);
+    if sig != 0 {
+        return ExitCode::from((128 + sig) as u8);
+    }
+    if good {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

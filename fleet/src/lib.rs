@@ -1,0 +1,16 @@
+//! pfx fleet tool: the unit-side agent (`pfx-agent`) and the operator CLI
+//! (`pfx-fleet`). See docs/fleet.md.
+
+pub mod agent;
+pub mod atomic;
+pub mod config;
+pub mod discover;
+pub mod gate;
+pub mod http;
+pub mod mountguard;
+pub mod nic;
+pub mod oneshot;
+pub mod push;
+pub mod rollout;
+pub mod ssh;
+pub mod store;

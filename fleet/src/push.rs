@@ -1,0 +1,179 @@
+//! `pfx-fleet push pause-off`: a bounded pool of SSH runs; the main thread is the only
+//! writer of the state database and commits each result the moment it arrives.
+
+use crate::agent::now_ms;
+use crate::config::FleetConfig;
+use crate::gate::{self, UnitState};
+use crate::ssh;
+use crate::store::{Store, StoreError, UnitRow};
+use std::collections::VecDeque;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub struct PushOpts {
+    pub parallel: usize,
+    /// Units with a verified readback fresher than this are skipped (resume).
+    pub max_age_ms: u64,
+    pub force: bool,
+    pub operator: String,
+    pub args: String,
+    pub site: Option<String>,
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+pub struct PushSummary {
+    pub run_id: i64,
+    pub targets: usize,
+    pub skipped_fresh: usize,
+    pub done: usize,
+    pub pending: usize,
+    pub failed: usize,
+}
+
+enum Msg {
+    Started(UnitRow),
+    Finished(UnitRow, ssh::Outcome),
+}
+
+pub fn remote_command(agent_command: &str) -> String {
+    format!("{agent_command} apply pause-off --json")
+}
+
+pub fn push_pause_off(
+    store: &Store,
+    cfg: &FleetConfig,
+    targets: Vec<UnitRow>,
+    o: &PushOpts,
+) -> Result<PushSummary, StoreError> {
+    let run_id = store.begin_run(
+        "push pause-off",
+        o.site.as_deref(),
+        &o.operator,
+        &o.args,
+        now_ms(),
+    )?;
+    let mut sum = PushSummary {
+        run_id,
+        targets: targets.len(),
+        ..Default::default()
+    };
+    let now = now_ms();
+    let mut todo = VecDeque::new();
+    for u in targets {
+        let fresh = match store.latest_unit(&u.unit_id)? {
+            Some(l) => gate::fresh_verified(&l, now, o.max_age_ms).is_ok(),
+            None => false,
+        };
+        if fresh && !o.force {
+            eprintln!("skip {}: verified PAUSE-off readback is fresh", u.unit_id);
+            sum.skipped_fresh += 1;
+        } else {
+            todo.push_back(u);
+        }
+    }
+    let n = todo.len();
+    let pb = indicatif::ProgressBar::with_draw_target(
+        Some(n as u64),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{spinner} push pause-off [{bar:30}] {pos}/{len} units {elapsed_precise} {msg}",
+    ) {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    let queue = Arc::new(Mutex::new(todo));
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let workers = o.parallel.max(1).min(n.max(1));
+    let mut handles = Vec::new();
+    for _ in 0..workers {
+        let queue = Arc::clone(&queue);
+        let tx = tx.clone();
+        let ssh_cfg = cfg.ssh.clone();
+        let cmds: Vec<(String, String)> = cfg
+            .sites
+            .iter()
+            .flat_map(|s| s.units.iter())
+            .map(|u| (u.id.clone(), cfg.unit_agent_command(&u.id)))
+            .collect();
+        let default_cmd = cfg.agent_command.clone();
+        handles.push(std::thread::spawn(move || {
+            loop {
+                let next = match queue.lock() {
+                    Ok(mut q) => q.pop_front(),
+                    Err(_) => None,
+                };
+                let Some(u) = next else { break };
+                if tx.send(Msg::Started(u.clone())).is_err() {
+                    break;
+                }
+                let agent = cmds
+                    .iter()
+                    .find(|(id, _)| *id == u.unit_id)
+                    .map(|(_, c)| c.clone())
+                    .unwrap_or_else(|| default_cmd.clone());
+                let args = ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote_command(&agent));
+                let raw = ssh::run(
+                    &ssh_cfg.ssh,
+                    &args,
+                    Duration::from_secs(ssh_cfg.command_timeout_s),
+                );
+                let out = ssh::classify(&raw, &u.unit_id, ssh_cfg.command_timeout_s);
+                if tx.send(Msg::Finished(u, out)).is_err() {
+                    break;
+                }
+            }
+        }));
+    }
+    drop(tx);
+    for m in rx {
+        match m {
+            Msg::Started(u) => {
+                store.record_unit(
+                    run_id,
+                    &u.unit_id,
+                    u.site.as_deref(),
+                    UnitState::Started,
+                    None,
+                    None,
+                    None,
+                    now_ms(),
+                )?;
+            }
+            Msg::Finished(u, out) => {
+                store.record_unit(
+                    run_id,
+                    &u.unit_id,
+                    u.site.as_deref(),
+                    out.state,
+                    out.reason.as_deref(),
+                    out.readback.as_deref(),
+                    out.unit_read_ms,
+                    now_ms(),
+                )?;
+                // Printed only after the commit: whatever this line reports is on disk.
+                pb.suspend(|| {
+                    eprintln!(
+                        "recorded {} {}: {}",
+                        u.unit_id,
+                        out.state.as_str(),
+                        out.reason.as_deref().unwrap_or("")
+                    )
+                });
+                match out.state {
+                    UnitState::Done => sum.done += 1,
+                    UnitState::Pending | UnitState::Started => sum.pending += 1,
+                    UnitState::Failed => sum.failed += 1,
+                }
+                pb.inc(1);
+            }
+        }
+    }
+    pb.finish_and_clear();
+    for h in handles {
+        let _ = h.join();
+    }
+    let text = serde_json::to_string(&sum).unwrap_or_default();
+    store.finish_run(run_id, &text, now_ms())?;
+    Ok(sum)
+}

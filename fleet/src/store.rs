@@ -1,0 +1,469 @@
+//! Fleet state in SQLite (WAL, synchronous=FULL). Events are append-only and each is
+//! committed on its own as it arrives: a `kill -9` of the operator loses nothing that
+//! was recorded and leaves nothing half-recorded.
+
+use crate::gate::{Latest, UnitState};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("fleet state database {path}: {source}")]
+    Db {
+        path: String,
+        source: rusqlite::Error,
+    },
+}
+
+pub struct Store {
+    conn: Connection,
+    path: String,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS units(
+  unit_id   TEXT PRIMARY KEY,
+  site      TEXT,
+  host      TEXT NOT NULL,
+  port      INTEGER NOT NULL,
+  source    TEXT NOT NULL CHECK (source IN ('config','mdns')),
+  version   TEXT,
+  txt       TEXT,
+  seen_ms   INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs(
+  run_id      INTEGER PRIMARY KEY AUTOINCREMENT,
+  kind        TEXT NOT NULL,
+  site        TEXT,
+  operator    TEXT NOT NULL,
+  args        TEXT NOT NULL,
+  started_ms  INTEGER NOT NULL,
+  finished_ms INTEGER,
+  summary     TEXT
+);
+CREATE TABLE IF NOT EXISTS unit_events(
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id       INTEGER NOT NULL REFERENCES runs(run_id),
+  unit_id      TEXT NOT NULL,
+  site         TEXT,
+  state        TEXT NOT NULL CHECK (state IN ('started','pending','failed','done')),
+  reason       TEXT,
+  readback     TEXT,
+  unit_read_ms INTEGER,
+  recorded_ms  INTEGER NOT NULL,
+  CHECK (state <> 'done' OR readback IS NOT NULL)
+);
+CREATE INDEX IF NOT EXISTS unit_events_unit ON unit_events(unit_id, id);
+CREATE TABLE IF NOT EXISTS pole_events(
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id      INTEGER NOT NULL REFERENCES runs(run_id),
+  site        TEXT NOT NULL,
+  pole_id     TEXT NOT NULL,
+  state       TEXT NOT NULL CHECK (state IN ('started','failed','done')),
+  reason      TEXT,
+  readback    TEXT,
+  recorded_ms INTEGER NOT NULL,
+  CHECK (state <> 'done' OR readback IS NOT NULL)
+);
+CREATE INDEX IF NOT EXISTS pole_events_pole ON pole_events(site, pole_id, id);
+";
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UnitRow {
+    pub unit_id: String,
+    pub site: Option<String>,
+    pub host: String,
+    pub port: u16,
+    pub source: String,
+    pub version: Option<String>,
+    pub txt: Option<String>,
+    pub seen_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoryRow {
+    pub run_id: i64,
+    pub kind: String,
+    pub operator: String,
+    pub target_kind: &'static str,
+    pub target: String,
+    pub site: Option<String>,
+    pub state: String,
+    pub reason: Option<String>,
+    pub readback: Option<serde_json::Value>,
+    pub recorded_ms: u64,
+}
+
+impl Store {
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let p = path.display().to_string();
+        let err = |source| StoreError::Db {
+            path: p.clone(),
+            source,
+        };
+        if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let _ = std::fs::create_dir_all(d);
+        }
+        let conn = Connection::open(path).map_err(err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(err)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(err)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(err)?;
+        conn.execute_batch(SCHEMA).map_err(err)?;
+        Ok(Store { conn, path: p })
+    }
+
+    fn e(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        |source| StoreError::Db {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    pub fn upsert_unit(&self, u: &UnitRow) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO units(unit_id, site, host, port, source, version, txt, seen_ms)
+                 VALUES (?1,?2,?3,?4,?5,?6,?7,?8)
+                 ON CONFLICT(unit_id) DO UPDATE SET site=excluded.site, host=excluded.host,
+                   port=excluded.port, source=excluded.source,
+                   version=COALESCE(excluded.version, units.version),
+                   txt=COALESCE(excluded.txt, units.txt), seen_ms=excluded.seen_ms",
+                params![
+                    u.unit_id,
+                    u.site,
+                    u.host,
+                    u.port,
+                    u.source,
+                    u.version,
+                    u.txt,
+                    u.seen_ms as i64
+                ],
+            )
+            .map_err(self.e())?;
+        Ok(())
+    }
+
+    pub fn units(&self, site: Option<&str>) -> Result<Vec<UnitRow>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT unit_id, site, host, port, source, version, txt, seen_ms FROM units
+                 WHERE ?1 IS NULL OR site = ?1 ORDER BY site, unit_id",
+            )
+            .map_err(self.e())?;
+        let rows = st
+            .query_map(params![site], |r| {
+                Ok(UnitRow {
+                    unit_id: r.get(0)?,
+                    site: r.get(1)?,
+                    host: r.get(2)?,
+                    port: r.get(3)?,
+                    source: r.get(4)?,
+                    version: r.get(5)?,
+                    txt: r.get(6)?,
+                    seen_ms: r.get::<_, i64>(7)? as u64,
+                })
+            })
+            .map_err(self.e())?;
+        rows.collect::<Result<_, _>>().map_err(self.e())
+    }
+
+    pub fn begin_run(
+        &self,
+        kind: &str,
+        site: Option<&str>,
+        operator: &str,
+        args: &str,
+        now_ms: u64,
+    ) -> Result<i64, StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO runs(kind, site, operator, args, started_ms) VALUES (?1,?2,?3,?4,?5)",
+                params![kind, site, operator, args, now_ms as i64],
+            )
+            .map_err(self.e())?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    pub fn finish_run(&self, run_id: i64, summary: &str, now_ms: u64) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "UPDATE runs SET finished_ms = ?2, summary = ?3 WHERE run_id = ?1",
+                params![run_id, now_ms as i64, summary],
+            )
+            .map_err(self.e())?;
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_unit(
+        &self,
+        run_id: i64,
+        unit_id: &str,
+        site: Option<&str>,
+        state: UnitState,
+        reason: Option<&str>,
+        readback: Option<&str>,
+        unit_read_ms: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO unit_events(run_id, unit_id, site, state, reason, readback, unit_read_ms, recorded_ms)
+                 VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
+                params![
+                    run_id,
+                    unit_id,
+                    site,
+                    state.as_str(),
+                    reason,
+                    readback,
+                    unit_read_ms.map(|v| v as i64),
+                    now_ms as i64
+                ],
+            )
+            .map_err(self.e())?;
+        Ok(())
+    }
+
+    pub fn latest_unit(&self, unit_id: &str) -> Result<Option<Latest>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT state, recorded_ms, reason, readback FROM unit_events
+                 WHERE unit_id = ?1 ORDER BY id DESC LIMIT 1",
+                params![unit_id],
+                |r| {
+                    let s: String = r.get(0)?;
+                    Ok(Latest {
+                        // The CHECK constraint keeps unknown states out.
+                        state: UnitState::parse(&s).unwrap_or(UnitState::Failed),
+                        recorded_ms: r.get::<_, i64>(1)? as u64,
+                        reason: r.get(2)?,
+                        readback: r.get(3)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(self.e())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_pole(
+        &self,
+        run_id: i64,
+        site: &str,
+        pole_id: &str,
+        state: &str,
+        reason: Option<&str>,
+        readback: Option<&str>,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO pole_events(run_id, site, pole_id, state, reason, readback, recorded_ms)
+                 VALUES (?1,?2,?3,?4,?5,?6,?7)",
+                params![run_id, site, pole_id, state, reason, readback, now_ms as i64],
+            )
+            .map_err(self.e())?;
+        Ok(())
+    }
+
+    /// (state, reason) of the pole's latest event.
+    pub fn latest_pole(
+        &self,
+        site: &str,
+        pole_id: &str,
+    ) -> Result<Option<(String, Option<String>)>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT state, reason FROM pole_events WHERE site = ?1 AND pole_id = ?2
+                 ORDER BY id DESC LIMIT 1",
+                params![site, pole_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(self.e())
+    }
+
+    /// Every event (results and the `started` markers of interrupted work), oldest first.
+    pub fn history(&self, limit: usize) -> Result<Vec<HistoryRow>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT * FROM (
+                   SELECT r.run_id, r.kind, r.operator, 'unit', e.unit_id, e.site, e.state,
+                          e.reason, e.readback, e.recorded_ms, e.id
+                   FROM unit_events e JOIN runs r USING (run_id)
+                   UNION ALL
+                   SELECT r.run_id, r.kind, r.operator, 'pole', p.pole_id, p.site, p.state,
+                          p.reason, p.readback, p.recorded_ms, p.id
+                   FROM pole_events p JOIN runs r USING (run_id)
+                 ) ORDER BY 10 DESC, 11 DESC LIMIT ?1",
+            )
+            .map_err(self.e())?;
+        let rows = st
+            .query_map(params![limit as i64], |r| {
+                let tk: String = r.get(3)?;
+                let rb: Option<String> = r.get(8)?;
+                Ok(HistoryRow {
+                    run_id: r.get(0)?,
+                    kind: r.get(1)?,
+                    operator: r.get(2)?,
+                    target_kind: if tk == "unit" { "unit" } else { "pole" },
+                    target: r.get(4)?,
+                    site: r.get(5)?,
+                    state: r.get(6)?,
+                    reason: r.get(7)?,
+                    readback: rb.and_then(|s| serde_json::from_str(&s).ok()),
+                    recorded_ms: r.get::<_, i64>(9)? as u64,
+                })
+            })
+            .map_err(self.e())?;
+        let mut v: Vec<HistoryRow> = rows.collect::<Result<_, _>>().map_err(self.e())?;
+        v.reverse();
+        Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::tests::good_readback;
+
+    fn unit(id: &str, site: &str) -> UnitRow {
+        UnitRow {
+            unit_id: id.into(),
+            site: Some(site.into()),
+            host: "10.0.0.1".into(),
+            port: 22,
+            source: "config".into(),
+            version: None,
+            txt: None,
+            seen_ms: 1,
+        }
+    }
+
+    #[test]
+    fn schema_is_wal_and_events_are_append_only_latest_wins() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("f.db")).unwrap();
+        let mode: String = s
+            .conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        s.upsert_unit(&unit("u1", "a")).unwrap();
+        s.upsert_unit(&unit("u2", "b")).unwrap();
+        s.upsert_unit(&UnitRow {
+            host: "10.0.0.9".into(),
+            ..unit("u1", "a")
+        })
+        .unwrap();
+        assert_eq!(s.units(Some("a")).unwrap()[0].host, "10.0.0.9");
+        assert_eq!(s.units(None).unwrap().len(), 2);
+
+        let run = s
+            .begin_run("push pause-off", Some("a"), "alice", "[]", 10)
+            .unwrap();
+        assert_eq!(s.latest_unit("u1").unwrap(), None);
+        s.record_unit(
+            run,
+            "u1",
+            Some("a"),
+            UnitState::Started,
+            None,
+            None,
+            None,
+            11,
+        )
+        .unwrap();
+        assert_eq!(
+            s.latest_unit("u1").unwrap().unwrap().state,
+            UnitState::Started
+        );
+        let rb = good_readback();
+        s.record_unit(
+            run,
+            "u1",
+            Some("a"),
+            UnitState::Done,
+            None,
+            Some(&rb),
+            Some(12),
+            12,
+        )
+        .unwrap();
+        let l = s.latest_unit("u1").unwrap().unwrap();
+        assert_eq!((l.state, l.recorded_ms), (UnitState::Done, 12));
+        s.record_unit(
+            run,
+            "u1",
+            Some("a"),
+            UnitState::Pending,
+            Some("unreachable"),
+            None,
+            None,
+            13,
+        )
+        .unwrap();
+        assert_eq!(
+            s.latest_unit("u1").unwrap().unwrap().state,
+            UnitState::Pending
+        );
+        let h = s.history(100).unwrap();
+        assert_eq!(h.len(), 3);
+        assert_eq!(h[0].operator, "alice");
+        assert_eq!(h[2].state, "pending");
+    }
+
+    #[test]
+    fn done_without_readback_is_refused_by_the_schema() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("f.db")).unwrap();
+        let run = s.begin_run("push pause-off", None, "x", "[]", 1).unwrap();
+        assert!(
+            s.record_unit(run, "u1", None, UnitState::Done, None, None, None, 2)
+                .is_err()
+        );
+        assert!(
+            s.record_pole(run, "a", "p1", "done", None, None, 2)
+                .is_err()
+        );
+        assert!(
+            s.record_pole(run, "a", "p1", "done", None, Some("{}"), 2)
+                .is_ok()
+        );
+        assert_eq!(s.latest_pole("a", "p1").unwrap().unwrap().0, "done");
+    }
+
+    #[test]
+    fn committed_events_survive_a_second_connection() {
+        // Every record is its own transaction: another process sees it at once.
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f.db");
+        let s = Store::open(&p).unwrap();
+        let run = s.begin_run("push pause-off", None, "x", "[]", 1).unwrap();
+        s.record_unit(
+            run,
+            "u1",
+            None,
+            UnitState::Failed,
+            Some("no answer"),
+            None,
+            None,
+            2,
+        )
+        .unwrap();
+        let other = Store::open(&p).unwrap();
+        assert_eq!(
+            other.latest_unit("u1").unwrap().unwrap().state,
+            UnitState::Failed
+        );
+    }
+}

@@ -1,0 +1,13 @@
+//! Arbitrary bytes as an FSEQ file: open (header, block table, sparse ranges, variable
+//! headers) and read frames. Errors are fine; a panic, hang or huge allocation is a bug.
+//!
+//!   cargo +nightly fuzz run fseq fuzz/corpus/fseq -- -max_total_time=180
+#![no_main]
+
+#[allow(dead_code, unused_imports)]
+#[path = "../../player/src/source/fseq/mod.rs"]
+mod fseq;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    fseq::fuzz::fuzz_one(data);
+});

@@ -1,0 +1,142 @@
+//! wire_send CPU per packet for 1,000 sACN universes, side by side with a bare `sendmmsg`
+//! loop sending the same bytes, in one run (ratios, not absolute times: these machines
+//! drift). Rounds alternate A/B so drift hits both equally. One attempt, no retries; a
+//! round whose guard fails is counted and excluded, and if too many fail the cell is
+//! printed UNMEASURABLE.
+//!
+//! cargo bench -p pfx-player --bench sacn_wire_send [-- ROUNDS]
+
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+use pfx_player::config::DeviceProfile;
+use pfx_player::config::show::ResolvedOutput;
+use pfx_player::output::{Output, OutputOptions, Sender, SocketOptions, open_udp};
+use pfx_player::wire::Datagrams;
+
+const UNIVERSES: usize = 1000;
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn main() {
+    let rounds: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(200);
+    let profile = DeviceProfile::from_str(
+        &format!(
+            "name: big\nprotocol: sacn\npixels: {}\npixel_format: rgb8\ncolor_order: rgb\ndestination: 239.255.0.1:5568\nsacn:\n  first_universe: 1000\n",
+            UNIVERSES * 170
+        ),
+        Path::new("<bench>"),
+    )
+    .expect("bench profile");
+    let resolved = ResolvedOutput {
+        name: "bench".into(),
+        destination: profile.destination,
+        start: 0,
+        profile,
+    };
+    let sock = SocketOptions {
+        interface: "lo".into(),
+        multicast_ttl: 0,
+        multicast_loop: false,
+        blocking: false,
+        send_buffer: Some(8 << 20),
+    };
+    let opts = OutputOptions {
+        socket: sock.clone(),
+        cid: uuid::Uuid::nil(),
+        source_name: "bench".into(),
+    };
+    let mut output = Output::open(&resolved, &opts).expect("open output on lo");
+    for (i, b) in output.pixels_mut().iter_mut().enumerate() {
+        *b = (i % 251) as u8;
+    }
+
+    // The baseline: the same datagrams, encoded once, sent with a bare sendmmsg loop.
+    let mut pre = Datagrams::new(UNIVERSES, 700);
+    {
+        let mut enc = pfx_player::wire::sacn::Encoder::new(
+            pfx_player::wire::sacn::Config {
+                cid: uuid::Uuid::nil(),
+                source_name: "bench bench".into(),
+                priority: 100,
+                first_universe: 1000,
+                universe_size: 510,
+                sync_universe: None,
+                dest: pfx_player::wire::sacn::Dest::Multicast { port: 5568 },
+            },
+            UNIVERSES * 510,
+        );
+        enc.encode(output.pixels(), &mut pre)
+            .expect("encode baseline");
+    }
+    let bare_sock = open_udp(&sock).expect("bare socket");
+    pfx_player::output::set_multicast_ifindex(
+        &bare_sock,
+        pfx_player::output::interface_index("lo").unwrap_or(1),
+    )
+    .expect("multicast if");
+    let mut bare = Sender::new(UNIVERSES);
+
+    let counters = output.counters();
+    let mut a = Vec::with_capacity(rounds);
+    let mut b = Vec::with_capacity(rounds);
+    let mut excluded = 0;
+    for _ in 0..rounds {
+        let before = counters.packets.load(std::sync::atomic::Ordering::Relaxed);
+        let t0 = thread_cpu_ns();
+        output.send_frame(0);
+        let t1 = thread_cpu_ns();
+        let sent = counters.packets.load(std::sync::atomic::Ordering::Relaxed) - before;
+        let t2 = thread_cpu_ns();
+        let out = bare.send(bare_sock.as_raw_fd(), &pre, true);
+        let t3 = thread_cpu_ns();
+        // Guard: both sides must have sent every datagram, else the cell compares
+        // different work. Excluded rounds are counted and printed.
+        if sent as usize != UNIVERSES || out.sent != UNIVERSES {
+            excluded += 1;
+            continue;
+        }
+        a.push((t1 - t0) as f64 / UNIVERSES as f64);
+        b.push((t3 - t2) as f64 / UNIVERSES as f64);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(|x, y| x.total_cmp(y));
+        v[v.len() / 2]
+    };
+    println!(
+        "sACN wire_send, {UNIVERSES} universes per frame, {rounds} alternating rounds, loopback multicast (lo)"
+    );
+    println!(
+        "exclusion rule: a round where either side sent fewer than {UNIVERSES} datagrams; excluded: {excluded}"
+    );
+    if a.len() < rounds / 2 {
+        println!(
+            "cell wire_send_vs_bare: UNMEASURABLE: {excluded} of {rounds} rounds failed the all-sent guard"
+        );
+        return;
+    }
+    let (pa, pb) = (med(&mut a), med(&mut b));
+    println!(
+        "pfx wire_send (encode + sendmmsg): {:.0} ns CPU per packet (median)",
+        pa
+    );
+    println!(
+        "bare sendmmsg of the same bytes:   {:.0} ns CPU per packet (median)",
+        pb
+    );
+    println!("ratio pfx/bare: {:.2} (target <= 1.5)", pa / pb);
+    let _ = SocketAddr::from(([0, 0, 0, 0], 0));
+}

@@ -1,1 +1,0 @@
-//! `pfx-player doctor`: why frames drop, from the NIC and a multicast sniff.

@@ -1,0 +1,518 @@
+//! `pfx-player doctor`: why frames drop, from the NIC and a multicast sniff.
+//!
+//! This module is the pure part: `diagnose` turns measured `Evidence` into checks and
+//! findings. `measure` gathers the evidence (one measurement, no retries) and `sniff`
+//! counts multicast at the Ethernet frame boundary.
+
+pub mod measure;
+pub mod sniff;
+
+use std::net::Ipv4Addr;
+
+use serde::Serialize;
+use serde_json::json;
+
+use crate::nic::NicStatus;
+use sniff::{SniffResult, is_link_local_group};
+
+/// Unsubscribed multicast at or above this rate is a finding. A 10BASE-T pole on an
+/// unmanaged switch gets a copy of all of it; 1 Mbit/s is a tenth of such a port.
+pub const FLOOD_MBIT_THRESHOLD: f64 = 1.0;
+pub const TOP_GROUPS: usize = 5;
+
+/// Everything one doctor run measured.
+#[derive(Debug, Clone)]
+pub struct Evidence {
+    pub interface: String,
+    pub host: String,
+    /// NIC readings before and after the sniff window (the second carries the rates).
+    pub nic_before: NicStatus,
+    pub nic_after: NicStatus,
+    pub sniff: SniffResult,
+    /// Groups this host joined on the interface (/proc/net/igmp).
+    pub joined: Vec<Ipv4Addr>,
+    /// NETDEV WATCHDOG lines for this interface, or why the kernel log could not be read.
+    pub watchdog_lines: Result<Vec<String>, String>,
+    /// (interface, IPv4 address, prefix length) of every non-loopback address.
+    pub addresses: Vec<(String, Ipv4Addr, u8)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Ok,
+    Warning,
+    Problem,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Check {
+    pub id: &'static str,
+    pub verdict: Verdict,
+    pub evidence: serde_json::Value,
+    pub fix: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub interface: String,
+    pub host: String,
+    /// Checks whose verdict is not ok.
+    pub findings: Vec<Check>,
+    /// Every check made, including the healthy ones with their evidence.
+    pub checks: Vec<Check>,
+}
+
+impl Report {
+    /// 0 healthy, 1 findings. (2, could not measure, is decided before there is a report.)
+    pub fn exit_code(&self) -> u8 {
+        if self.findings.is_empty() { 0 } else { 1 }
+    }
+}
+
+pub fn diagnose(e: &Evidence) -> Report {
+    let checks = vec![
+        pause_frames(e),
+        tx_timeout(e),
+        link_10m(e),
+        multicast_flood(e),
+        dual_homed(e),
+    ];
+    Report {
+        interface: e.interface.clone(),
+        host: e.host.clone(),
+        findings: checks
+            .iter()
+            .filter(|c| c.verdict != Verdict::Ok)
+            .cloned()
+            .collect(),
+        checks,
+    }
+}
+
+fn delta(before: Option<u64>, after: Option<u64>) -> Option<u64> {
+    Some(after?.saturating_sub(before?))
+}
+
+fn pause_frames(e: &Evidence) -> Check {
+    let (b, a) = (&e.nic_before, &e.nic_after);
+    let rx = delta(b.pause_rx_frames.total, a.pause_rx_frames.total);
+    let tx = delta(b.pause_tx_frames.total, a.pause_tx_frames.total);
+    let honours = a.pause.map(|p| p.rx || p.autoneg);
+    let verdict = if rx.unwrap_or(0) > 0 || tx.unwrap_or(0) > 0 {
+        Verdict::Problem
+    } else if honours == Some(true) {
+        Verdict::Warning
+    } else {
+        Verdict::Ok
+    };
+    Check {
+        id: "pause-frames",
+        verdict,
+        evidence: json!({
+            "settings": a.pause,
+            "settings_error": a.pause_error,
+            "rx_frames_in_window": rx,
+            "tx_frames_in_window": tx,
+            "rx_per_s": a.pause_rx_frames.per_s,
+            "tx_per_s": a.pause_tx_frames.per_s,
+            "rx_total": a.pause_rx_frames.total,
+            "tx_total": a.pause_tx_frames.total,
+            "rx_source": a.pause_rx_frames.source,
+            "tx_source": a.pause_tx_frames.source,
+            "note": match verdict {
+                Verdict::Problem => "PAUSE frames during the measurement: the switch is stalling this NIC's transmit queue",
+                Verdict::Warning => "PAUSE is honoured (rx or autoneg on): one slow port on the switch can stall this host's sends",
+                Verdict::Ok => "no PAUSE frames in the window, and PAUSE is off or not supported",
+            },
+        }),
+        fix: format!("pfx-player nic pause-off {}", e.interface),
+    }
+}
+
+fn tx_timeout(e: &Evidence) -> Check {
+    let grew = delta(
+        e.nic_before.tx_timeouts.total,
+        e.nic_after.tx_timeouts.total,
+    );
+    let (lines, log_error) = match &e.watchdog_lines {
+        Ok(l) => (l.clone(), None),
+        Err(err) => (Vec::new(), Some(err.clone())),
+    };
+    let verdict = if grew.unwrap_or(0) > 0 || !lines.is_empty() {
+        Verdict::Problem
+    } else {
+        Verdict::Ok
+    };
+    let last: Vec<&String> = lines.iter().rev().take(3).collect();
+    Check {
+        id: "tx-timeout",
+        verdict,
+        evidence: json!({
+            "tx_timeout_total": e.nic_after.tx_timeouts.total,
+            "tx_timeout_growth_in_window": grew,
+            "tx_timeout_source": e.nic_after.tx_timeouts.source,
+            "watchdog_lines_since_boot": lines.len(),
+            "last_watchdog_lines": last,
+            "kernel_log_error": log_error,
+        }),
+        fix: format!(
+            "The transmit queue of {} stopped draining for seconds (NETDEV WATCHDOG). Usually PAUSE from the switch: pfx-player nic pause-off {}; otherwise check the cable and switch port",
+            e.interface, e.interface
+        ),
+    }
+}
+
+fn link_10m(e: &Evidence) -> Check {
+    let speed = e.nic_after.speed_mbps;
+    Check {
+        id: "link-10m",
+        verdict: if speed == Some(10) {
+            Verdict::Problem
+        } else {
+            Verdict::Ok
+        },
+        evidence: json!({
+            "speed_mbps": speed,
+            "duplex": e.nic_after.duplex,
+            "carrier": e.nic_after.carrier,
+            "carrier_changes": e.nic_after.carrier_changes,
+        }),
+        fix: "The link negotiated 10 Mbit/s (10BASE-T fallback): replace the cable or move to another switch port, and check the port's speed setting".into(),
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct GroupRate {
+    group: Ipv4Addr,
+    mbit_per_s: f64,
+    packets_per_s: f64,
+    subscribed: bool,
+}
+
+fn multicast_flood(e: &Evidence) -> Check {
+    let s = &e.sniff;
+    let secs = if s.seconds > 0.0 { s.seconds } else { f64::NAN };
+    let mut rates: Vec<GroupRate> = s
+        .groups
+        .iter()
+        .filter(|(g, _)| !is_link_local_group(**g))
+        .map(|(g, c)| GroupRate {
+            group: *g,
+            mbit_per_s: c.bytes as f64 * 8.0 / secs / 1e6,
+            packets_per_s: c.frames as f64 / secs,
+            subscribed: e.joined.contains(g),
+        })
+        .collect();
+    rates.sort_by(|a, b| b.mbit_per_s.total_cmp(&a.mbit_per_s));
+    let unsub: Vec<&GroupRate> = rates.iter().filter(|r| !r.subscribed).collect();
+    let mbit: f64 = unsub.iter().map(|r| r.mbit_per_s).sum();
+    let pps: f64 = unsub.iter().map(|r| r.packets_per_s).sum();
+    let link_local_mbit: f64 = s
+        .groups
+        .iter()
+        .filter(|(g, _)| is_link_local_group(**g))
+        .map(|(_, c)| c.bytes as f64 * 8.0 / secs / 1e6)
+        .sum();
+    let share = e
+        .nic_after
+        .speed_mbps
+        .map(|sp| round2(mbit / sp as f64 * 100.0));
+    Check {
+        id: "multicast-flood",
+        verdict: if mbit >= FLOOD_MBIT_THRESHOLD {
+            Verdict::Problem
+        } else {
+            Verdict::Ok
+        },
+        evidence: json!({
+            "seconds": round2(s.seconds),
+            "unsubscribed_mbit_per_s": round2(mbit),
+            "unsubscribed_packets_per_s": round2(pps),
+            "unsubscribed_groups": unsub.len(),
+            "link_speed_mbps": e.nic_after.speed_mbps,
+            "share_of_link_pct_floor": share,
+            "counted_at": "Ethernet frame boundary (header + payload; preamble, inter-frame gap and FCS not counted, so the share is a floor)",
+            "top_groups": rates.iter().take(TOP_GROUPS).map(|r| json!({
+                "group": r.group.to_string(),
+                "mbit_per_s": round2(r.mbit_per_s),
+                "packets_per_s": round2(r.packets_per_s),
+                "subscribed": r.subscribed,
+            })).collect::<Vec<_>>(),
+            "link_local_224_0_0_x_mbit_per_s": round2(link_local_mbit),
+            "threshold_mbit_per_s": FLOOD_MBIT_THRESHOLD,
+            "kernel_drops": s.kernel_drops,
+        }),
+        fix: "Unsubscribed multicast is flooded to this port: turn on IGMP snooping with an IGMP querier on the switch (an unmanaged switch floods every group to every port, and a 10 Mbit/s pole cannot drain it)".into(),
+    }
+}
+
+fn round2(v: f64) -> f64 {
+    // + 0.0 turns the -0.0 of an empty float sum into 0.0.
+    (v * 100.0).round() / 100.0 + 0.0
+}
+
+/// Pairs of interfaces with addresses in one IPv4 subnet. Pure.
+pub fn same_subnet_pairs(addrs: &[(String, Ipv4Addr, u8)]) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for (i, (ia, aa, pa)) in addrs.iter().enumerate() {
+        for (ib, ab, pb) in &addrs[i + 1..] {
+            if ia == ib || aa.is_loopback() || ab.is_loopback() {
+                continue;
+            }
+            let p = (*pa).min(*pb).min(32);
+            let mask = if p == 0 { 0 } else { u32::MAX << (32 - p) };
+            let na = u32::from(*aa) & mask;
+            if na == u32::from(*ab) & mask {
+                let pair = (
+                    ia.clone(),
+                    ib.clone(),
+                    format!("{}/{p}", Ipv4Addr::from(na)),
+                );
+                if !out.contains(&pair) {
+                    out.push(pair);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn dual_homed(e: &Evidence) -> Check {
+    let pairs = same_subnet_pairs(&e.addresses);
+    let involves_measured = pairs
+        .iter()
+        .any(|(a, b, _)| *a == e.interface || *b == e.interface);
+    Check {
+        id: "dual-homed",
+        verdict: if pairs.is_empty() {
+            Verdict::Ok
+        } else {
+            Verdict::Warning
+        },
+        evidence: json!({
+            "measured_interface": e.interface,
+            "same_subnet": pairs.iter().map(|(a, b, net)| json!({"interfaces": [a, b], "subnet": net})).collect::<Vec<_>>(),
+            "measured_interface_involved": involves_measured,
+            "note": "a capture on the wrong interface testifies about a wire it is not on",
+        }),
+        fix: "Two interfaces share a subnet: make sure the measurement used the interface that carries the show (--iface), or move one interface to another subnet".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nic::{CounterReading, PauseSettings};
+    use sniff::GroupCount;
+
+    fn counter(total: Option<u64>, source: &str) -> CounterReading {
+        CounterReading {
+            source: source.into(),
+            total,
+            per_s: None,
+        }
+    }
+
+    fn healthy() -> Evidence {
+        let nic = NicStatus {
+            interface: "eth0".into(),
+            host: "unit-1".into(),
+            pause: Some(PauseSettings::OFF),
+            pause_rx_frames: counter(Some(0), "driver:rx_pause"),
+            pause_tx_frames: counter(Some(0), "driver:tx_pause"),
+            tx_timeouts: counter(Some(0), "sysfs"),
+            speed_mbps: Some(1000),
+            ..Default::default()
+        };
+        Evidence {
+            interface: "eth0".into(),
+            host: "unit-1".into(),
+            nic_before: nic.clone(),
+            nic_after: nic,
+            sniff: SniffResult {
+                interface: "eth0".into(),
+                seconds: 5.0,
+                ..Default::default()
+            },
+            joined: vec![],
+            watchdog_lines: Ok(vec![]),
+            addresses: vec![("eth0".into(), Ipv4Addr::new(10, 0, 0, 5), 24)],
+        }
+    }
+
+    fn ids(r: &Report) -> Vec<&str> {
+        r.findings.iter().map(|f| f.id).collect()
+    }
+
+    #[test]
+    fn healthy_host_has_no_findings_and_exit_0() {
+        let r = diagnose(&healthy());
+        assert!(r.findings.is_empty(), "{:?}", r.findings);
+        assert_eq!(r.checks.len(), 5);
+        assert_eq!(r.exit_code(), 0);
+    }
+
+    #[test]
+    fn mock_bcmgenet_pause_frames_in_window_are_a_problem() {
+        let mut e = healthy();
+        e.nic_after.pause = Some(PauseSettings {
+            autoneg: true,
+            rx: true,
+            tx: true,
+        });
+        e.nic_before.pause_rx_frames = counter(Some(2_400_000), "driver:rx_pause");
+        e.nic_after.pause_rx_frames = counter(Some(2_400_650), "driver:rx_pause");
+        let r = diagnose(&e);
+        assert_eq!(ids(&r), vec!["pause-frames"]);
+        assert_eq!(r.findings[0].verdict, Verdict::Problem);
+        assert_eq!(r.findings[0].evidence["rx_frames_in_window"], 650);
+        assert_eq!(r.findings[0].fix, "pfx-player nic pause-off eth0");
+        assert_eq!(r.exit_code(), 1);
+    }
+
+    #[test]
+    fn mock_pi4_default_settings_without_frames_is_a_warning() {
+        let mut e = healthy();
+        e.nic_after.pause = Some(PauseSettings {
+            autoneg: true,
+            rx: true,
+            tx: true,
+        });
+        let r = diagnose(&e);
+        assert_eq!(ids(&r), vec!["pause-frames"]);
+        assert_eq!(r.findings[0].verdict, Verdict::Warning);
+    }
+
+    #[test]
+    fn unsupported_pause_counters_are_not_a_finding_nor_zero() {
+        let mut e = healthy();
+        e.nic_before.pause = None;
+        e.nic_after.pause = None;
+        e.nic_before.pause_rx_frames = CounterReading::unsupported();
+        e.nic_after.pause_rx_frames = CounterReading::unsupported();
+        let r = diagnose(&e);
+        assert!(ids(&r).is_empty());
+        let c = &r.checks[0];
+        assert!(c.evidence["rx_frames_in_window"].is_null());
+        assert_eq!(c.evidence["rx_source"], "unsupported");
+    }
+
+    #[test]
+    fn tx_timeout_growth_or_watchdog_lines() {
+        let mut e = healthy();
+        e.nic_after.tx_timeouts = counter(Some(2), "sysfs");
+        assert_eq!(ids(&diagnose(&e)), vec!["tx-timeout"]);
+        let mut e = healthy();
+        e.watchdog_lines = Ok(vec![
+            "NETDEV WATCHDOG: eth0 (bcmgenet): transmit queue 1 timed out 5000 ms".into(),
+        ]);
+        assert_eq!(ids(&diagnose(&e)), vec!["tx-timeout"]);
+        // An unreadable kernel log alone is not a finding; it is said in the evidence.
+        let mut e = healthy();
+        e.watchdog_lines = Err("permission denied".into());
+        let r = diagnose(&e);
+        assert!(ids(&r).is_empty());
+        assert_eq!(
+            r.checks[1].evidence["kernel_log_error"],
+            "permission denied"
+        );
+    }
+
+    #[test]
+    fn link_at_10_mbit_is_flagged() {
+        let mut e = healthy();
+        e.nic_after.speed_mbps = Some(10);
+        assert_eq!(ids(&diagnose(&e)), vec!["link-10m"]);
+        e.nic_after.speed_mbps = Some(100);
+        assert!(ids(&diagnose(&e)).is_empty());
+    }
+
+    #[test]
+    fn unsubscribed_flood_is_found_with_rate_share_and_top_groups() {
+        let mut e = healthy();
+        e.nic_after.speed_mbps = Some(100);
+        // 16.79 Mbit/s over 5 s (the incident's flood) in one group, plus a subscribed
+        // group and mDNS that must not count.
+        let bytes = (16.79e6 / 8.0 * 5.0) as u64;
+        e.sniff.groups.insert(
+            Ipv4Addr::new(239, 255, 0, 1),
+            GroupCount {
+                frames: bytes / 1042,
+                bytes,
+            },
+        );
+        e.sniff.groups.insert(
+            Ipv4Addr::new(239, 9, 9, 9),
+            GroupCount {
+                frames: 5000,
+                bytes: 5_000_000,
+            },
+        );
+        e.sniff.groups.insert(
+            Ipv4Addr::new(224, 0, 0, 251),
+            GroupCount {
+                frames: 5000,
+                bytes: 5_000_000,
+            },
+        );
+        e.joined = vec![Ipv4Addr::new(239, 9, 9, 9)];
+        let r = diagnose(&e);
+        assert_eq!(ids(&r), vec!["multicast-flood"]);
+        let ev = &r.findings[0].evidence;
+        assert_eq!(ev["unsubscribed_mbit_per_s"], 16.79);
+        assert_eq!(ev["share_of_link_pct_floor"], 16.79);
+        assert_eq!(ev["top_groups"][0]["group"], "239.255.0.1");
+        assert_eq!(ev["top_groups"][1]["subscribed"], true);
+        assert!(r.findings[0].fix.contains("IGMP snooping"));
+    }
+
+    #[test]
+    fn small_or_subscribed_multicast_is_not_a_flood() {
+        let mut e = healthy();
+        e.sniff.groups.insert(
+            Ipv4Addr::new(239, 1, 2, 3),
+            GroupCount {
+                frames: 100,
+                bytes: 100_000,
+            },
+        ); // 0.16 Mbit/s
+        e.sniff.groups.insert(
+            Ipv4Addr::new(239, 9, 9, 9),
+            GroupCount {
+                frames: 50_000,
+                bytes: 50_000_000,
+            },
+        );
+        e.joined = vec![Ipv4Addr::new(239, 9, 9, 9)];
+        assert!(ids(&diagnose(&e)).is_empty());
+    }
+
+    #[test]
+    fn dual_homed_pairs() {
+        let a = |i: &str, ip: [u8; 4], p| (i.to_string(), Ipv4Addr::from(ip), p);
+        let pairs = same_subnet_pairs(&[
+            a("eth0", [192, 168, 1, 10], 24),
+            a("wlan0", [192, 168, 1, 23], 24),
+            a("eth1", [10, 0, 0, 1], 8),
+            a("lo", [127, 0, 0, 1], 8),
+        ]);
+        assert_eq!(
+            pairs,
+            vec![("eth0".into(), "wlan0".into(), "192.168.1.0/24".into())]
+        );
+        assert!(
+            same_subnet_pairs(&[
+                a("eth0", [192, 168, 1, 10], 24),
+                a("eth1", [192, 168, 2, 10], 24)
+            ])
+            .is_empty()
+        );
+        let mut e = healthy();
+        e.addresses.push(a("wlan0", [10, 0, 0, 77], 24));
+        let r = diagnose(&e);
+        assert_eq!(ids(&r), vec!["dual-homed"]);
+        assert_eq!(r.findings[0].verdict, Verdict::Warning);
+        assert_eq!(r.findings[0].evidence["measured_interface_involved"], true);
+    }
+}

@@ -1,1 +1,0 @@
-//! HTTP: /profile /metrics /health and the dashboard. Read-only.

@@ -1,0 +1,459 @@
+//! Prometheus text exposition (format 0.0.4) of a profiler snapshot. Pure: snapshot in,
+//! text out. Every family has HELP and TYPE lines and its samples together; counters end
+//! in `_total`; a NIC counter the driver does not have is left out (and listed in
+//! `pfx_nic_counter_supported` as 0), never exported as 0.
+
+use std::fmt::Write;
+
+use crate::nic::CounterReading;
+use crate::profiler::{Snapshot, StageStats, window::SERIES};
+
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    kind: &'static str,
+    samples: Vec<(String, f64)>,
+}
+
+/// Quotes a label value: backslash, double quote and newline are escaped.
+pub fn escape_label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn labels(pairs: &[(&str, &str)]) -> String {
+    if pairs.is_empty() {
+        return String::new();
+    }
+    let inner: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
+        .collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+fn num(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        }
+    } else {
+        format!("{v}")
+    }
+}
+
+fn fam(name: &'static str, kind: &'static str, help: &'static str) -> Family {
+    Family {
+        name,
+        help,
+        kind,
+        samples: Vec::new(),
+    }
+}
+
+fn stage_samples(f: &mut Family, stages: &std::collections::BTreeMap<String, StageStats>) {
+    for stage in SERIES {
+        let Some(s) = stages.get(stage) else { continue };
+        for (q, us) in [
+            ("0.5", s.p50_us),
+            ("0.95", s.p95_us),
+            ("0.99", s.p99_us),
+            ("1", s.max_us),
+        ] {
+            f.samples.push((
+                labels(&[("stage", stage), ("quantile", q)]),
+                (us * 1000.0).round() / 1e9,
+            ));
+        }
+    }
+}
+
+/// The whole exposition. `healthy` is `ProfilerHandle::health().is_ok()`.
+pub fn render(s: &Snapshot, unit: &str, version: &str, healthy: bool) -> String {
+    let mut fams: Vec<Family> = Vec::new();
+
+    let mut f = fam(
+        "pfx_info",
+        "gauge",
+        "Unit identity: always 1, labelled with unit id and version.",
+    );
+    f.samples
+        .push((labels(&[("unit", unit), ("version", version)]), 1.0));
+    fams.push(f);
+
+    let mut f = fam(
+        "pfx_healthy",
+        "gauge",
+        "1 while the render loop runs on time (GET /health is 200), else 0.",
+    );
+    f.samples
+        .push((String::new(), if healthy { 1.0 } else { 0.0 }));
+    fams.push(f);
+
+    let mut f = fam(
+        "pfx_stage_seconds",
+        "gauge",
+        "Per-stage duration over the rolling window: quantile 0.5/0.95/0.99, and 1 = max (exact, nearest rank).",
+    );
+    stage_samples(&mut f, &s.stages);
+    fams.push(f);
+
+    let mut f = fam(
+        "pfx_stage_since_start_seconds",
+        "gauge",
+        "Per-stage duration since the profiler started: quantile 0.5/0.95/0.99 (HDR histogram, 0.1 % resolution), 1 = max.",
+    );
+    stage_samples(&mut f, &s.since_start.stages);
+    fams.push(f);
+
+    let g = |name, help, v: f64| {
+        let mut f = fam(name, "gauge", help);
+        f.samples.push((String::new(), v));
+        f
+    };
+    let c = |name, help, v: f64| {
+        let mut f = fam(name, "counter", help);
+        f.samples.push((String::new(), v));
+        f
+    };
+    fams.push(g(
+        "pfx_window_seconds",
+        "Span of the rolling window.",
+        s.window_s,
+    ));
+    fams.push(g(
+        "pfx_window_frames",
+        "Frames that started within the rolling window.",
+        s.frames as f64,
+    ));
+    fams.push(g(
+        "pfx_window_deadline_misses",
+        "Frames within the rolling window whose work ended after the next deadline.",
+        s.deadline_misses as f64,
+    ));
+    fams.push(g(
+        "pfx_window_skipped_ticks",
+        "Ticks skipped (never rendered) within the rolling window.",
+        s.skipped_ticks as f64,
+    ));
+    fams.push(g(
+        "pfx_fps",
+        "Frames per second over the rolling window, on the render loop's own clock.",
+        s.fps,
+    ));
+    fams.push(g(
+        "pfx_fps_target",
+        "The render loop's target frame rate.",
+        s.fps_target as f64,
+    ));
+    fams.push(c(
+        "pfx_frames_total",
+        "Frames rendered since the profiler started.",
+        s.since_start.frames as f64,
+    ));
+    fams.push(c(
+        "pfx_deadline_misses_total",
+        "Deadline misses since the profiler started.",
+        s.since_start.deadline_misses as f64,
+    ));
+    fams.push(c(
+        "pfx_skipped_ticks_total",
+        "Ticks skipped since the profiler started.",
+        s.since_start.skipped_ticks as f64,
+    ));
+    fams.push(c(
+        "pfx_samples_lost_total",
+        "Frame samples the profiler never saw (its ring was full).",
+        s.samples_lost as f64,
+    ));
+    fams.push(c(
+        "pfx_profiler_cpu_seconds_total",
+        "CPU time used by the profiler thread.",
+        s.profiler_cpu_s,
+    ));
+    if let Some(age) = s.last_frame_age_ms {
+        fams.push(g(
+            "pfx_last_frame_age_seconds",
+            "Wall time since the profiler last received a frame.",
+            age / 1000.0,
+        ));
+    }
+
+    // Per output.
+    let mut packets = fam(
+        "pfx_output_packets_total",
+        "counter",
+        "Datagrams the kernel accepted, per output.",
+    );
+    let mut bytes = fam(
+        "pfx_output_bytes_total",
+        "counter",
+        "Bytes the kernel accepted, per output.",
+    );
+    let mut sent = fam(
+        "pfx_output_frames_sent_total",
+        "counter",
+        "Frames whose every datagram the kernel accepted, per output.",
+    );
+    let mut dropped = fam(
+        "pfx_output_frames_dropped_total",
+        "counter",
+        "Frames cut short because the socket would block (EAGAIN/ENOBUFS), per output.",
+    );
+    let mut failed = fam(
+        "pfx_output_frames_failed_total",
+        "counter",
+        "Frames cut short by any other send error, per output.",
+    );
+    let mut errors = fam(
+        "pfx_output_errors_total",
+        "counter",
+        "Send errors by errno, per output.",
+    );
+    let mut drop_rate = fam(
+        "pfx_output_frames_dropped_per_second",
+        "gauge",
+        "Frames dropped per second over the last ~1 s, per output.",
+    );
+    for o in &s.outputs {
+        let l = [
+            ("output", o.name.as_str()),
+            ("protocol", o.protocol.as_str()),
+            ("destination", o.destination.as_str()),
+        ];
+        let ls = labels(&l);
+        packets
+            .samples
+            .push((ls.clone(), o.counters.packets as f64));
+        bytes.samples.push((ls.clone(), o.counters.bytes as f64));
+        sent.samples
+            .push((ls.clone(), o.counters.frames_sent as f64));
+        dropped
+            .samples
+            .push((ls.clone(), o.counters.frames_dropped as f64));
+        failed
+            .samples
+            .push((ls.clone(), o.counters.frames_failed as f64));
+        for (errno, n) in &o.counters.errors {
+            errors.samples.push((
+                labels(&[("output", o.name.as_str()), ("errno", errno.as_str())]),
+                *n as f64,
+            ));
+        }
+        if let Some(r) = &o.rates {
+            drop_rate.samples.push((ls, r.frames_dropped_per_s));
+        }
+    }
+    fams.extend([packets, bytes, sent, dropped, failed, errors, drop_rate]);
+
+    if let Some(n) = &s.nic {
+        let iface = n.interface.as_str();
+        let mut sup = fam(
+            "pfx_nic_counter_supported",
+            "gauge",
+            "1 if the driver reports this NIC counter, 0 if unsupported (then its series is absent, not 0).",
+        );
+        let mut counter =
+            |name: &'static str, help: &'static str, r: &CounterReading, key: &str| {
+                sup.samples.push((
+                    labels(&[("interface", iface), ("counter", key)]),
+                    r.total.is_some() as u8 as f64,
+                ));
+                let mut v = Vec::new();
+                if let Some(t) = r.total {
+                    let mut f = fam(name, "counter", help);
+                    f.samples.push((
+                        labels(&[("interface", iface), ("source", r.source.as_str())]),
+                        t as f64,
+                    ));
+                    v.push(f);
+                }
+                v
+            };
+        let mut nic_fams = Vec::new();
+        nic_fams.extend(counter(
+            "pfx_nic_pause_rx_frames_total",
+            "802.3x PAUSE frames received by the show interface.",
+            &n.pause_rx_frames,
+            "pause_rx_frames",
+        ));
+        nic_fams.extend(counter(
+            "pfx_nic_pause_tx_frames_total",
+            "802.3x PAUSE frames sent by the show interface.",
+            &n.pause_tx_frames,
+            "pause_tx_frames",
+        ));
+        nic_fams.extend(counter(
+            "pfx_nic_tx_timeouts_total",
+            "Transmit timeouts of the show interface (sysfs).",
+            &n.tx_timeouts,
+            "tx_timeouts",
+        ));
+        let mut rate = fam(
+            "pfx_nic_pause_frames_per_second",
+            "gauge",
+            "PAUSE frames per second, by direction.",
+        );
+        for (dir, r) in [("rx", &n.pause_rx_frames), ("tx", &n.pause_tx_frames)] {
+            if let Some(v) = r.per_s {
+                rate.samples
+                    .push((labels(&[("interface", iface), ("direction", dir)]), v));
+            }
+        }
+        nic_fams.push(rate);
+        if let Some(p) = n.pause {
+            let mut f = fam(
+                "pfx_nic_pause_enabled",
+                "gauge",
+                "PAUSE settings of the show interface: 1 = on (autoneg, rx, tx).",
+            );
+            for (k, on) in [("autoneg", p.autoneg), ("rx", p.rx), ("tx", p.tx)] {
+                f.samples.push((
+                    labels(&[("interface", iface), ("setting", k)]),
+                    on as u8 as f64,
+                ));
+            }
+            nic_fams.push(f);
+        }
+        let opt_g = |name, help, v: Option<f64>| {
+            let mut f = fam(name, "gauge", help);
+            if let Some(v) = v {
+                f.samples.push((labels(&[("interface", iface)]), v));
+            }
+            f
+        };
+        let opt_c = |name, help, v: Option<u64>| {
+            let mut f = fam(name, "counter", help);
+            if let Some(v) = v {
+                f.samples.push((labels(&[("interface", iface)]), v as f64));
+            }
+            f
+        };
+        nic_fams.push(opt_g(
+            "pfx_nic_speed_mbps",
+            "Link speed of the show interface.",
+            n.speed_mbps.map(f64::from),
+        ));
+        nic_fams.push(opt_g(
+            "pfx_nic_full_duplex",
+            "1 if the link is full duplex.",
+            n.duplex.as_ref().map(|d| (d == "full") as u8 as f64),
+        ));
+        nic_fams.push(opt_g(
+            "pfx_nic_carrier",
+            "1 while the show interface has carrier.",
+            n.carrier.map(|c| c as u8 as f64),
+        ));
+        nic_fams.push(opt_c(
+            "pfx_nic_carrier_changes_total",
+            "Carrier changes of the show interface.",
+            n.carrier_changes,
+        ));
+        nic_fams.push(opt_c(
+            "pfx_nic_tx_packets_total",
+            "Packets sent by the show interface.",
+            n.tx_packets,
+        ));
+        nic_fams.push(opt_c(
+            "pfx_nic_tx_bytes_total",
+            "Bytes sent by the show interface.",
+            n.tx_bytes,
+        ));
+        nic_fams.push(opt_c(
+            "pfx_nic_tx_dropped_total",
+            "Packets the show interface dropped on transmit.",
+            n.tx_dropped,
+        ));
+        nic_fams.push(opt_c(
+            "pfx_nic_tx_errors_total",
+            "Transmit errors of the show interface.",
+            n.tx_errors,
+        ));
+        nic_fams.push(opt_c(
+            "pfx_nic_qdisc_drops_total",
+            "Packets dropped by the show interface's root qdisc.",
+            n.qdisc_drops,
+        ));
+        nic_fams.push(opt_g(
+            "pfx_nic_qdisc_backlog_bytes",
+            "Bytes queued in the show interface's root qdisc.",
+            n.qdisc_backlog_bytes.map(|b| b as f64),
+        ));
+        fams.push(sup);
+        fams.extend(nic_fams);
+    }
+
+    let mut out = String::with_capacity(8192);
+    for f in fams.iter().filter(|f| !f.samples.is_empty()) {
+        let _ = writeln!(out, "# HELP {} {}", f.name, f.help);
+        let _ = writeln!(out, "# TYPE {} {}", f.name, f.kind);
+        for (l, v) in &f.samples {
+            let _ = writeln!(out, "{}{} {}", f.name, l, num(*v));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nic::{CounterReading, NicStatus};
+
+    #[test]
+    fn escapes_label_values() {
+        assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn unsupported_nic_counter_is_absent_not_zero() {
+        let s = Snapshot {
+            nic: Some(NicStatus {
+                interface: "eth0".into(),
+                pause_rx_frames: CounterReading {
+                    source: "unsupported".into(),
+                    total: None,
+                    per_s: None,
+                },
+                pause_tx_frames: CounterReading {
+                    source: "driver:tx_pause".into(),
+                    total: Some(7),
+                    per_s: Some(0.5),
+                },
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let t = render(&s, "u1", "0.1.0", true);
+        assert!(!t.contains("pfx_nic_pause_rx_frames_total"), "{t}");
+        assert!(t.contains(
+            "pfx_nic_counter_supported{interface=\"eth0\",counter=\"pause_rx_frames\"} 0"
+        ));
+        assert!(t.contains(
+            "pfx_nic_pause_tx_frames_total{interface=\"eth0\",source=\"driver:tx_pause\"} 7"
+        ));
+        assert!(
+            t.contains("pfx_nic_pause_frames_per_second{interface=\"eth0\",direction=\"tx\"} 0.5")
+        );
+    }
+
+    #[test]
+    fn every_family_has_help_and_type_before_its_samples() {
+        let t = render(&Snapshot::default(), "u", "v", false);
+        let mut declared = std::collections::HashSet::new();
+        for line in t.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                declared.insert(rest.split(' ').next().unwrap_or("").to_string());
+            } else if !line.starts_with('#') {
+                let name = line.split(['{', ' ']).next().unwrap_or("");
+                assert!(declared.contains(name), "sample before TYPE: {line}");
+            }
+        }
+        assert!(t.contains("pfx_healthy 0"));
+        assert!(num(f64::NAN) == "NaN" && num(f64::INFINITY) == "+Inf" && num(1e-7) == "0.0000001");
+    }
+}

@@ -1,0 +1,143 @@
+//! HTTP: /profile /metrics /health /history and the dashboard. Read-only: every route is
+//! a GET that reads the profiler; nothing here changes the unit. Runs on a tokio runtime,
+//! never on the render thread.
+
+pub mod metrics;
+mod timed_io;
+
+use std::future::Future;
+use std::time::Duration;
+
+use axum::extract::{Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+
+use crate::profiler::{HistoryPoint, ProfilerHandle, Snapshot};
+
+/// The dashboard: one self-contained page (inline JS and SVG, nothing from the internet).
+pub const DASHBOARD_HTML: &str = include_str!("dashboard.html");
+/// A handler that takes longer than this answers 503.
+pub const HANDLER_TIMEOUT: Duration = Duration::from_secs(5);
+/// A connection that neither sends nor accepts a byte for this long is closed (slow clients
+/// cannot hold connections open).
+pub const IO_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Clone)]
+pub struct HttpState {
+    pub profiler: ProfilerHandle,
+    pub unit_id: String,
+    pub version: &'static str,
+}
+
+/// `GET /profile`: the snapshot plus who answered.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProfileDoc {
+    pub unit: String,
+    pub version: String,
+    /// "ok", or the reason the loop is not on time (as GET /health says it).
+    pub health: String,
+    #[serde(flatten)]
+    pub snapshot: Snapshot,
+}
+
+/// `GET /history`.
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoryDoc {
+    pub unit: String,
+    pub interval_s: f64,
+    pub points: Vec<HistoryPoint>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct HistoryQuery {
+    /// Only points newer than this (unix ms).
+    pub since: Option<u64>,
+}
+
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/", get(dashboard))
+        .route("/profile", get(profile))
+        .route("/metrics", get(metrics_text))
+        .route("/health", get(health))
+        .route("/history", get(history))
+        .layer(middleware::from_fn(timeout))
+        .with_state(state)
+}
+
+/// Serves `router(state)` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: HttpState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = timed_io::TimedListener {
+        inner: listener,
+        idle: IO_IDLE_TIMEOUT,
+    };
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+async fn timeout(req: Request, next: Next) -> Response {
+    match tokio::time::timeout(HANDLER_TIMEOUT, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "request timed out\n").into_response(),
+    }
+}
+
+fn health_text(s: &HttpState) -> String {
+    match s.profiler.health() {
+        Ok(()) => "ok".into(),
+        Err(e) => e,
+    }
+}
+
+async fn dashboard() -> Html<&'static str> {
+    Html(DASHBOARD_HTML)
+}
+
+async fn profile(State(s): State<HttpState>) -> Json<ProfileDoc> {
+    Json(ProfileDoc {
+        unit: s.unit_id.clone(),
+        version: s.version.to_string(),
+        health: health_text(&s),
+        snapshot: s.profiler.snapshot(),
+    })
+}
+
+async fn history(State(s): State<HttpState>, Query(q): Query<HistoryQuery>) -> Json<HistoryDoc> {
+    Json(HistoryDoc {
+        unit: s.unit_id.clone(),
+        interval_s: 1.0,
+        points: s.profiler.history(q.since),
+    })
+}
+
+async fn metrics_text(State(s): State<HttpState>) -> Response {
+    let healthy = s.profiler.health().is_ok();
+    let body = metrics::render(&s.profiler.snapshot(), &s.unit_id, s.version, healthy);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}
+
+async fn health(State(s): State<HttpState>) -> Response {
+    match s.profiler.health() {
+        Ok(()) => (StatusCode::OK, "ok\n").into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,255 @@
+//! Router tests without sockets (tower's oneshot) and one over a real loopback socket.
+
+use std::time::Duration;
+
+use axum::body::{Body, to_bytes};
+use axum::http::{Request, StatusCode};
+use tower::ServiceExt;
+
+use super::*;
+use crate::engine::FrameSample;
+use crate::profiler::{self, ProfilerConfig, SampleSink};
+
+fn state() -> (SampleSink, HttpState) {
+    let (sink, profiler) = profiler::start(
+        ProfilerConfig {
+            window: Duration::from_secs(5),
+            fps: 60,
+        },
+        vec![],
+    );
+    (
+        sink,
+        HttpState {
+            profiler,
+            unit_id: "unit-\"7\"".into(),
+            version: "0.1.0",
+        },
+    )
+}
+
+fn feed(sink: &mut SampleSink, st: &HttpState, n: u64) {
+    for i in 0..n {
+        sink.push(FrameSample {
+            tick: i,
+            stage_ns: [
+                1_000,
+                10_000,
+                20_000,
+                if i % 10 == 3 { 80_000_000 } else { 150_000 },
+            ],
+            frame_ns: 200_000,
+            at_ns: i * 1_000_000_000 / 60,
+            ..Default::default()
+        });
+    }
+    for _ in 0..100 {
+        if st.profiler.snapshot().since_start.frames >= n {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+async fn get(st: &HttpState, uri: &str) -> (StatusCode, String, String) {
+    let r = router(st.clone())
+        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = r.status();
+    let ct = r
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let body = to_bytes(r.into_body(), 1 << 22).await.unwrap();
+    (status, ct, String::from_utf8(body.to_vec()).unwrap())
+}
+
+#[tokio::test]
+async fn profile_json_has_the_documented_fields() {
+    let (mut sink, st) = state();
+    feed(&mut sink, &st, 120);
+    let (status, ct, body) = get(&st, "/profile").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(ct.starts_with("application/json"), "{ct}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["unit"], "unit-\"7\"");
+    assert_eq!(v["health"], "ok");
+    assert_eq!(v["frames"], 120);
+    assert_eq!(v["window_s"], 5.0);
+    assert_eq!(v["stages"]["wire_send"]["p50_us"], 150.0);
+    assert_eq!(v["stages"]["wire_send"]["p95_us"], 80_000.0);
+    assert_eq!(v["stages"]["wire_send"]["count"], 120);
+    for k in ["p50_us", "p95_us", "p99_us", "max_us", "count"] {
+        for s in [
+            "background",
+            "source",
+            "geometry",
+            "wire_send",
+            "frame",
+            "lateness",
+        ] {
+            assert!(v["stages"][s][k].is_number(), "stages.{s}.{k}");
+            assert!(
+                v["since_start"]["stages"][s][k].is_number(),
+                "since_start.stages.{s}.{k}"
+            );
+        }
+    }
+    for k in [
+        "deadline_misses",
+        "skipped_ticks",
+        "fps",
+        "fps_target",
+        "samples_lost",
+        "outputs",
+        "nic",
+        "since_start",
+    ] {
+        assert!(v.get(k).is_some(), "{k}");
+    }
+}
+
+#[tokio::test]
+async fn metrics_health_history_and_dashboard() {
+    let (mut sink, st) = state();
+    feed(&mut sink, &st, 60);
+    let (status, ct, body) = get(&st, "/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
+    assert!(body.contains("# TYPE pfx_stage_seconds gauge"));
+    assert!(
+        body.contains("pfx_stage_seconds{stage=\"wire_send\",quantile=\"0.95\"} 0.08\n"),
+        "{body}"
+    );
+    assert!(body.contains("pfx_info{unit=\"unit-\\\"7\\\"\",version=\"0.1.0\"} 1"));
+    assert!(body.contains("pfx_frames_total 60"));
+
+    let (status, _, body) = get(&st, "/health").await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "ok\n"));
+
+    let (status, ct, body) = get(&st, "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(ct.starts_with("text/html"));
+    assert!(body.contains("fetch(\"/history\"") && body.contains("fetch(\"/profile\")"));
+    // self-contained: the only URL is the SVG namespace, no script/link/img from elsewhere
+    let urls: Vec<&str> = body
+        .match_indices("http")
+        .map(|(i, _)| &body[i..(i + 30).min(body.len())])
+        .collect();
+    assert!(
+        urls.iter()
+            .all(|u| u.starts_with("http://www.w3.org/2000/svg")),
+        "{urls:?}"
+    );
+    assert!(!body.contains("<link") && !body.contains("src="));
+
+    // /history within about a second; ?since= filters
+    let mut pts = serde_json::Value::Null;
+    for _ in 0..30 {
+        let (_, _, body) = get(&st, "/history").await;
+        pts = serde_json::from_str::<serde_json::Value>(&body).unwrap()["points"].clone();
+        if pts.as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let last = pts.as_array().and_then(|a| a.last()).cloned().unwrap();
+    assert!(last["stages"]["wire_send"]["p99_us"].is_number());
+    let (_, _, body) = get(&st, &format!("/history?since={}", last["unix_ms"])).await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["points"].as_array().map(|a| a.len()), Some(0));
+
+    // nothing over HTTP changes the unit
+    let r = router(st.clone())
+        .oneshot(Request::post("/profile").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
+async fn health_is_503_with_the_reason_when_the_loop_stalls() {
+    let (mut sink, st) = state();
+    feed(&mut sink, &st, 60);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let (status, _, body) = get(&st, "/health").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        body.starts_with("render loop stalled: no frame for "),
+        "{body}"
+    );
+    let (_, _, body) = get(&st, "/metrics").await;
+    assert!(body.contains("pfx_healthy 0"));
+}
+
+#[tokio::test]
+async fn serves_over_a_real_loopback_socket() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut sink, st) = state();
+    feed(&mut sink, &st, 60);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(listener, st, async {
+        let _ = rx.await;
+    }));
+    let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+    c.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut resp = String::new();
+    tokio::time::timeout(Duration::from_secs(5), c.read_to_string(&mut resp))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.ends_with("\r\n\r\nok\n"), "{resp}");
+    // the CLI's own client against the same server
+    let url = format!("http://{addr}");
+    let body = tokio::task::spawn_blocking(move || crate::cli::profile::get(&url, "/profile"))
+        .await
+        .unwrap()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let table = crate::cli::profile::render(&v);
+    assert!(
+        table.contains("wire_send         150.0    80000.0    80000.0    80000.0       60"),
+        "{table}"
+    );
+    let _ = tx.send(());
+    tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_silent_client_is_disconnected() {
+    use tokio::io::AsyncReadExt;
+    let (_sink, st) = state();
+    let inner = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = inner.local_addr().unwrap();
+    let listener = timed_io::TimedListener {
+        inner,
+        idle: Duration::from_millis(300),
+    };
+    let server = tokio::spawn(async move { axum::serve(listener, router(st)).await });
+    // a client that sends half a request and then nothing
+    let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut c, b"GET /health HTTP/1.1\r\n")
+        .await
+        .unwrap();
+    let t = std::time::Instant::now();
+    let mut buf = Vec::new();
+    let n = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut buf)).await;
+    assert!(n.is_ok(), "server kept a silent connection open for 5 s");
+    assert!(
+        t.elapsed() >= Duration::from_millis(250),
+        "closed too early: {:?}",
+        t.elapsed()
+    );
+    server.abort();
+}

@@ -1,0 +1,351 @@
+use std::net::{SocketAddr, SocketAddrV4};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use socket2::Socket;
+use uuid::Uuid;
+
+use super::counters::OutputCounters;
+use super::ratelimit::RateLimit;
+use super::send::{SendOutcome, Sender};
+use super::socket::{SocketOptions, interface_index, open_udp, set_multicast_ifindex};
+use crate::config::Protocol;
+use crate::config::show::ResolvedOutput;
+use crate::geometry::PoleMap;
+use crate::wire::{Datagrams, bigpacket, ddp, sacn};
+
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error(
+        "output {output}: interface `{interface}` does not exist (interfaces here: {available}); set `interface:` in the show config"
+    )]
+    NoInterface {
+        output: String,
+        interface: String,
+        available: String,
+    },
+    #[error("output {output}: destination {dest} is IPv6; pfx sends over IPv4 only")]
+    Ipv6 { output: String, dest: SocketAddr },
+    #[error("output {output}: cannot set up the socket: {error}")]
+    Socket {
+        output: String,
+        error: std::io::Error,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct OutputOptions {
+    pub socket: SocketOptions,
+    /// sACN component id, stable per unit.
+    pub cid: Uuid,
+    /// sACN source name.
+    pub source_name: String,
+}
+
+enum Encoder {
+    Sacn(Box<sacn::Encoder>),
+    Ddp(ddp::Encoder),
+    BigPacket(bigpacket::Encoder),
+}
+
+pub struct Output {
+    pub name: String,
+    pub protocol: Protocol,
+    pub destination: SocketAddrV4,
+    map: PoleMap,
+    encoder: Encoder,
+    socket: Socket,
+    sender: Sender,
+    batch: Datagrams,
+    pixels: Vec<u8>,
+    counters: Arc<OutputCounters>,
+    dontwait: bool,
+    interface: String,
+    /// The interface went away (ENODEV, ENETUNREACH, ...): re-resolve it in `maintain`.
+    lost_interface: bool,
+    last_rebind: Option<Instant>,
+    log: RateLimit,
+}
+
+/// Errors that mean "the interface is gone or down", after which the output re-resolves the
+/// interface by name and resumes by itself.
+fn is_interface_error(e: i32) -> bool {
+    matches!(
+        e,
+        libc::ENODEV | libc::ENETUNREACH | libc::ENETDOWN | libc::EADDRNOTAVAIL | libc::ENXIO
+    )
+}
+
+pub fn available_interfaces() -> String {
+    let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names.join(", ")
+}
+
+/// Room for about two frames of this pole in the socket. Every byte the socket may hold is
+/// a byte that can sit in a stalled queue and reach the pole late: with the kernel's
+/// default (~208 KB) a stalled output delivered frames seconds old when the stall lifted
+/// (testbed, docs/perf/testbed.md). The kernel doubles the value asked for and counts each
+/// datagram's buffer overhead (~800 bytes) against it, so asking for one frame's worth
+/// gives room for two; it also enforces its own minimum (about 4.6 KB).
+pub fn default_send_buffer(channels: usize, datagrams: usize) -> usize {
+    (channels + datagrams * 800).max(2304)
+}
+
+impl Output {
+    pub fn open(o: &ResolvedOutput, opts: &OutputOptions) -> Result<Output, OutputError> {
+        let destination = match o.destination {
+            SocketAddr::V4(a) => a,
+            SocketAddr::V6(_) => {
+                return Err(OutputError::Ipv6 {
+                    output: o.name.clone(),
+                    dest: o.destination,
+                });
+            }
+        };
+        let Some(ifindex) = interface_index(&opts.socket.interface) else {
+            return Err(OutputError::NoInterface {
+                output: o.name.clone(),
+                interface: opts.socket.interface.clone(),
+                available: available_interfaces(),
+            });
+        };
+        let sock_err = |error| OutputError::Socket {
+            output: o.name.clone(),
+            error,
+        };
+        let p = &o.profile;
+        let channels = p.channels();
+        let (encoder, slots, slot_len) = match p.protocol {
+            Protocol::Sacn => {
+                let so = p.sacn_options();
+                let dest = if destination.ip().is_multicast() {
+                    sacn::Dest::Multicast {
+                        port: destination.port(),
+                    }
+                } else {
+                    sacn::Dest::Unicast(destination)
+                };
+                let enc = sacn::Encoder::new(
+                    sacn::Config {
+                        cid: opts.cid,
+                        source_name: format!("{} {}", opts.source_name, o.name),
+                        priority: so.priority,
+                        first_universe: so.first_universe,
+                        universe_size: so.universe_size,
+                        sync_universe: so.sync_universe,
+                        dest,
+                    },
+                    channels,
+                );
+                let discovery_pages = enc.universes().div_ceil(sacn::DISCOVERY_UNI_PER_PAGE);
+                let slots = enc.packets_per_frame().max(discovery_pages);
+                (
+                    Encoder::Sacn(Box::new(enc)),
+                    slots,
+                    sacn::MAX_PACKET.max(sacn::MAX_DISCOVERY_PACKET),
+                )
+            }
+            Protocol::Ddp => {
+                let d = p.ddp_options();
+                (
+                    Encoder::Ddp(ddp::Encoder::new(d.data_type, d.destination_id)),
+                    ddp::Encoder::packets_for(channels),
+                    ddp::HEADER_LEN + ddp::MAX_DATA,
+                )
+            }
+            Protocol::Bigpacket => (
+                Encoder::BigPacket(bigpacket::Encoder::new(
+                    p.bigpacket_options().pole_id,
+                    p.pixel_format == crate::config::PixelFormat::Rgbw8,
+                )),
+                1,
+                bigpacket::Encoder::datagram_len(channels),
+            ),
+        };
+        let mut sock_opts = opts.socket.clone();
+        if sock_opts.send_buffer.is_none() {
+            // Discovery pages go out beside a frame; count the frame's datagrams only.
+            let per_frame = match &encoder {
+                Encoder::Sacn(e) => e.packets_per_frame(),
+                _ => slots,
+            };
+            sock_opts.send_buffer = Some(default_send_buffer(channels, per_frame));
+        }
+        let socket = open_udp(&sock_opts).map_err(sock_err)?;
+        set_multicast_ifindex(&socket, ifindex).map_err(sock_err)?;
+        Ok(Output {
+            name: o.name.clone(),
+            protocol: p.protocol,
+            destination,
+            map: PoleMap {
+                start: o.start,
+                pixels: p.pixels as usize,
+                format: p.pixel_format,
+                order: p.color_order,
+            },
+            encoder,
+            socket,
+            sender: Sender::new(slots),
+            batch: Datagrams::new(slots, slot_len),
+            pixels: vec![0; channels],
+            counters: Arc::new(OutputCounters::default()),
+            dontwait: !opts.socket.blocking,
+            interface: opts.socket.interface.clone(),
+            lost_interface: false,
+            last_rebind: None,
+            log: RateLimit::new(Duration::from_secs(5)),
+        })
+    }
+
+    pub fn map(&self) -> &PoleMap {
+        &self.map
+    }
+
+    /// The pole's wire pixels for this frame; geometry writes them.
+    pub fn pixels_mut(&mut self) -> &mut [u8] {
+        &mut self.pixels
+    }
+
+    pub fn pixels(&self) -> &[u8] {
+        &self.pixels
+    }
+
+    pub fn counters(&self) -> Arc<OutputCounters> {
+        self.counters.clone()
+    }
+
+    /// Encodes the current pixels and sends them. Never blocks unless the output was
+    /// opened in blocking mode.
+    pub fn send_frame(&mut self, timestamp_us: u64) {
+        self.batch.clear();
+        let encoded = match &mut self.encoder {
+            Encoder::Sacn(e) => e
+                .encode(&self.pixels, &mut self.batch)
+                .and_then(|()| e.encode_sync(&mut self.batch)),
+            Encoder::Ddp(e) => e.encode(&self.pixels, self.destination, &mut self.batch),
+            Encoder::BigPacket(e) => e.encode(
+                &self.pixels,
+                timestamp_us,
+                0,
+                self.destination,
+                &mut self.batch,
+            ),
+        };
+        if let Err(e) = encoded {
+            use std::sync::atomic::Ordering::Relaxed;
+            self.counters.frames_failed.fetch_add(1, Relaxed);
+            if let Some(n) = self.log.check(Instant::now()) {
+                tracing::error!(output = %self.name, suppressed = n, "cannot encode frame: {e}");
+            }
+            return;
+        }
+        self.flush(true);
+    }
+
+    /// sACN universe discovery (E1.31 §8), every 10 s by the loop's background stage.
+    pub fn send_discovery(&mut self) {
+        if let Encoder::Sacn(e) = &self.encoder {
+            self.batch.clear();
+            if e.encode_discovery(&mut self.batch).is_ok() {
+                self.flush(false);
+            }
+        }
+    }
+
+    /// Tells receivers the stream ends: sACN sends three stream-terminated packets per
+    /// universe (E1.31 §6.7.1); bigPacket sends one frame with the END flag. Best effort,
+    /// never blocks.
+    pub fn terminate(&mut self) {
+        match &mut self.encoder {
+            Encoder::Sacn(e) => {
+                for _ in 0..3 {
+                    self.batch.clear();
+                    if e.encode_terminate(&self.pixels, &mut self.batch).is_ok() {
+                        let fd = self.socket.as_raw_fd();
+                        self.sender.send(fd, &self.batch, true);
+                    }
+                }
+            }
+            Encoder::BigPacket(e) => {
+                self.batch.clear();
+                let now = crate::engine::clock::unix_micros();
+                if e.encode(
+                    &self.pixels,
+                    now,
+                    bigpacket::FLAG_END,
+                    self.destination,
+                    &mut self.batch,
+                )
+                .is_ok()
+                {
+                    let fd = self.socket.as_raw_fd();
+                    self.sender.send(fd, &self.batch, true);
+                }
+            }
+            Encoder::Ddp(_) => {}
+        }
+    }
+
+    /// Background upkeep: after the interface went away, look it up again by name (its
+    /// index changes when it comes back) at most twice a second.
+    pub fn maintain(&mut self, now: Instant) {
+        if !self.lost_interface
+            || self
+                .last_rebind
+                .is_some_and(|t| now.duration_since(t) < Duration::from_millis(500))
+        {
+            return;
+        }
+        self.last_rebind = Some(now);
+        if let Some(idx) = interface_index(&self.interface)
+            && set_multicast_ifindex(&self.socket, idx).is_ok()
+        {
+            self.lost_interface = false;
+            tracing::info!(output = %self.name, interface = %self.interface, "interface back; output resumes");
+        }
+    }
+
+    fn flush(&mut self, is_frame: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let fd = self.socket.as_raw_fd();
+        let SendOutcome { sent, bytes, errno } = self.sender.send(fd, &self.batch, self.dontwait);
+        let c = &self.counters;
+        c.packets.fetch_add(sent as u64, Relaxed);
+        c.bytes.fetch_add(bytes as u64, Relaxed);
+        let Some(e) = errno else {
+            if is_frame {
+                c.frames_sent.fetch_add(1, Relaxed);
+            }
+            return;
+        };
+        c.count_errno(e);
+        let would_block = e == libc::EAGAIN || e == libc::EWOULDBLOCK || e == libc::ENOBUFS;
+        if is_frame {
+            if would_block {
+                &c.frames_dropped
+            } else {
+                &c.frames_failed
+            }
+            .fetch_add(1, Relaxed);
+        }
+        if is_interface_error(e) {
+            self.lost_interface = true;
+        }
+        if let Some(n) = self.log.check(Instant::now()) {
+            let err = std::io::Error::from_raw_os_error(e);
+            if would_block {
+                tracing::warn!(output = %self.name, suppressed = n, sent, of = self.batch.len(), "send would block ({err}); dropped the rest of this frame");
+            } else {
+                tracing::error!(output = %self.name, suppressed = n, sent, of = self.batch.len(), "send failed: {err}");
+            }
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Signals on the real binary: SIGTERM ends the show within 1 s with three
+//! stream-terminated packets per sACN universe; SIGHUP reloads the config, and refuses a
+//! bad one while the old show keeps playing.
+
+mod common;
+
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::time::{Duration, Instant};
+
+use common::player::{Player, http_port};
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// A raw listener on sACN universes' groups, sharing port 5568 with other tests. With
+/// IP_MULTICAST_ALL (Linux's default) a socket on 5568 sees every group joined on the host,
+/// so callers filter by universe.
+fn listen(universes: &[u16]) -> UdpSocket {
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+    s.set_reuse_address(true).unwrap();
+    s.set_reuse_port(true).unwrap();
+    s.bind(&SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 5568).into())
+        .unwrap();
+    for u in universes {
+        let group = Ipv4Addr::new(239, 255, (u >> 8) as u8, *u as u8);
+        s.join_multicast_v4(&group, &Ipv4Addr::LOCALHOST).unwrap();
+    }
+    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    s.into()
+}
+
+/// (universe, options byte, first slot) of an sACN data packet, or None.
+fn parse(p: &[u8]) -> Option<(u16, u8, u8)> {
+    (p.len() > 126 && &p[4..16] == b"ASC-E1.17\0\0\0")
+        .then(|| (u16::from_be_bytes([p[113], p[114]]), p[112], p[126]))
+}
+
+fn profile(first: u16) -> String {
+    format!(
+        "name: t\nprotocol: sacn\npixels: 300\npixel_format: rgb8\ncolor_order: rgb\ndestination: 239.255.0.1:5568\nsacn:\n  first_universe: {first}\n"
+    )
+}
+
+fn show(port: u16, color: &str) -> String {
+    format!(
+        "interface: lo\nmulticast_loop: true\nhttp: 127.0.0.1:{port}\nunit_id: sig\noutputs:\n  - name: legacy\n    profile: t\ncontent:\n  playlist:\n    - pattern: solid\n      color: \"{color}\"\n      seconds: 60\n"
+    )
+}
+
+#[test]
+fn sigterm_sends_three_terminated_packets_per_universe_and_exits_0_within_1s() {
+    let first = 3301;
+    let sock = listen(&[first, first + 1]);
+    // Drain continuously so the receive buffer never overflows and drops the last packets.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 700];
+            let mut terminated = std::collections::BTreeMap::new();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(n) = sock.recv(&mut buf)
+                    && let Some((u, opts, _)) = parse(&buf[..n])
+                    && opts & 0x40 != 0
+                {
+                    *terminated.entry(u).or_insert(0) += 1;
+                }
+            }
+            terminated
+        })
+    };
+    let player = Player::start(
+        &show(http_port(3), "#ff0000"),
+        &[("t", &profile(first))],
+        &[],
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let t0 = Instant::now();
+    player.signal(libc::SIGTERM);
+    let mut player = player;
+    let status = loop {
+        if let Some(s) = player.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "player still running 3 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let took = t0.elapsed();
+    assert!(status.success(), "exit status {status}");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let terminated = reader.join().expect("reader");
+    assert_eq!(terminated.get(&first), Some(&3), "{terminated:?}");
+    assert_eq!(terminated.get(&(first + 1)), Some(&3), "{terminated:?}");
+}
+
+fn first_slot_now(s: &UdpSocket) -> Option<u8> {
+    // Packets keep coming at 60 fps: take the newest one after a short drain window.
+    let mut buf = [0u8; 700];
+    let end = Instant::now() + Duration::from_millis(300);
+    let mut last = None;
+    while Instant::now() < end {
+        if let Ok(n) = s.recv(&mut buf)
+            && let Some((u, _, v)) = parse(&buf[..n])
+            && u == 3401
+        {
+            last = Some(v);
+        }
+    }
+    last
+}
+
+#[test]
+fn sighup_applies_a_good_config_and_refuses_a_bad_one_while_playing_on() {
+    let first = 3401;
+    let sock = listen(&[first]);
+    let port = http_port(4);
+    let player = Player::start(
+        &show(port, "#110000"),
+        &[("t", &profile(first))],
+        &["--duration", "8"],
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(first_slot_now(&sock), Some(0x11));
+
+    std::fs::write(player.config_path(), "interface: lo\noutputs: [oops\n").unwrap();
+    player.signal(libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        first_slot_now(&sock),
+        Some(0x11),
+        "a bad config must not stop the show"
+    );
+
+    std::fs::write(player.config_path(), show(port, "#220000")).unwrap();
+    player.signal(libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(
+        first_slot_now(&sock),
+        Some(0x22),
+        "the good config was not applied"
+    );
+
+    player.signal(libc::SIGTERM);
+    let (ok, stderr) = player.wait();
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("new config refused"),
+        "the refusal is logged: {stderr}"
+    );
+    assert!(
+        stderr.contains("show.yaml"),
+        "the refusal names the file: {stderr}"
+    );
+}

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# Profiler over HTTP with live data, checked by programs we did not write, all inside a
+# loopback-only network namespace this suite creates and removes:
+#   (a) /metrics through prometheus_client's text parser (and promtool, if installed);
+#   (b) the dashboard in headless Chromium: the screenshot must show the chart's lines;
+#   (c) the mDNS advertisement found by python-zeroconf in another process.
+# Plus /profile's schema and /health's semantics.
+#
+# The server is $PFX_PROFILER_CMD (run through bash in the namespace, $PORT expanded),
+# default the synthetic example; e.g. for the real player:
+#   PFX_PROFILER_CMD='target/debug/pfx-player demo --http 127.0.0.1:$PORT' scripts/test-all 30
+set -euo pipefail
+cd "${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}"
+top=$(pwd)
+
+if [ "$(id -u)" != 0 ]; then
+  echo "skipped: needs root (network namespace)" >&2
+  exit 77
+fi
+for tool in ip python3 chromium; do
+  command -v "$tool" >/dev/null || { echo "FAILED: $tool not installed (scripts/deps/profiler.apt)"; exit 1; }
+done
+python3 -c 'import prometheus_client, PIL, zeroconf' || { echo "FAILED: python modules missing (scripts/deps/profiler.apt: python3-prometheus-client python3-pil python3-zeroconf)"; exit 1; }
+
+export PORT=18080
+default_cmd="$top/target/debug/examples/profiler_demo --http 127.0.0.1:\$PORT --mdns --fake-nic --unit-id suite-unit-$$"
+cmd="${PFX_PROFILER_CMD:-$default_cmd}"
+if [ -z "${PFX_PROFILER_CMD:-}" ] && [ ! -x "$top/target/debug/examples/profiler_demo" ]; then
+  cargo build -q -p pfx-player --example profiler_demo --locked
+fi
+
+ns="pfx-prof-$$"
+work=$(mktemp -d)
+server=""
+cleanup() {
+  local rc=$?
+  set +e
+  [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
+  for pid in $(ip netns pids "$ns" 2>/dev/null); do kill "$pid" 2>/dev/null; done
+  ip netns del "$ns" 2>/dev/null
+  rm -rf "$work"
+  exit "$rc"
+}
+trap cleanup EXIT
+ip netns add "$ns"
+ip -n "$ns" link set lo up
+ip -n "$ns" link set lo multicast on
+ip -n "$ns" route add 224.0.0.0/4 dev lo
+inns() { ip netns exec "$ns" "$@"; }
+
+echo "server: $cmd (in netns $ns)"
+ip netns exec "$ns" bash -c "exec $cmd" >"$work/server.log" 2>&1 &
+server=$!
+base="http://127.0.0.1:$PORT"
+
+# Wait for it to answer, then for a few seconds of history.
+inns python3 - "$base" <<'PY' || { echo "FAILED: server did not answer"; cat "$work/server.log"; exit 1; }
+import sys, time, urllib.request, urllib.error
+for _ in range(100):
+    try:
+        urllib.request.urlopen(sys.argv[1] + "/profile", timeout=2).read()
+        sys.exit(0)
+    except (urllib.error.URLError, OSError):
+        time.sleep(0.2)
+sys.exit(1)
+PY
+sleep 6
+
+echo "--- /profile, /health, /history"
+inns python3 - "$base" <<'PY'
+import json, sys, urllib.request, urllib.error
+base = sys.argv[1]
+p = json.load(urllib.request.urlopen(base + "/profile", timeout=5))
+for k in ["unit", "version", "health", "window_s", "stages", "frames", "deadline_misses", "skipped_ticks", "fps",
+          "fps_target", "since_start", "samples_lost", "last_frame_age_ms", "uptime_s", "outputs", "nic"]:
+    assert k in p, f"/profile lacks {k}"
+for s in ["background", "source", "geometry", "wire_send", "frame", "lateness"]:
+    for f in ["p50_us", "p95_us", "p99_us", "max_us", "count"]:
+        assert isinstance(p["stages"][s][f], (int, float)), (s, f)
+        assert isinstance(p["since_start"]["stages"][s][f], (int, float)), (s, f)
+assert p["frames"] > 0 and p["since_start"]["frames"] >= p["frames"], p["frames"]
+assert p["fps"] > 0, p["fps"]
+w = p["stages"]["wire_send"]
+print(f"frames {p['frames']} fps {p['fps']:.1f} wire_send p50 {w['p50_us']:.0f} p95 {w['p95_us']:.0f} p99 {w['p99_us']:.0f} max {w['max_us']:.0f} us; health: {p['health']}")
+try:
+    r = urllib.request.urlopen(base + "/health", timeout=5)
+    code, body = r.status, r.read().decode()
+except urllib.error.HTTPError as e:
+    code, body = e.code, e.read().decode()
+assert (code == 200 and body == "ok\n") or (code == 503 and len(body.strip()) > 3), (code, body)
+assert (p["health"] == "ok") == (code == 200), (p["health"], code)
+print(f"/health: {code} {body.strip()}")
+h = json.load(urllib.request.urlopen(base + "/history", timeout=5))
+assert len(h["points"]) >= 2, h
+pt = h["points"][-1]
+assert pt["stages"]["wire_send"]["p99_us"] >= pt["stages"]["wire_send"]["p50_us"] > 0, pt
+print(f"/history: {len(h['points'])} points")
+PY
+
+echo "--- (a) /metrics through prometheus_client's parser"
+inns python3 - "$base" "$work/metrics.txt" <<'PY'
+import sys, urllib.request
+from prometheus_client.parser import text_string_to_metric_families
+r = urllib.request.urlopen(sys.argv[1] + "/metrics", timeout=5)
+assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4"), r.headers["Content-Type"]
+text = r.read().decode()
+open(sys.argv[2], "w").write(text)
+fams = {f.name: f for f in text_string_to_metric_families(text)}
+for name in ["pfx_stage_seconds", "pfx_stage_since_start_seconds", "pfx_frames", "pfx_deadline_misses", "pfx_fps",
+             "pfx_healthy", "pfx_output_frames_dropped", "pfx_samples_lost"]:
+    assert name in fams, f"missing family {name}; have {sorted(fams)}"
+assert fams["pfx_frames"].type == "counter"
+stages = {(s.labels["stage"], s.labels["quantile"]): s.value for s in fams["pfx_stage_seconds"].samples}
+for st in ["background", "source", "geometry", "wire_send", "frame", "lateness"]:
+    for q in ["0.5", "0.95", "0.99", "1"]:
+        assert (st, q) in stages, (st, q)
+assert stages[("wire_send", "0.99")] >= stages[("wire_send", "0.5")]
+frames = [s.value for s in fams["pfx_frames"].samples if s.name == "pfx_frames_total"]
+assert frames and frames[0] > 0, frames
+print(f"parsed {len(fams)} families, {sum(len(f.samples) for f in fams.values())} samples; "
+      f"pfx_frames_total {frames[0]:.0f}; wire_send p99 {stages[('wire_send', '0.99')]} s")
+if "pfx_nic_pause_frames_per_second" in fams:
+    print("PAUSE frames/s:", [(s.labels, s.value) for s in fams["pfx_nic_pause_frames_per_second"].samples])
+PY
+if command -v promtool >/dev/null; then
+  promtool check metrics <"$work/metrics.txt" && echo "promtool check metrics: ok" \
+    || { echo "FAILED: promtool check metrics"; exit 1; }
+else
+  echo "promtool not installed (Debian 'prometheus' is ~96 MB): prometheus_client's parser only"
+fi
+
+echo "--- (b) dashboard in headless Chromium"
+shot="${PFX_DASHBOARD_PNG:-$top/target/profiler-dashboard.png}"
+mkdir -p "$top/target"
+rm -f "$shot"
+inns timeout 90 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+  --disable-background-networking --disable-component-update --disable-sync \
+  --user-data-dir="$work/chrome" --window-size=1280,900 --virtual-time-budget=4000 \
+  --screenshot="$shot" "$base/" >"$work/chromium.log" 2>&1 \
+  || { echo "FAILED: chromium"; tail -20 "$work/chromium.log"; exit 1; }
+python3 - "$shot" <<'PY'
+import sys
+from PIL import Image
+im = Image.open(sys.argv[1]).convert("RGB")
+raw = im.tobytes()
+px = list(zip(raw[0::3], raw[1::3], raw[2::3]))
+colours = len(set(px))
+bg = max(set(px[::97]), key=px[::97].count)
+non_bg = sum(1 for p in px if p != bg)
+def near(c, tol=60):
+    return sum(1 for p in px if sum(abs(a - b) for a, b in zip(p, c)) < tol)
+# the chart's p50/p95/p99 line colours (#1f77b4, #ff7f0e, #d62728), beyond what the legend alone draws
+lines = {name: near(c) for name, c in [("p50", (0x1f, 0x77, 0xb4)), ("p95", (0xff, 0x7f, 0x0e)), ("p99", (0xd6, 0x27, 0x28))]}
+print(f"screenshot {im.size[0]}x{im.size[1]}: {colours} colours, {non_bg} non-background pixels, line pixels {lines}")
+assert colours > 50, "looks blank"
+assert non_bg > 20000, "looks blank"
+# the legend alone has ~42 pixels of each colour; the lines of six charts add far more
+assert all(v > 150 for v in lines.values()), f"chart lines missing: {lines}"
+PY
+echo "dashboard screenshot: $shot"
+
+echo "--- (c) mDNS: python-zeroconf browsing from another process in the namespace"
+inns python3 - "$PORT" <<'PY'
+import sys, time
+from zeroconf import Zeroconf, ServiceBrowser, ServiceStateChange
+port = int(sys.argv[1])
+zc = Zeroconf()
+found = []
+def on_change(zeroconf, service_type, name, state_change):
+    if state_change is ServiceStateChange.Added:
+        found.append(name)
+ServiceBrowser(zc, "_pfx._tcp.local.", handlers=[on_change])
+deadline = time.time() + 15
+info = None
+while time.time() < deadline and info is None:
+    for name in list(found):
+        i = zc.get_service_info("_pfx._tcp.local.", name, timeout=2000)
+        if i and i.port == port:
+            info = i
+    time.sleep(0.2)
+zc.close()
+assert info is not None, f"no _pfx._tcp service on port {port} (saw {found})"
+txt = {k.decode(): (v.decode() if v is not None else None) for k, v in info.properties.items()}
+print(f"found {info.name} port {info.port} addresses {info.parsed_addresses()} TXT {txt}")
+for k in ["unit", "version", "http_port", "profiles"]:
+    assert k in txt, f"TXT lacks {k}: {txt}"
+assert txt["http_port"] == str(port), txt
+PY
+echo "profiler suite: passed"

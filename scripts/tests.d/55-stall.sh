@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The player under stall injection in the network testbed (issues 3 and 4), one attempt per
+# cell: normal mode holds 60 fps with no deadline miss in every stall cell while
+# --blocking-send falls; and the incident's shape: with --blocking-send under bursty stalls,
+# wire_send p99 is in the tens of milliseconds while its p50 stays low and the compute
+# stages stay ordinary.
+set -uo pipefail
+if [ "$(id -u)" != 0 ]; then echo "skipped: needs root (network namespaces)"; exit 77; fi
+top=${PFX_TOP:?}
+player=${PFX_PLAYER:-$top/target/debug/pfx-player}
+out=$(mktemp -d /tmp/pfx-stall.XXXXXX)
+python3 "$top/testbed/bench.py" stall --sender player --player "$player" --seconds "${PFX_STALL_SECONDS:-6}" \
+  --json "$out/stall.json" --out "$out/cells" || { echo "FAILED: bench.py stall"; exit 1; }
+python3 - "$out/stall.json" <<'PY'
+import json, sys
+cells = {c["cell"]: c for c in json.load(open(sys.argv[1]))}
+ok = bad = 0
+def check(cond, what):
+    global ok, bad
+    print(("ok   " if cond else "FAIL ") + what)
+    ok, bad = (ok + 1, bad) if cond else (ok, bad + 1)
+for name, c in cells.items():
+    check(c["unmeasurable"] is None, f"{name}: measurable ({c['unmeasurable']})")
+for st in ("none", "sustained", "bursty"):
+    c = cells[f"normal/{st}"]
+    check((c.get("fps") or 0) >= 59.5 and c.get("misses") == 0,
+          f"normal/{st}: {c.get('fps')} fps, {c.get('misses')} deadline misses (need >= 59.5 and 0)")
+c = cells["normal/sustained"]
+check((c.get("dropped") or 0) > 0, f"normal/sustained: the stalled output's frames are dropped and counted ({c.get('dropped')})")
+b = cells["blocking/sustained"]
+check((b.get("fps") or 99) < 55, f"blocking/sustained: the naive player falls ({b.get('fps')} fps)")
+s = cells["blocking/bursty"]
+check((s.get("ws50") or 1e9) < 2000, f"blocking/bursty: wire_send p50 stays low ({s.get('ws50')} us)")
+check((s.get("ws99") or 0) >= 10000, f"blocking/bursty: wire_send p99 in the tens of ms ({s.get('ws99')} us)")
+check(max(s.get("src99") or 0, s.get("geo99") or 0, s.get("bg99") or 0) < 5000,
+      f"blocking/bursty: other stages ordinary (p99 source {s.get('src99')}, geometry {s.get('geo99')}, background {s.get('bg99')} us)")
+print(f"stall: {ok} passed, {bad} failed")
+sys.exit(1 if bad else 0)
+PY

@@ -1,0 +1,384 @@
+#!/usr/bin/env bash
+# Fleet suite: units as network-namespace hosts (veth to a bridge), each with a REAL
+# sshd (own config, host key, authorized_keys) bound to its netns address and the
+# pfx-agent with the MOCK NIC backend (veth has no PAUSE), persisting through a REAL
+# overlay (lower: tmpfs mounted read-only, upper: tmpfs). Poles: fleet/tests/pole_stub.py
+# (a stub of docs/pole-api.md until testbed/pole_sim.py is merged), each in its own netns.
+#
+#   bash scripts/tests.d/70-fleet.sh          # the suite
+#   bash scripts/tests.d/70-fleet.sh bench    # + push to 100 simulated units (docs/perf/fleet.md)
+set -uo pipefail
+top="${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}"
+if [ "$(id -u)" != 0 ]; then
+  echo "skipped: needs root (network namespaces, mounts, sshd)" >&2
+  exit 77
+fi
+for t in /usr/sbin/sshd ssh ssh-keygen nsenter findmnt python3 ip; do
+  command -v "$t" >/dev/null || { echo "FAILED: $t missing (scripts/deps/fleet.apt)"; exit 1; }
+done
+bin="${PFX_FLEET_BIN:-$top/target/debug}"
+FLEET="$bin/pfx-fleet"
+AGENT="$bin/pfx-agent"
+[ -x "$FLEET" ] && [ -x "$AGENT" ] || { echo "FAILED: build first (cargo build -p pfx-fleet): $FLEET"; exit 1; }
+POLE_SIM="${PFX_POLE_SIM:-$top/fleet/tests/pole_stub.py}"
+
+T=$(mktemp -d /tmp/pfx-fleet-test.XXXXXX)
+chmod 755 "$T"
+P=$$
+OP="pfxfl${P}op"
+NSLIST=()
+PIDS=()
+MOUNTS=()
+fails=0
+pass() { echo "ok   - $*"; }
+fail() { echo "FAIL - $*"; fails=$((fails+1)); }
+check() { local msg=$1; shift; if "$@"; then pass "$msg"; else fail "$msg"; fi; }
+
+cleanup() {
+  set +e
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  for f in "$T"/*/sshd.pid "$T"/bench/*/sshd.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
+  sleep 0.3
+  for ((i=${#MOUNTS[@]}-1; i>=0; i--)); do umount -l "${MOUNTS[$i]}" 2>/dev/null; done
+  for ns in "${NSLIST[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  if [ -n "${PFX_FLEET_KEEP:-}" ]; then echo "kept $T"; else rm -rf "$T"; fi
+}
+trap cleanup EXIT INT TERM
+
+inns() { local ns=$1; shift; nsenter --net="/run/netns/$ns" -- "$@"; }
+
+# --- the network: an operator netns holding the bridge, one netns per unit/pole ----
+ip netns add "$OP"; NSLIST+=("$OP")
+inns "$OP" ip link set lo up
+inns "$OP" ip link add br0 type bridge
+inns "$OP" ip link set br0 up
+inns "$OP" ip addr add 10.77.0.1/16 dev br0
+
+host_ns() { # name addr/prefix
+  local ns="pfxfl${P}$1"
+  ip netns add "$ns"; NSLIST+=("$ns")
+  inns "$OP" ip link add "v$1" type veth peer name eth0 netns "$ns"
+  inns "$OP" ip link set "v$1" master br0 up
+  inns "$ns" ip link set lo up
+  inns "$ns" ip link set eth0 up
+  inns "$ns" ip addr add "$2" dev eth0
+}
+
+mkdir -p /run/sshd
+ssh-keygen -q -t ed25519 -N '' -C pfx-fleet-test -f "$T/id_ed25519"
+cp "$T/id_ed25519.pub" "$T/authorized_keys"
+: > "$T/known_hosts"
+
+start_sshd() { # dir ns addr known(1|0)
+  local d=$1 ns=$2 addr=$3
+  ssh-keygen -q -t ed25519 -N '' -f "$d/hostkey"
+  cat > "$d/sshd_config" <<CFG
+ListenAddress $addr
+Port 22
+HostKey $d/hostkey
+PidFile $d/sshd.pid
+AuthorizedKeysFile $T/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+MaxStartups 200
+MaxSessions 50
+LogLevel ERROR
+CFG
+  inns "$ns" /usr/sbin/sshd -f "$d/sshd_config" -E "$d/sshd.log" || return 1
+  [ "$4" = 1 ] && echo "$addr $(cut -d' ' -f1,2 "$d/hostkey.pub")" >> "$T/known_hosts"
+  return 0
+}
+
+make_lower() { # dir: lower (tmpfs, read-only), upper (tmpfs), merged (overlay)
+  local d=$1
+  mkdir -p "$d/lower" "$d/upper" "$d/merged" "$d/nic"
+  mount -t tmpfs -o size=2m tmpfs "$d/lower"; MOUNTS+=("$d/lower")
+  mkdir -p "$d/lower/etc/pfx"; echo "pfx-test-image 1" > "$d/lower/etc/pfx/image-version"
+  mount -o remount,ro "$d/lower"
+  mount -t tmpfs -o size=2m tmpfs "$d/upper"; MOUNTS+=("$d/upper")
+  mkdir -p "$d/upper/up" "$d/upper/work"
+  mount -t overlay overlay -o "lowerdir=$d/lower,upperdir=$d/upper/up,workdir=$d/upper/work" "$d/merged"
+  MOUNTS+=("$d/merged")
+}
+
+agent_cmd() { # unit-id dir
+  echo "$AGENT --lower $2/lower --nic-backend mock --mock-nic-dir $2/nic --unit-id $1 --image-version-file $2/merged/etc/pfx/image-version"
+}
+
+lower_ro() { [ "$(findmnt -n -o OPTIONS -M "$1/lower" | cut -d, -f1)" = ro ]; }
+expected_file() {
+  printf '%s\n' "# Written by pfx-agent apply pause-off; read at boot by pfx-eth-no-pause@eth0.service." \
+    "interface: eth0" "pause:" "  autoneg: false" "  rx: false" "  tx: false"
+}
+expected_file > "$T/expected.yaml"
+persisted_is() { # dir new|old-or-new
+  local f="$1/lower/etc/pfx/nic.d/eth0.yaml"
+  case $2 in
+    new) cmp -s "$f" "$T/expected.yaml" ;;
+    old-or-new) [ ! -e "$f" ] || cmp -s "$f" "$T/expected.yaml" ;;
+  esac
+}
+db_q() { python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); [print("|".join("" if v is None else str(v) for v in r)) for r in c.execute(sys.argv[2])]' "$@"; }
+latest_state() { # db unit
+  db_q "$1" "SELECT state FROM unit_events WHERE unit_id='$2' ORDER BY id DESC LIMIT 1"
+}
+
+start=$(date +%s)
+# --- units u1..u3 (site hall-a), u4 (site hall-b, host key NOT in known_hosts) ------
+for i in 1 2 3 4; do
+  d="$T/u$i"; mkdir -p "$d"
+  host_ns "u$i" "10.77.0.1$i/16"
+  known=1; [ $i = 4 ] && known=0
+  start_sshd "$d" "pfxfl${P}u$i" "10.77.0.1$i" $known || { echo "FAILED: sshd u$i: $(cat "$d/sshd.log")"; exit 1; }
+  make_lower "$d"
+done
+# --- poles p1 (canary), p2 (accepts the PUT, does not take it), p3 -----------------
+head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$T/hall-a.token"
+chmod 600 "$T/hall-a.token"; TOKEN=$(cat "$T/hall-a.token")
+pole_get() { # n -> prints the status JSON (a plain GET, no token)
+  inns "$OP" python3 -c 'import sys,urllib.request;print(urllib.request.urlopen(sys.argv[1],timeout=3).read().decode())' \
+    "http://10.77.0.5$1:8081/api/v1/status"
+}
+pole_is() { # n enabled(true|false) revision
+  pole_get "$1" | python3 -c 'import json,sys;s=json.load(sys.stdin);sys.exit(0 if (str(s["fallback"]["enabled"]).lower(),s["config_revision"])==(sys.argv[1],int(sys.argv[2])) else 1)' "$2" "$3"
+}
+start_pole() { # n [faulty]
+  local n=$1 args=()
+  # The stub and testbed/pole_sim.py (PFX_POLE_SIM=...) take different flags.
+  if [ "$(basename "$POLE_SIM")" = pole_sim.py ]; then
+    args=(--protocol bigpacket --listen "10.77.0.5$n" --iface-addr "10.77.0.5$n" --api-listen "10.77.0.5$n" --api-port 8081 --name "p$n" --token-file "$T/hall-a.token")
+    [ "${2:-}" = faulty ] && args+=(--ignore-fallback-write)
+  else
+    args=(--bind "10.77.0.5$n" --port 8081 --pole-id "p$n" --token-file "$T/hall-a.token" --log "$T/p$n.log")
+    [ "${2:-}" = faulty ] && args+=(--ignore-fallback)
+  fi
+  # nsenter directly (not the inns function): $! must be the pole's own pid.
+  nsenter --net="/run/netns/pfxfl${P}p$n" -- python3 "$POLE_SIM" "${args[@]}" > "$T/p$n.out" 2>&1 &
+  PIDS+=($!)
+  eval "POLE_PID_$n=$!"
+  for _ in $(seq 100); do pole_get "$n" > /dev/null 2>&1 && return 0; sleep 0.05; done
+  echo "FAILED: pole p$n did not start: $(cat "$T/p$n.out")"; exit 1
+}
+for n in 1 2 3; do host_ns "p$n" "10.77.0.5$n/16"; done
+start_pole 1; start_pole 2 faulty; start_pole 3
+
+write_config() { # file; extra agent args for u2; prefix for every agent command
+  local u2extra=$1 prefix=$2
+  {
+    echo "ssh: {user: root, identity: $T/id_ed25519, known_hosts: $T/known_hosts, connect_timeout_s: 3, command_timeout_s: 30}"
+    echo "sites:"
+    echo "  - name: hall-a"
+    echo "    token_file: $T/hall-a.token"
+    echo "    units:"
+    for i in 1 2 3; do
+      extra=""; [ $i = 2 ] && extra=$u2extra
+      echo "      - {id: u$i, host: 10.77.0.1$i, agent_command: \"$prefix$(agent_cmd u$i "$T/u$i") $extra\"}"
+    done
+    echo "    poles:"
+    echo "      - {id: p2, url: 'http://10.77.0.52:8081'}"
+    echo "      - {id: p1, url: 'http://10.77.0.51:8081', canary: true}"
+    echo "      - {id: p3, url: 'http://10.77.0.53:8081'}"
+    echo "  - name: hall-b"
+    echo "    units:"
+    echo "      - {id: u4, host: 10.77.0.14, agent_command: \"$(agent_cmd u4 "$T/u4")\"}"
+  } > "$T/fleet.yaml"
+}
+fleet() { inns "$OP" "$FLEET" --config "$T/fleet.yaml" --db "$DB" "$@"; }
+DB="$T/fleet.db"
+echo "setup: $(( $(date +%s) - start ))s"
+
+# 1. rollout refuses while the gate is closed (nothing pushed yet) ------------------
+write_config "" ""
+fleet rollout fallback --site hall-a > "$T/r0.out" 2>&1; rc=$?
+check "rollout refuses while the gate is closed (exit 3, got $rc)" [ $rc = 3 ]
+check "no pole changed while the gate was closed (fallback off, revision 1)" bash -c "$(declare -f inns pole_get pole_is); OP=$OP; pole_is 1 false 1 && pole_is 2 false 1 && pole_is 3 false 1"
+
+# 2. a unit killed mid-push (SIGKILL of its agent inside the rw window, half-way
+#    through the write): recorded not done, gate closed, lower back read-only, file old.
+write_config "--test-hold-in-write-ms 15000 --test-hold-pidfile $T/u2/hold.pid" ""
+nsenter --net="/run/netns/$OP" -- "$FLEET" --config "$T/fleet.yaml" --db "$DB" push pause-off --site hall-a --parallel 4 > "$T/push1.out" 2> "$T/push1.err" &
+fpid=$!
+for _ in $(seq 600); do [ -s "$T/u2/hold.pid" ] && break; sleep 0.05; done
+if [ -s "$T/u2/hold.pid" ]; then
+  check "u2's lower is read-write while its agent is inside the window" bash -c "$(declare -f lower_ro); ! lower_ro $T/u2"
+  kill -9 "$(cat "$T/u2/hold.pid")"
+else
+  fail "u2's agent never reached the write"; cat "$T/push1.err"
+fi
+wait $fpid; rc=$?
+check "push with a killed unit exits non-zero (got $rc)" [ $rc != 0 ]
+for i in 1 3; do
+  check "u$i recorded done" [ "$(latest_state "$DB" u$i)" = done ]
+  check "u$i persisted file is the new one on the lower" persisted_is "$T/u$i" new
+  check "u$i new file visible through the overlay" cmp -s "$T/u$i/merged/etc/pfx/nic.d/eth0.yaml" "$T/expected.yaml"
+  check "u$i lower read-only after the push" lower_ro "$T/u$i"
+done
+s2=$(latest_state "$DB" u2)
+check "killed u2 recorded as not done (state=$s2)" [ "$s2" = failed ] || [ "$s2" = pending ]
+for _ in $(seq 50); do lower_ro "$T/u2" && break; sleep 0.1; done
+check "killed u2's lower root left read-only (guardian)" lower_ro "$T/u2"
+check "killed u2's persisted file is old or new, never torn" persisted_is "$T/u2" old-or-new
+fleet gate fallback --site hall-a > "$T/gate1.out" 2>&1; rc=$?
+check "gate closed with u2 as blocker (exit $rc)" bash -c "[ $rc = 1 ] && grep -q '  u2:' $T/gate1.out"
+fleet rollout fallback --site hall-a > "$T/r1.out" 2>&1; rc=$?
+check "rollout still refused (exit $rc)" [ $rc = 3 ]
+
+# 3. SIGTERM inside the window: the agent itself closes it and reports the interruption
+d="$T/sig"; mkdir -p "$d"; make_lower "$d"
+$(agent_cmd sig "$d") --no-systemd apply pause-off --json --test-hold-in-write-ms 15000 --test-hold-pidfile "$d/hold.pid" > "$d/out" 2>&1 &
+apid=$!
+for _ in $(seq 600); do [ -s "$d/hold.pid" ] && break; sleep 0.05; done
+kill -TERM "$(cat "$d/hold.pid" 2>/dev/null || echo 0)"
+wait $apid; rc=$?
+check "agent exits 143 on SIGTERM in the window (got $rc)" [ $rc = 143 ]
+check "SIGTERM: lower read-only again at once" lower_ro "$d"
+check "SIGTERM: persisted file untouched (old) and no temp left" bash -c "[ ! -e $d/lower/etc/pfx/nic.d/eth0.yaml ] && [ -z \"\$(ls -A $d/lower/etc/pfx/nic.d)\" ]"
+check "SIGTERM: the answer says interrupted, not verified" grep -q 'interrupted by signal 15' "$d/out"
+
+# 3b. two agents at once on one unit (two operators): serialised by a lock on the lower
+$(agent_cmd sig "$d") --no-systemd apply pause-off --json --test-hold-in-write-ms 1500 > "$d/a.out" 2>&1 &
+apid=$!
+sleep 0.4
+$(agent_cmd sig "$d") --no-systemd apply pause-off --json > "$d/b.out" 2>&1; rcb=$?
+wait $apid; rca=$?
+check "concurrent agents: both verified (exit $rca, $rcb), the second changed nothing" bash -c "[ $rca = 0 ] && [ $rcb = 0 ] && grep -q 'already applied: nothing changed' $d/b.out && grep -q '\"message\": \"applied and verified\"' $d/a.out"
+check "concurrent agents: lower read-only, file new" bash -c "$(declare -f lower_ro persisted_is); T=$T; lower_ro $d && persisted_is $d new"
+
+# 4. unknown host key: refused, the agent never runs, known_hosts not extended -----
+kh_before=$(md5sum < "$T/known_hosts")
+fleet push pause-off --site hall-b > "$T/pushb.out" 2> "$T/pushb.err"; rc=$?
+check "push to a unit with an unknown host key fails (exit $rc)" [ $rc = 1 ]
+check "u4 recorded failed: host key refused" bash -c "[ \"\$(python3 -c 'import sqlite3;print(sqlite3.connect(\"$DB\").execute(\"SELECT state||\\\"|\\\"||reason FROM unit_events WHERE unit_id=\\\"u4\\\" ORDER BY id DESC LIMIT 1\").fetchone()[0])' | cut -c1-27)\" = 'failed|host key refused: no' ]"
+check "u4's agent never ran (no persisted file, mock NIC untouched)" bash -c "[ ! -e $T/u4/lower/etc/pfx/nic.d ] && [ ! -e $T/u4/nic/eth0.json ]"
+check "known_hosts not modified" [ "$(md5sum < "$T/known_hosts")" = "$kh_before" ]
+
+# 5. re-run resumes: fresh units skipped, u2 completed, gate opens -------------------
+write_config "" ""
+fleet push pause-off --site hall-a > "$T/push2.out" 2> "$T/push2.err"; rc=$?
+check "resumed push exits 0 (got $rc)" [ $rc = 0 ]
+check "resume skipped u1 and u3 (fresh)" bash -c "grep -q 'skip u1' $T/push2.err && grep -q 'skip u3' $T/push2.err && ! grep -q 'recorded u1' $T/push2.err"
+check "u2 now done" [ "$(latest_state "$DB" u2)" = done ]
+check "u2 persisted file new, stale temp cleaned" bash -c "cmp -s $T/u2/lower/etc/pfx/nic.d/eth0.yaml $T/expected.yaml && [ \$(ls -A $T/u2/lower/etc/pfx/nic.d | wc -l) = 1 ]"
+fleet gate fallback --site hall-a > "$T/gate2.out" 2>&1; rc=$?
+check "gate open after every unit verified (exit $rc)" [ $rc = 0 ]
+fleet gate fallback --site hall-a --max-age 1ms > /dev/null 2>&1; rc=$?
+check "gate closed when the readbacks are older than the window (exit $rc)" [ $rc = 1 ]
+# The oneshot: no systemd on this bus, said explicitly.
+check "readback says the oneshot is unknown: no systemd bus" bash -c "db_q() { :; }; python3 -c 'import sqlite3,json;r=json.loads(sqlite3.connect(\"$DB\").execute(\"SELECT readback FROM unit_events WHERE unit_id=\\\"u1\\\" AND state=\\\"done\\\"\").fetchone()[0]);o=r[\"oneshot\"];assert o[\"state\"]==\"unknown\" and \"no systemd bus\" in o[\"reason\"], o'"
+
+# 6. idempotent: a second apply changes nothing and says so -----------------------
+fleet push pause-off --unit u1 --force > "$T/push3.out" 2> "$T/push3.err"; rc=$?
+check "forced re-push of u1: done, 'already applied: nothing changed'" bash -c "[ $rc = 0 ] && grep -q 'recorded u1 done: already applied: nothing changed' $T/push3.err"
+
+# 7. rollout: canary first, a pole that does not read back stops it; resumable -------
+fleet rollout fallback --site hall-a > "$T/r2.out" 2> "$T/r2.err"; rc=$?
+check "rollout stops at p2 (exit $rc)" bash -c "[ $rc = 1 ] && grep -q 'STOPPED at p2' $T/r2.out"
+check "canary p1 went first and reads back enabled" bash -c "$(declare -f inns pole_get pole_is); OP=$OP; pole_is 1 true 2 && grep -m1 '^recorded pole' $T/r2.err | grep -q 'pole p1 done'"
+check "p2 (took the PUT, kept the old state) still off; p3 untouched after the stop" bash -c "$(declare -f inns pole_get pole_is); OP=$OP; pole_is 2 false 1 && pole_is 3 false 1"
+kill "$POLE_PID_2"; wait "$POLE_PID_2" 2>/dev/null
+start_pole 2
+fleet rollout fallback --site hall-a > "$T/r3.out" 2> "$T/r3.err"; rc=$?
+check "resumed rollout completes (exit $rc), p1 skipped" bash -c "[ $rc = 0 ] && grep -q 'skip p1' $T/r3.err && grep -q 'pole p2 done' $T/r3.err && grep -q 'pole p3 done' $T/r3.err"
+[ $rc = 0 ] || { echo "--- r3:"; cat "$T/r3.out" "$T/r3.err"; }
+check "p1 changed exactly once over both runs; p2, p3 enabled" bash -c "$(declare -f inns pole_get pole_is); OP=$OP; pole_is 1 true 2 && pole_is 2 true 2 && pole_is 3 true 2"
+check "token never printed or stored" bash -c "! grep -rqa '$TOKEN' $T/*.out $T/*.err $T/*.log $DB $T/fleet.db-wal 2>/dev/null"
+
+# 8. kill -9 of pfx-fleet during a push: nothing recorded is lost, nothing invented ----
+write_config "" "sleep 1 && "
+DB="$T/kill.db"
+nsenter --net="/run/netns/$OP" -- "$FLEET" --config "$T/fleet.yaml" --db "$DB" push pause-off --site hall-a --parallel 1 > "$T/k1.out" 2> "$T/k1.err" &
+fpid=$!
+for _ in $(seq 1000); do grep -q "^recorded" "$T/k1.err" 2>/dev/null && break; sleep 0.02; done
+kill -9 $fpid; wait $fpid 2>/dev/null
+told=$(grep '^recorded .* done' "$T/k1.err" | awk '{print $2}')
+ndone=$(db_q "$DB" "SELECT COUNT(*) FROM unit_events WHERE state='done'")
+check "kill -9 happened mid-push (done in db: $ndone of 3)" bash -c "[ $ndone -ge 1 ] && [ $ndone -lt 3 ]"
+for u in $told; do check "result shown before the kill is in the db ($u)" [ "$(latest_state "$DB" "$u")" = done ]; done
+for u in $(db_q "$DB" "SELECT unit_id FROM unit_events WHERE state='done'"); do
+  check "done row for $u backed by the unit (new file on its lower, NIC off)" bash -c "cmp -s $T/$u/lower/etc/pfx/nic.d/eth0.yaml $T/expected.yaml && grep -q '\"autoneg\":false,\"rx\":false,\"tx\":false' $T/$u/nic/eth0.json"
+done
+check "the database is intact after kill -9" bash -c "[ \"\$(python3 -c 'import sqlite3;print(sqlite3.connect(\"$DB\").execute(\"PRAGMA integrity_check\").fetchone()[0])')\" = ok ]"
+fleet push pause-off --site hall-a > "$T/k2.out" 2> "$T/k2.err"; rc=$?
+nskip=$(grep -c '^skip' "$T/k2.err")
+check "next run resumes: skips the $ndone recorded, completes the rest (exit $rc, skipped $nskip)" bash -c "[ $rc = 0 ] && [ $nskip = $ndone ]"
+fleet gate fallback --site hall-a > /dev/null; rc=$?
+check "gate open on the resumed state (exit $rc)" [ $rc = 0 ]
+
+# 8b. agent status over SSH: PAUSE state and rate, oneshot, player fps, image, unit id
+nsenter --net="/run/netns/pfxfl${P}u1" -- python3 -c '
+import http.server, json
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self):
+        b = json.dumps({"fps": 59.94, "deadline_misses": 3, "frames": 1000}).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
+http.server.HTTPServer(("127.0.0.1", 8080), H).serve_forever()' > /dev/null 2>&1 &
+PIDS+=($!)
+sleep 0.5
+inns "$OP" ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile="$T/known_hosts" \
+  -i "$T/id_ed25519" root@10.77.0.11 -- "$(agent_cmd u1 "$T/u1") status --json --rate-interval-ms 200" > "$T/astatus.json" 2> "$T/astatus.err"; rc=$?
+check "pfx-agent status --json over ssh (exit $rc): pause off, rate, oneshot unknown, player fps, image, unit" python3 -c '
+import json,sys; s=json.load(open(sys.argv[1]))
+assert s["unit"]=="u1" and s["pause_off"] is True, s
+assert s["pause_rx_frames_per_s"]==0.0 and s["pause_rx_frames_total"] is not None, s
+assert s["oneshot"]["state"]=="unknown" and "no systemd bus" in s["oneshot"]["reason"], s["oneshot"]
+assert s["player"]["reachable"] and s["player"]["fps"]==59.94 and s["player"]["deadline_misses"]==3, s["player"]
+assert s["image_version"]=="pfx-test-image 1", s
+assert s["persisted"]["matches"] and s["persisted"]["lower_readonly"], s' "$T/astatus.json"
+
+# 9. status and history ------------------------------------------------------------
+DB="$T/fleet.db"
+fleet status --json > "$T/status.json"; rc=$?
+check "status --json: one row per unit (4)" bash -c "[ $rc = 0 ] && python3 -c 'import json;r=json.load(open(\"$T/status.json\"));assert len(r)==4,r;assert {x[\"unit\"]:x[\"state\"] for x in r}=={\"u1\":\"done\",\"u2\":\"done\",\"u3\":\"done\",\"u4\":\"failed\"}'"
+SUDO_USER=alice fleet history --json > "$T/history.json"; rc=$?
+check "history: who, what, where and what came back" bash -c "[ $rc = 0 ] && python3 -c '
+import json;h=json.load(open(\"$T/history.json\"))
+assert any(x[\"target\"]==\"u2\" and x[\"state\"]==\"done\" and x[\"readback\"][\"verified\"] for x in h)
+assert any(x[\"target\"]==\"p2\" and x[\"state\"]==\"failed\" for x in h)
+assert all(x[\"operator\"] for x in h)'"
+
+# 10. an offline unit (its sshd stopped): recorded pending with the reason, gate closes
+kill "$(cat "$T/u3/sshd.pid")"; sleep 0.2
+fleet push pause-off --unit u3 --force > "$T/off.out" 2> "$T/off.err"; rc=$?
+check "offline u3: push exits 1, recorded pending: unreachable" bash -c "[ $rc = 1 ] && grep -q 'recorded u3 pending: unreachable' $T/off.err"
+fleet gate fallback --site hall-a > "$T/gate3.out" 2>&1; rc=$?
+check "gate closed again while u3 is pending (exit $rc)" bash -c "[ $rc = 1 ] && grep -q '  u3: last push pending' $T/gate3.out"
+
+# --- optional: scale benchmark, 100 simulated units ---------------------------------
+if [ "${1:-}" = bench ]; then
+  B="$T/bench"; mkdir -p "$B"
+  nhosts=4
+  for h in $(seq 1 $nhosts); do
+    mkdir -p "$B/h$h"; host_ns "b$h" "10.77.1.$h/16"
+    start_sshd "$B/h$h" "pfxfl${P}b$h" "10.77.1.$h" 1 || { echo "FAILED: bench sshd"; exit 1; }
+  done
+  {
+    echo "ssh: {user: root, identity: $T/id_ed25519, known_hosts: $T/known_hosts, connect_timeout_s: 5, command_timeout_s: 60}"
+    echo "sites:"; echo "  - name: bench"; echo "    units:"
+    for n in $(seq -w 1 100); do
+      d="$B/u$n"; mkdir -p "$d/lower" "$d/nic"
+      mount -t tmpfs -o size=1m,ro tmpfs "$d/lower"; MOUNTS+=("$d/lower")
+      h=$(( (10#$n % nhosts) + 1 ))
+      echo "      - {id: b$n, host: 10.77.1.$h, agent_command: \"$AGENT --lower $d/lower --nic-backend mock --mock-nic-dir $d/nic --unit-id b$n --no-systemd\"}"
+    done
+  } > "$B/fleet.yaml"
+  # One cell per --parallel value, each from the same fresh state (nothing applied).
+  for par in ${PFX_FLEET_BENCH_PARALLEL:-8 16 32}; do
+    for n in $(seq -w 1 100); do
+      d="$B/u$n"; mount -o remount,rw "$d/lower"; rm -rf "$d/lower/etc" "$d/nic"/*; mount -o remount,ro "$d/lower"
+    done
+    rm -f "$B"/fleet.db*
+    inns "$OP" /usr/bin/time -v "$FLEET" --config "$B/fleet.yaml" --db "$B/fleet.db" push pause-off --site bench --parallel "$par" > "$B/out" 2> "$B/err"; rc=$?
+    wall=$(grep 'Elapsed (wall clock)' "$B/err" | awk '{print $NF}')
+    rss=$(grep 'Maximum resident set size' "$B/err" | awk '{print $NF}')
+    done_n=$(db_q "$B/fleet.db" "SELECT COUNT(*) FROM unit_events WHERE state='done'")
+    echo "BENCH push pause-off: 100 units via $nhosts sshd, --parallel $par: wall $wall, operator peak RSS ${rss} KiB, done $done_n/100, exit $rc"
+    check "bench --parallel $par: all 100 units done" [ "$done_n" = 100 ]
+  done
+fi
+
+echo "fleet suite: $fails failures, $(( $(date +%s) - start ))s"
+[ $fails = 0 ]

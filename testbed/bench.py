@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""Benchmark driver over the testbed. One attempt per cell, no retries; a cell whose guard fails
+is printed UNMEASURABLE with the reason. See docs/testbed.md for what each cell means.
+
+    bench.py latency2x2 [--seconds 10] [--sender standin|player --player BIN]
+    bench.py stall      [--seconds 20] [--sender player --player BIN | --sender standin]
+    bench.py all        ...both
+    bench.py guard-demo  a cell whose bigPacket pole listens on the wrong group: must be UNMEASURABLE
+
+Declared exclusion rule (mechanical, counted in the output): the first --warmup seconds (default 2)
+of every cell are not measured; the poles' statistics restart then (SIGUSR1) and the frames they
+had received are printed as `excluded`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import netns  # noqa: E402
+from netns import PLAYER, POLES, Testbed  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+FLOOD_MBPS = 16.8  # the incident's offered load toward a 10 Mbit/s port (16.79 Mbit/s)
+SUSTAINED_RATE = "800kbit"  # below the three poles' offered load (~1.6 Mbit/s at 60 fps)
+BURST_STALL_MS = 100
+BURST_HZ = 2
+
+
+@dataclass
+class Cell:
+    name: str
+    switch: str = "unmanaged"
+    slow_port: bool = False
+    flood: bool = False
+    stall: str = "none"  # none | sustained | bursty
+    blocking: bool = False
+    guard_break: bool = False  # guard-demo: the bigPacket pole listens on a port nobody sends to
+
+
+@dataclass
+class Result:
+    cell: Cell
+    unmeasurable: str | None = None
+    row: dict = field(default_factory=dict)
+    excluded: int = 0
+
+
+def player_yaml(path: Path) -> None:
+    path.write_text(
+        f"""# Written by testbed/bench.py for one cell.
+interface: eth0
+fps: 60
+http: 127.0.0.1:8080
+multicast_loop: false
+profiles_dir: {REPO / "profiles"}
+unit_id: testbed
+outputs:
+  - name: gen3-1
+    profile: gen3-bigpacket
+    start_channel: 1
+  - name: legacy-1
+    profile: legacy-2018-2023-sacn
+    start_channel: 901
+  - name: bench-1
+    profile: bench-ddp
+    start_channel: 1801
+content:
+  loop: true
+  playlist:
+    - pattern: rainbow
+      seconds: 3600
+"""
+    )
+
+
+def fetch_profile(tb: Testbed) -> dict:
+    code = (
+        "import sys,urllib.request;"
+        "sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:8080/profile',timeout=3).read().decode())"
+    )
+    r = subprocess.run(
+        ["ip", "netns", "exec", tb.ns(PLAYER), sys.executable, "-c", code], capture_output=True, text=True, timeout=10
+    )
+    if r.returncode != 0:
+        raise RuntimeError(f"/profile unreachable: {r.stderr.strip()[-200:]}")
+    return json.loads(r.stdout)
+
+
+def fmt(v, nd=1) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{nd}f}"
+    return str(v)
+
+
+def run_cell(cell: Cell, a) -> Result:
+    res = Result(cell)
+    run_dir = Path(a.out) / cell.name
+    tb = Testbed(switch=cell.switch, slow_port=cell.slow_port, run_dir=str(run_dir))
+    try:
+        tb.up()
+        extra = {"bigpacket": ["--port", "5600"]} if cell.guard_break else None
+        tb.start_poles(extra=extra)
+        flood_rep = tb.start_flood(FLOOD_MBPS) if cell.flood else None
+        if cell.stall == "sustained":
+            tb.stall_sustained(SUSTAINED_RATE)
+        elif cell.stall == "bursty":
+            tb.stall_bursty(BURST_STALL_MS, BURST_HZ)
+        if a.sender == "player":
+            cfg = run_dir / "show.yaml"
+            player_yaml(cfg)
+            argv = [a.player, "run", "--config", str(cfg)] + (["--blocking-send"] if cell.blocking else [])
+        else:
+            argv = [sys.executable, str(HERE / "send_test.py"), "--bigpacket", "239.255.80.1:5599",
+                    "--sacn", "multicast", "--ddp", "239.255.70.1:4048", "--iface-addr", PLAYER.addr,
+                    "--seconds", str(a.warmup + a.seconds + 5), "--report", str(run_dir / "sender.json")]  # fmt: skip
+            if cell.blocking:
+                argv.append("--blocking")
+        tb.spawn("sender", PLAYER, argv)
+        time.sleep(a.warmup)
+        tb.reset_pole_stats()
+        t0 = time.monotonic()
+        time.sleep(a.seconds)
+        profile = None
+        if a.sender == "player":
+            try:
+                profile = fetch_profile(tb)
+            except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
+                res.unmeasurable = str(e)
+        window = time.monotonic() - t0
+        mdb = tb.mdb() if cell.switch == "managed" else ""
+        player_qdisc = tb.qdisc_stats(PLAYER) if cell.stall != "none" else ""
+        tb.stop_stall()
+        tb.stop("sender", timeout=5)
+        if cell.flood:
+            tb.stop("flood")
+        poles = tb.stop_poles()
+    except Exception as e:  # one attempt: a broken cell is reported, not retried
+        res.unmeasurable = f"testbed error: {e}"
+        return res
+    finally:
+        tb.down()
+
+    # ---- guards, in order; the first that fails names the cell UNMEASURABLE
+    row = {}
+    if a.sender == "standin":
+        try:
+            s = json.loads((run_dir / "sender.json").read_text())
+            row.update(fps=s["fps"], misses=s["deadline_misses"], ws50=s["wire_send_us"]["p50"],
+                       ws99=s["wire_send_us"]["p99"])  # fmt: skip
+        except (OSError, json.JSONDecodeError, KeyError) as e:
+            res.unmeasurable = res.unmeasurable or f"stand-in sender wrote no report ({e})"
+    elif profile is not None:
+        ws = profile.get("stages", {}).get("wire_send", {})
+        if not profile.get("frames"):
+            res.unmeasurable = res.unmeasurable or "/profile says the player rendered no frames"
+        st = profile.get("stages", {})
+        row.update(fps=profile.get("fps"), misses=profile.get("deadline_misses"), ws50=ws.get("p50_us"),
+                   ws95=ws.get("p95_us"), ws99=ws.get("p99_us"),
+                   src99=st.get("source", {}).get("p99_us"), geo99=st.get("geometry", {}).get("p99_us"),
+                   bg99=st.get("background", {}).get("p99_us"),
+                   dropped=sum(o.get("frames_dropped", 0) for o in profile.get("outputs", [])))  # fmt: skip
+    for proto in POLES:
+        r = poles.get(proto)
+        if r is None:
+            res.unmeasurable = res.unmeasurable or f"pole {proto}: no report"
+            continue
+        res.excluded += r.get("excluded_warmup_frames", 0)
+        if not r.get("ok"):
+            res.unmeasurable = res.unmeasurable or f"pole {proto}: {r.get('reason')}"
+        row[f"frames_{proto}"] = r.get("frames")
+        row[f"lost_{proto}"] = r.get("sequence", {}).get("lost")
+    bp = poles.get("bigpacket") or {}
+    age = bp.get("frame_age_ms") or {}
+    row.update(age50=age.get("p50"), age99=age.get("p99"), agemax=age.get("max"))
+    after = bp.get("frame_age_after_stall_ms") or {}
+    row["age_after_stall_max"] = after.get("max")
+    row["window_s"] = round(window, 1)
+    if flood_rep is not None:
+        try:
+            f = json.loads(flood_rep.read_text())
+            row["flood_mbps"] = f["sent_mbps"]
+            if f["sent_mbps"] < 0.9 * FLOOD_MBPS:
+                res.unmeasurable = res.unmeasurable or f"flood source sent {f['sent_mbps']} of {FLOOD_MBPS} Mbit/s"
+        except (OSError, json.JSONDecodeError, KeyError):
+            res.unmeasurable = res.unmeasurable or "flood source wrote no report"
+    if cell.switch == "managed":
+        for g in ("239.255.80.1", "239.255.0.1", "239.255.70.1"):
+            if g not in mdb and not cell.guard_break:
+                res.unmeasurable = res.unmeasurable or f"managed switch learned no member for {g}"
+    if cell.stall != "none" and "tbf" not in player_qdisc:
+        res.unmeasurable = res.unmeasurable or "stall qdisc was not in place"
+    res.row = row
+    return res
+
+
+def print_table(results: list[Result], title: str, sender: str) -> None:
+    print(f"\n## {title} (sender: {sender})\n")
+    cols = ["cell", "fps", "misses", "wire_send p50/p99 us", "frames bp/sacn/ddp", "lost bp/sacn/ddp",
+            "age bp p50/p99/max ms", "age after stall max ms"]  # fmt: skip
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    excluded = 0
+    unmeasurable = 0
+    for r in results:
+        excluded += r.excluded
+        if r.unmeasurable:
+            unmeasurable += 1
+            print(f"| {r.cell.name} | UNMEASURABLE: {r.unmeasurable} |" + " |" * (len(cols) - 2))
+            continue
+        w = r.row
+        print(
+            f"| {r.cell.name} | {fmt(w.get('fps'), 2)} | {fmt(w.get('misses'))} | "
+            f"{fmt(w.get('ws50'), 0)} / {fmt(w.get('ws99'), 0)} | "
+            f"{w.get('frames_bigpacket')}/{w.get('frames_sacn')}/{w.get('frames_ddp')} | "
+            f"{w.get('lost_bigpacket')}/{w.get('lost_sacn')}/{w.get('lost_ddp')} | "
+            f"{fmt(w.get('age50'), 2)} / {fmt(w.get('age99'), 2)} / {fmt(w.get('agemax'), 2)} | "
+            f"{fmt(w.get('age_after_stall_max'), 2)} |"
+        )
+    print(f"\ncells: {len(results)}, UNMEASURABLE: {unmeasurable}; excluded warm-up frames (all poles): {excluded}")
+
+
+LATENCY_CELLS = [
+    Cell(f"{sw}/{'10M' if slow else 'fast'}/flood-{'on' if fl else 'off'}", switch=sw, slow_port=slow, flood=fl)
+    for sw in ("unmanaged", "managed")
+    for slow in (True, False)
+    for fl in (True, False)
+]
+STALL_CELLS = [
+    Cell(f"{'blocking' if bl else 'normal'}/{st}", stall=st, blocking=bl)
+    for bl in (False, True)
+    for st in ("none", "sustained", "bursty")
+]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=["latency2x2", "stall", "all", "guard-demo"])
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--warmup", type=float, default=2.0)
+    ap.add_argument("--sender", choices=["standin", "player"], default=None)
+    ap.add_argument("--player", default=os.environ.get("PFX_PLAYER"), help="pfx-player binary (env PFX_PLAYER)")
+    ap.add_argument("--out", default=f"/tmp/pfx-bench-{os.getpid()}")
+    ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--only", help="run only cells whose name contains this")
+    a = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("skipped: needs root (network namespaces)", file=sys.stderr)
+        return 77
+    if a.sender is None:
+        a.sender = "player" if (a.player and a.what in ("stall", "all")) else "standin"
+    if a.sender == "player" and not (a.player and Path(a.player).exists()):
+        print("bench: --sender player needs --player BIN or PFX_PLAYER", file=sys.stderr)
+        return 2
+    groups = []
+    if a.what in ("latency2x2", "all"):
+        groups.append(("2x2: latency at the 10 Mbit/s pole", LATENCY_CELLS))
+    if a.what in ("stall", "all"):
+        groups.append(("stall injection on the player's link", STALL_CELLS))
+    if a.what == "guard-demo":
+        groups.append(("guard demo", [Cell("bp-pole-hears-nothing", guard_break=True)]))
+    print(f"# pfx testbed bench, {time.strftime('%Y-%m-%d %H:%M:%S')}, host {os.uname().nodename}, "
+          f"kernel {os.uname().release}, {a.seconds:g} s per cell after {a.warmup:g} s warm-up")  # fmt: skip
+    all_results = []
+    for title, cells in groups:
+        if a.only:
+            cells = [c for c in cells if a.only in c.name]
+        results = []
+        for c in cells:
+            print(f"  running {c.name} ...", file=sys.stderr, flush=True)
+            results.append(run_cell(c, a))
+        print_table(results, title, a.sender)
+        all_results += results
+    if a.json:
+        Path(a.json).write_text(
+            json.dumps([{"cell": r.cell.name, "unmeasurable": r.unmeasurable, **r.row} for r in all_results], indent=1)
+        )
+    left = netns.list_namespaces(netns.PREFIX + str(os.getpid()))
+    if left:
+        print(f"bench: namespaces left behind: {left}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
