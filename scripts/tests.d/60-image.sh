@@ -217,6 +217,31 @@ host=$(vm hostname); lower_host=$(vm cat /media/root-ro/etc/hostname)
 [ "$host" = "$want_host" ] || fail "hostname is '$host', expected '$want_host' (from MAC $mac)"
 [ "$lower_host" = pfx ] && [ "$lower_host" != "$host" ] || fail "image hostname '$lower_host'"
 ok "hostname $host from MAC $mac (image's own: $lower_host)"
+# Fleet end to end (issue 6): the operator tool pushes PAUSE-off to this booted unit over
+# SSH (host key checked against the known_hosts this suite recorded), the unit's agent
+# persists it through the overlay, and the gate opens on the unit's own readback.
+cargo build -q --locked -p pfx-fleet || fail "cargo build pfx-fleet"
+cat > "$work/fleet.yaml" <<YAML
+ssh:
+  user: root
+  identity: $work/id
+  known_hosts: $work/known_hosts
+  connect_timeout_s: 10
+  command_timeout_s: 120
+agent_command: /usr/bin/pfx-agent --iface eth0 --lower /media/root-ro
+state_db: $work/fleet.db
+sites:
+  - name: vm
+    units:
+      - {id: $want_host, host: 127.0.0.1, port: $ssh_port}
+YAML
+fleet() { "$top/target/debug/pfx-fleet" --config "$work/fleet.yaml" "$@"; }
+fleet gate fallback --site vm > "$work/gate0.txt" 2>&1 && fail "gate open before any push: $(cat "$work/gate0.txt")"
+fleet push pause-off --site vm > "$work/push.txt" 2>&1 || { cat "$work/push.txt"; fleet history; fail "fleet push to the VM"; }
+fleet gate fallback --site vm > "$work/gate1.txt" 2>&1 || { cat "$work/gate1.txt"; fail "gate closed after a verified push"; }
+vm cat /media/root-ro/etc/pfx/nic.d/eth0.yaml > "$work/persisted.yaml" || fail "the agent persisted nothing to the lower root"
+case ",$(vm findmnt -no OPTIONS /media/root-ro)," in *,ro,*) ;; *) fail "lower root left writable after the push" ;; esac
+ok "pfx-fleet push pause-off to the booted unit: verified readback, persisted on the lower root, lower read-only again, gate open"
 boot1=$(vm cat /proc/sys/kernel/random/boot_id)
 vm 'echo probe > /etc/pfx-overlay-probe && sync && cat /etc/pfx-overlay-probe' | grep -qx probe || fail "cannot write /etc"
 vm systemctl reboot || true
@@ -234,6 +259,12 @@ done
 if vm test -e /etc/pfx-overlay-probe; then fail "/etc/pfx-overlay-probe survived the reboot: the root is not volatile"; fi
 [ "$(vm findmnt -no FSTYPE /)" = overlay ] || fail "second boot: / is not overlay"
 ok "file written to /etc is gone after the reboot; SSH host key unchanged"
+pause=$(vm ethtool -a eth0)
+echo "$pause" | grep -Eq '^Autonegotiate:[[:space:]]+off' && echo "$pause" | grep -Eq '^RX:[[:space:]]+off' \
+  && echo "$pause" | grep -Eq '^TX:[[:space:]]+off' || fail "second boot: PAUSE not off"
+vm cat /media/root-ro/etc/pfx/nic.d/eth0.yaml | cmp -s - "$work/persisted.yaml" || fail "second boot: persisted file changed or gone"
+fleet gate fallback --site vm > "$work/gate2.txt" 2>&1 || { cat "$work/gate2.txt"; fail "gate closed after the reboot"; }
+ok "after the reboot: PAUSE still off, the pushed file still on the lower root, gate open"
 vm systemctl poweroff || true
 for _ in $(seq 1 60); do kill -0 "$qemu_pid" 2>/dev/null || break; sleep 1; done
 kill -0 "$qemu_pid" 2>/dev/null && kill "$qemu_pid"

@@ -20,7 +20,8 @@ bin="${PFX_FLEET_BIN:-$top/target/debug}"
 FLEET="$bin/pfx-fleet"
 AGENT="$bin/pfx-agent"
 [ -x "$FLEET" ] && [ -x "$AGENT" ] || { echo "FAILED: build first (cargo build -p pfx-fleet): $FLEET"; exit 1; }
-POLE_SIM="${PFX_POLE_SIM:-$top/fleet/tests/pole_stub.py}"
+# The testbed's pole simulator (docs/pole-api.md) by default; the stub only when it is absent.
+if [ -f "$top/testbed/pole_sim.py" ]; then POLE_SIM="${PFX_POLE_SIM:-$top/testbed/pole_sim.py}"; else POLE_SIM="${PFX_POLE_SIM:-$top/fleet/tests/pole_stub.py}"; fi
 
 T=$(mktemp -d /tmp/pfx-fleet-test.XXXXXX)
 chmod 755 "$T"
