@@ -77,18 +77,6 @@ fn is_interface_error(e: i32) -> bool {
     )
 }
 
-pub fn available_interfaces() -> String {
-    let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names.join(", ")
-}
-
 /// Room for about two frames of this pole in the socket. Every byte the socket may hold is
 /// a byte that can sit in a stalled queue and reach the pole late: with the kernel's
 /// default (~208 KB) a stalled output delivered frames seconds old when the stall lifted
@@ -114,7 +102,7 @@ impl Output {
             return Err(OutputError::NoInterface {
                 output: o.name.clone(),
                 interface: opts.socket.interface.clone(),
-                available: available_interfaces(),
+                available: crate::nic::link::interface_names().join(", "),
             });
         };
         let sock_err = |error| OutputError::Socket {
