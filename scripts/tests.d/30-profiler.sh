@@ -154,8 +154,10 @@ lines = {name: near(c) for name, c in [("p50", (0x1f, 0x77, 0xb4)), ("p95", (0xf
 print(f"screenshot {im.size[0]}x{im.size[1]}: {colours} colours, {non_bg} non-background pixels, line pixels {lines}")
 assert colours > 50, "looks blank"
 assert non_bg > 20000, "looks blank"
-# the legend alone has ~42 pixels of each colour; the lines of six charts add far more
-assert all(v > 150 for v in lines.values()), f"chart lines missing: {lines}"
+# The legend alone has ~42 pixels of each colour; the lines of six charts add more, though
+# where two percentiles coincide the later line hides the earlier (seen: p95 at 145 px when
+# the synthetic feed's p95 equals its p50). Twice the legend is the floor.
+assert all(v > 90 for v in lines.values()), f"chart lines missing: {lines}"
 PY
 echo "dashboard screenshot: $shot"
 
