@@ -4,12 +4,12 @@
 
 use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::clock::{FrameClock, mono_ns, sleep_until, unix_micros};
 use super::playlist::{Entry, Now, Playlist};
 use super::sample::{FrameSample, Stage};
-use crate::geometry::{Brightness, PoleMap, map_pole};
+use crate::geometry::{Brightness, PoleMap};
 use crate::output::Output;
 use crate::profiler::SampleSink;
 use crate::source::fseq::Prefetcher;
@@ -230,13 +230,7 @@ fn run(engine: Engine, mut sink: SampleSink, control: Receiver<Control>) -> Exit
 
         // geometry: each pole's wire pixels.
         for o in &mut show.engine.outputs {
-            let map = o.map().clone();
-            map_pole(
-                &show.channels,
-                &map,
-                &show.engine.brightness,
-                o.pixels_mut(),
-            );
+            o.map_from(&show.channels, &show.engine.brightness);
         }
         let t3 = mono_ns();
 
@@ -273,16 +267,4 @@ fn terminate(show: &mut Show) {
     for o in &mut show.engine.outputs {
         o.terminate();
     }
-}
-
-/// Used by tests and benchmarks that want a bounded run.
-pub fn run_for(engine: Engine, sink: SampleSink, d: Duration) -> Exit {
-    let (tx, rx) = channel();
-    let stopper = std::thread::spawn(move || {
-        std::thread::sleep(d);
-        let _ = tx.send(Control::Stop);
-    });
-    let exit = run(engine, sink, rx);
-    let _ = stopper.join();
-    exit
 }

@@ -197,6 +197,11 @@ impl Output {
         &self.map
     }
 
+    /// Geometry for this pole: its channels of the frame, in its colour order, scaled.
+    pub fn map_from(&mut self, channels: &[u8], brightness: &crate::geometry::Brightness) {
+        crate::geometry::map_pole(channels, &self.map, brightness, &mut self.pixels);
+    }
+
     /// The pole's wire pixels for this frame; geometry writes them.
     pub fn pixels_mut(&mut self) -> &mut [u8] {
         &mut self.pixels
