@@ -48,6 +48,20 @@ impl TimedIo {
         self.deadline.as_mut().reset(Instant::now() + idle);
     }
 
+    /// Progress re-arms the idle deadline; waiting past it turns into a timeout error.
+    fn account<T>(&mut self, cx: &mut Context<'_>, p: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        match p {
+            Poll::Ready(r) => {
+                self.progressed();
+                Poll::Ready(r)
+            }
+            Poll::Pending => match self.check(cx) {
+                Ok(()) => Poll::Pending,
+                Err(e) => Poll::Ready(Err(e)),
+            },
+        }
+    }
+
     fn check(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
         match self.deadline.as_mut().poll(cx) {
             Poll::Ready(()) => Err(io::Error::new(
@@ -65,16 +79,8 @@ impl AsyncRead for TimedIo {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match Pin::new(&mut self.io).poll_read(cx, buf) {
-            Poll::Ready(r) => {
-                self.progressed();
-                Poll::Ready(r)
-            }
-            Poll::Pending => match self.check(cx) {
-                Ok(()) => Poll::Pending,
-                Err(e) => Poll::Ready(Err(e)),
-            },
-        }
+        let p = Pin::new(&mut self.io).poll_read(cx, buf);
+        self.account(cx, p)
     }
 }
 
@@ -84,16 +90,8 @@ impl AsyncWrite for TimedIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.io).poll_write(cx, buf) {
-            Poll::Ready(r) => {
-                self.progressed();
-                Poll::Ready(r)
-            }
-            Poll::Pending => match self.check(cx) {
-                Ok(()) => Poll::Pending,
-                Err(e) => Poll::Ready(Err(e)),
-            },
-        }
+        let p = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.account(cx, p)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
