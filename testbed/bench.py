@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import netns  # noqa: E402
-from netns import PLAYER, POLES, Testbed  # noqa: E402
+from netns import PLAYER, POLES, STALL_PARENT, Testbed  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -56,10 +56,11 @@ class Result:
     excluded: int = 0
 
 
-def player_yaml(path: Path) -> None:
+def player_yaml(path: Path, tx_queue: str) -> None:
     path.write_text(
         f"""# Written by testbed/bench.py for one cell.
 interface: eth0
+{tx_queue}
 fps: 60
 http: 127.0.0.1:8080
 multicast_loop: false
@@ -120,7 +121,15 @@ def run_cell(cell: Cell, a) -> Result:
             tb.stall_bursty(BURST_STALL_MS, BURST_HZ)
         if a.sender == "player":
             cfg = run_dir / "show.yaml"
-            player_yaml(cfg)
+            # The naive baseline keeps the kernel's queue; pfx's own policy goes under the
+            # stall injection's qdiscs, where a PAUSEd NIC's queue would be.
+            if cell.blocking:
+                txq = "tx_queue: kernel"
+            elif cell.stall != "none":
+                txq = f'tx_queue_parent: "{STALL_PARENT}"'
+            else:
+                txq = "tx_queue: newest"
+            player_yaml(cfg, txq)
             argv = [a.player, "run", "--config", str(cfg)] + (["--blocking-send"] if cell.blocking else [])
         else:
             argv = [sys.executable, str(HERE / "send_test.py"), "--bigpacket", "239.255.80.1:5599",

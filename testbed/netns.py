@@ -46,6 +46,7 @@ class Host:
     addr: str
 
 
+STALL_PARENT = "2:1"  # where the leaf queue sits under the stall qdiscs (see stall injection)
 PLAYER = Host("player", f"{SUBNET}.1")
 FLOOD = Host("flood", f"{SUBNET}.2")
 POLE_BP = Host("bp", f"{SUBNET}.11")
@@ -345,21 +346,39 @@ class Testbed:
         return run(["tc", "-n", ns, "-s", "qdisc", "show", "dev", dev], capture=True, check=False).stdout
 
     # ------------------------------------------------------------------ stall injection
+    # The stall is a tbf at the root of the player's eth0 whose rate is changed (a tbf change
+    # refills its tokens, so a stall ends when it is lifted; an HTB class would carry the slow
+    # rate's token debt into the fast phase). Under it, an unshaped HTB class (10 Gbit/s) holds
+    # the leaf queue at STALL_PARENT: tbf resizes a fifo child on every change, but not an HTB,
+    # so the leaf survives the rate changes. (This machine's kernel has only the htb, tbf and
+    # fifo qdiscs; prio or drr would do the same job.) The leaf stands for the interface's own queue (what a
+    # PAUSEd NIC backs up into), so the player's tx-queue policy, installed at STALL_PARENT, is
+    # what gets tested. The testbed's default leaf is a 4 MB bfifo, larger than any socket
+    # buffer, like a kernel default queue (a blocking sendto stalls rather than the queue
+    # dropping silently).
+    def _stall_root(self, rate: str, limit: str) -> list[str]:
+        tbf = ["qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "tbf", "burst", "3000",
+               "limit", "64kb", "rate"]  # fmt: skip
+        batch = "\n".join([
+            " ".join(tbf + [rate]),
+            "qdisc replace dev eth0 parent 1:1 handle 2: htb default 1",
+            "class replace dev eth0 parent 2: classid 2:1 htb rate 10gbit",
+            f"qdisc replace dev eth0 parent {STALL_PARENT} handle 10: bfifo limit {limit}",
+        ]) + "\n"  # fmt: skip
+        subprocess.run(["tc", "-n", self.ns(PLAYER), "-batch", "-"], input=batch, text=True, check=True)
+        return tbf
+
     def stall_sustained(self, rate: str, limit: str = "4mb") -> None:
-        """Egress of the player's own link slower than the offered load. `limit` is larger than
-        the socket send buffer, so the qdisc's backlog holds the socket's memory and a blocking
-        sendto stalls (a small limit would drop silently instead)."""
-        run(["tc", "-n", self.ns(PLAYER), "qdisc", "replace", "dev", "eth0", "root", "tbf",
-             "rate", rate, "burst", "3000", "limit", limit])  # fmt: skip
+        """Egress of the player's own link slower than the offered load."""
+        self._stall_root(rate, limit)
 
     def stall_bursty(
         self, stall_ms: float, hz: float, fast: str = "1gbit", slow: str = "8kbit", limit: str = "4mb"
     ) -> None:
-        """Stalls of `stall_ms` at `hz`: the player's tbf is switched between `fast` and a near-zero
-        `slow` rate by one long-lived `tc -batch -` (no fork per change)."""
+        """Stalls of `stall_ms` at `hz`: one long-lived `tc -batch -` (no fork per change) switches
+        the root tbf between `fast` and a near-zero `slow` rate."""
         ns = self.ns(PLAYER)
-        base = ["qdisc", "replace", "dev", "eth0", "root", "tbf", "burst", "3000", "limit", limit, "rate"]
-        run(["tc", "-n", ns] + base + [fast])
+        change = " ".join(self._stall_root(fast, limit))
         tc = subprocess.Popen(
             ["tc", "-n", ns, "-batch", "-"], stdin=subprocess.PIPE, text=True, stdout=subprocess.DEVNULL
         )
@@ -376,10 +395,10 @@ class Testbed:
                     if self._stall_stop.wait(max(0.0, t - time.monotonic())):
                         break
                     t0 = time.monotonic()
-                    tc.stdin.write(" ".join(base + [slow]) + "\n")
+                    tc.stdin.write(f"{change} {slow}\n")
                     tc.stdin.flush()
                     self._stall_stop.wait(stall_ms / 1000.0)
-                    tc.stdin.write(" ".join(base + [fast]) + "\n")
+                    tc.stdin.write(f"{change} {fast}\n")
                     tc.stdin.flush()
                     self.stall_log.append((t0, time.monotonic()))
                     k += 1

@@ -6,3 +6,4 @@ pub mod profile;
 pub mod run;
 pub mod seq;
 pub mod services;
+pub mod tx_queue;

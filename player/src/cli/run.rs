@@ -177,6 +177,7 @@ fn play(show: Show, common: CommonArgs, config_path: Option<PathBuf>) -> anyhow:
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
         .context("cannot install signal handlers")?;
     let engine = build_engine(&show, &common)?;
+    let mut tx_queue = Some(crate::cli::tx_queue::apply(&show, None));
     let mut services = crate::cli::services::start(&show, &engine, &common)?;
     let sink = services
         .sink
@@ -203,9 +204,11 @@ fn play(show: Show, common: CommonArgs, config_path: Option<PathBuf>) -> anyhow:
                 SIGHUP => match &config_path {
                     Some(p) => match ShowConfig::load(p)
                         .map_err(anyhow::Error::from)
-                        .and_then(|s| build_engine(&s, &common))
+                        .and_then(|s| build_engine(&s, &common).map(|e| (s, e)))
                     {
-                        Ok(engine) => {
+                        Ok((new_show, engine)) => {
+                            tx_queue =
+                                Some(crate::cli::tx_queue::apply(&new_show, tx_queue.take()));
                             handle.reload(engine);
                             tracing::info!(config = %p.display(), "SIGHUP: new config accepted");
                         }

@@ -36,8 +36,24 @@ pub struct ShowConfig {
     /// Default: the host name.
     #[serde(default)]
     pub unit_id: Option<String>,
+    /// The show interface's transmit queue: `newest` (default) keeps only the newest frame
+    /// queued while the link is stalled; `kernel` leaves the interface's queue as it is.
+    #[serde(default)]
+    pub tx_queue: TxQueuePolicy,
+    /// Where that queue goes: `root` (default), or a tc class `MAJOR:MINOR` under a shaper
+    /// someone else put at the root.
+    #[serde(default)]
+    pub tx_queue_parent: Option<String>,
     pub outputs: Vec<OutputConfig>,
     pub content: Content,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TxQueuePolicy {
+    #[default]
+    Newest,
+    Kernel,
 }
 
 fn default_fps() -> u32 {
@@ -187,6 +203,11 @@ impl ShowConfig {
                 "profile_window_s: {} is outside 1..=600",
                 self.profile_window_s
             ));
+        }
+        if let Some(p) = &self.tx_queue_parent
+            && let Err(e) = crate::nic::txqueue::Parent::parse(p)
+        {
+            return bad(format!("tx_queue_parent: {e}"));
         }
         let base = origin.parent().unwrap_or(Path::new("."));
         let profiles_dir = self.profiles_dir.as_ref().map(|d| base.join(d));

@@ -10,7 +10,9 @@ pub mod error;
 pub mod link;
 pub mod monitor;
 pub mod pause;
+pub mod qdisc;
 pub mod rate;
+pub mod txqueue;
 
 pub use error::{NicError, errno_name};
 pub use monitor::{MonitorHandle, NicReader, read_status, spawn_monitor};
