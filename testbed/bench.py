@@ -180,7 +180,8 @@ def run_cell(cell: Cell, a) -> Result:
                    ws95=ws.get("p95_us"), ws99=ws.get("p99_us"),
                    src99=st.get("source", {}).get("p99_us"), geo99=st.get("geometry", {}).get("p99_us"),
                    bg99=st.get("background", {}).get("p99_us"),
-                   dropped=sum(o.get("frames_dropped", 0) for o in profile.get("outputs", [])))  # fmt: skip
+                   dropped=sum(o.get("frames_dropped", 0) for o in profile.get("outputs", [])),
+                   qdisc_drops=(profile.get("nic") or {}).get("qdisc_drops"))  # fmt: skip
     for proto in POLES:
         r = poles.get(proto)
         if r is None:
