@@ -120,3 +120,90 @@ fn pause_off_on_veth_returns_the_driver_error() {
     // EOPNOTSUPP is final: no waiting out the 5 s.
     assert!(t0.elapsed().as_secs_f64() < 4.0, "took {:?}", t0.elapsed());
 }
+
+/// Runs `qdisc::apply IFACE PARENT LIMIT` or `qdisc::remove IFACE` inside a namespace and
+/// prints the outcome's Debug form; a no-op in a normal run.
+#[test]
+fn child_tx_queue() {
+    use pfx_player::nic::qdisc;
+    use pfx_player::nic::txqueue::Parent;
+    let Some(args) = child_args() else { return };
+    let out = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["apply", iface, parent, limit] => {
+            let parent = Parent::parse(parent).expect("parent");
+            format!(
+                "{:?}",
+                qdisc::apply(iface, parent, limit.parse().expect("limit"))
+            )
+        }
+        ["remove", iface] => format!("{:?}", qdisc::remove(iface)),
+        _ => panic!("child_tx_queue: bad args {args:?}"),
+    };
+    println!("{out}");
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    std::process::exit(0);
+}
+
+fn tc_show(ns: &Netns) -> String {
+    let out = std::process::Command::new("tc")
+        .args(["-n", &ns.name, "qdisc", "show", "dev", "va"])
+        .output()
+        .expect("tc");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn tx_queue_installs_keeps_resizes_removes_and_leaves_a_shaper_alone() {
+    if !need_root("tx_queue_installs_keeps_resizes_removes_and_leaves_a_shaper_alone") {
+        return;
+    }
+    let ns = veth_ns();
+    let run = |args: &[&str]| child_stdout(&ns.run_child("child_tx_queue", args));
+
+    // veth's default is noqueue; ours replaces it at the root.
+    let out = run(&["apply", "va", "root", "7"]);
+    assert!(
+        out.contains("Installed") && out.contains("noqueue"),
+        "{out}"
+    );
+    let tc = tc_show(&ns);
+    assert!(
+        tc.contains("pfifo_head_drop") && tc.contains("limit 7p"),
+        "{tc}"
+    );
+    // Idempotent, then resized when the show changes.
+    assert!(run(&["apply", "va", "root", "7"]).contains("Unchanged"));
+    assert!(run(&["apply", "va", "root", "9"]).contains("Installed"));
+    assert!(tc_show(&ns).contains("limit 9p"), "{}", tc_show(&ns));
+    // Removing gives the kernel's default back.
+    assert!(run(&["remove", "va"]).contains("Ok(true)"));
+    assert!(
+        !tc_show(&ns).contains("pfifo_head_drop"),
+        "{}",
+        tc_show(&ns)
+    );
+
+    // Someone's shaper at the root is left alone at the root, and ours goes under its class
+    // when the config names it.
+    ns.exec(&[
+        "tc", "qdisc", "replace", "dev", "va", "root", "handle", "1:", "htb", "default", "1",
+    ]);
+    ns.exec(&[
+        "tc", "class", "add", "dev", "va", "parent", "1:", "classid", "1:1", "htb", "rate", "1gbit",
+    ]);
+    let out = run(&["apply", "va", "root", "7"]);
+    assert!(out.contains("LeftForeign(\"htb\")"), "{out}");
+    assert!(run(&["remove", "va"]).contains("Ok(false)"));
+    let out = run(&["apply", "va", "1:1", "5"]);
+    assert!(out.contains("Installed"), "{out}");
+    let tc = tc_show(&ns);
+    assert!(
+        tc.contains("htb 1: root") && tc.contains("pfifo_head_drop") && tc.contains("parent 1:1"),
+        "{tc}"
+    );
+
+    // An unknown interface is named in the error.
+    let out = run(&["apply", "eht0", "root", "7"]);
+    assert!(out.contains("eht0") && out.contains("Err"), "{out}");
+}

@@ -224,6 +224,9 @@ fn play(show: Show, common: CommonArgs, config_path: Option<PathBuf>) -> anyhow:
                 }
             }
         }
+        if let Some(q) = tx_queue.as_mut() {
+            q.refresh(Instant::now());
+        }
         if deadline.is_some_and(|d| started.elapsed() >= d) {
             return Ok(finish(handle.stop(), services));
         }

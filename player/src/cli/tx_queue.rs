@@ -1,15 +1,25 @@
 //! The run shell's side of the transmit-queue policy (`tx_queue:` in the show config):
-//! installs the head-drop queue when the show starts or is reloaded, removes it when the
-//! player stops, and says in the log what it did and why when it could not.
+//! installs the head-drop queue when the show starts or is reloaded, puts it back when the
+//! interface was re-created (a new interface gets the kernel's default queue), removes it
+//! when the player stops, and says in the log what it did and why when it could not.
+
+use std::time::{Duration, Instant};
 
 use crate::config::show::{Show, TxQueuePolicy};
 use crate::nic::qdisc::{self, Applied};
 use crate::nic::txqueue::{self, Parent};
 
-/// Removes the queue on drop if this player put it at the root.
+/// How often `refresh` looks whether the queue is still in place.
+const REFRESH_EVERY: Duration = Duration::from_secs(2);
+
+/// The queue this player keeps on its show interface. Removes it on drop if this player put
+/// it at the root.
 pub struct TxQueue {
     iface: String,
+    /// Where and how big, while the policy is in force; None when the queue is left alone.
+    plan: Option<(Parent, u32)>,
     installed_root: bool,
+    last_check: Instant,
 }
 
 impl Drop for TxQueue {
@@ -33,33 +43,38 @@ fn sysfs(iface: &str, what: &str) -> Option<String> {
 }
 
 /// Applies the show's policy; never fails the show (a player without CAP_NET_ADMIN still
-/// plays, with the kernel's queue, and says so).
-/// `previous` is the guard of the show this one replaces (SIGHUP): on another interface it
-/// is dropped, which gives that interface its default back; on the same one, the new guard
-/// takes over its duty to clean up.
+/// plays, with the kernel's queue, and says so). `previous` is the guard of the show this
+/// one replaces (SIGHUP): on another interface it is dropped, which gives that interface
+/// its default back; on the same one, the new guard takes over its duty to clean up.
 pub fn apply(show: &Show, previous: Option<TxQueue>) -> TxQueue {
     let iface = show.config.interface.clone();
-    let had_root = match previous {
-        Some(mut p) if p.iface == iface => std::mem::take(&mut p.installed_root),
-        _ => false,
-    };
-    let none = || TxQueue {
+    let mut q = TxQueue {
         iface: iface.clone(),
-        installed_root: had_root,
+        plan: None,
+        installed_root: false,
+        last_check: Instant::now(),
     };
+    if let Some(mut p) = previous
+        && p.iface == iface
+    {
+        q.installed_root = std::mem::take(&mut p.installed_root);
+    }
     if show.config.tx_queue == TxQueuePolicy::Kernel {
         tracing::info!(interface = %iface, "tx queue: left as the kernel's (tx_queue: kernel)");
-        // A reload from `newest` to `kernel`: the guard's drop gives the default back.
-        drop(none());
-        return TxQueue {
+        // A reload from `newest` to `kernel`: dropping `q` gives the default back.
+        let kept = TxQueue {
             iface,
+            plan: None,
             installed_root: false,
+            last_check: Instant::now(),
         };
+        drop(q);
+        return kept;
     }
     // Loopback never stalls, and a host's lo carries everything else on it too.
     if sysfs(&iface, "type").as_deref() == Some("772") {
         tracing::debug!(interface = %iface, "tx queue: loopback, left alone");
-        return none();
+        return q;
     }
     let parent = match show.config.tx_queue_parent.as_deref().map(Parent::parse) {
         None => Parent::Root,
@@ -67,53 +82,72 @@ pub fn apply(show: &Show, previous: Option<TxQueue>) -> TxQueue {
         Some(Err(e)) => {
             // `ShowConfig::resolve` already refused this; kept for a Show built otherwise.
             tracing::warn!("tx_queue_parent: {e}; tx queue left as it is");
-            return none();
+            return q;
         }
     };
     let mtu = sysfs(&iface, "mtu")
         .and_then(|m| m.parse().ok())
         .unwrap_or(1500);
     let limit = txqueue::limit_packets(show.outputs.iter().map(|o| &o.profile), mtu);
-    match qdisc::apply(&iface, parent, limit) {
-        Ok(Applied::Installed { replaced }) => {
-            tracing::info!(
-                interface = %iface,
-                %parent,
-                limit,
-                replaced = replaced.as_deref().unwrap_or("nothing"),
-                "tx queue: {} of one frame ({limit} packets); a stalled link keeps only the newest frame",
-                txqueue::KIND
-            );
-            TxQueue {
-                iface,
-                installed_root: parent == Parent::Root,
+    q.plan = Some((parent, limit));
+    q.install(false);
+    q
+}
+
+impl TxQueue {
+    fn install(&mut self, again: bool) {
+        let Some((parent, limit)) = self.plan else {
+            return;
+        };
+        let iface = &self.iface;
+        match qdisc::apply(iface, parent, limit) {
+            Ok(Applied::Installed { replaced }) => {
+                tracing::info!(
+                    interface = %iface,
+                    %parent,
+                    limit,
+                    replaced = replaced.as_deref().unwrap_or("nothing"),
+                    "tx queue: {} of one frame ({limit} packets){}; a stalled link keeps only the newest frame",
+                    txqueue::KIND,
+                    if again { ", put back" } else { "" },
+                );
+                self.installed_root |= parent == Parent::Root;
+            }
+            Ok(Applied::Unchanged) => self.installed_root |= parent == Parent::Root,
+            Ok(Applied::LeftForeign(kind)) => {
+                tracing::warn!(
+                    interface = %iface,
+                    "tx queue: the root qdisc is `{kind}`, which someone installed on purpose; left in place. \
+                     After a stall the poles get what it queued, oldest first. To keep only the newest frame, \
+                     set tx_queue_parent to the class the show's traffic goes through"
+                );
+                self.plan = None;
+            }
+            // The interface is away (the outputs say so, rate-limited); try again later.
+            Err(e) if again => tracing::debug!(interface = %iface, "tx queue: {e}"),
+            Err(e) => {
+                let hint = if e.errno() == Some(libc::EPERM) {
+                    self.plan = None;
+                    " (needs CAP_NET_ADMIN, which the pfx-player service has)"
+                } else {
+                    ""
+                };
+                tracing::warn!(
+                    interface = %iface,
+                    "tx queue: left as it is: {e}{hint}. After a stall the poles get a backlog of old frames first; \
+                     set `tx_queue: kernel` to accept that and silence this"
+                );
             }
         }
-        Ok(Applied::Unchanged) => TxQueue {
-            installed_root: had_root || parent == Parent::Root,
-            iface,
-        },
-        Ok(Applied::LeftForeign(kind)) => {
-            tracing::warn!(
-                interface = %iface,
-                "tx queue: the root qdisc is `{kind}`, which someone installed on purpose; left in place. \
-                 After a stall the poles get what it queued, oldest first. To keep only the newest frame, \
-                 set tx_queue_parent to the class the show's traffic goes through"
-            );
-            none()
+    }
+
+    /// Puts the queue back if it went away (the interface was re-created). Cheap when it is
+    /// in place: one netlink dump every REFRESH_EVERY. Called from the run shell's loop.
+    pub fn refresh(&mut self, now: Instant) {
+        if self.plan.is_none() || now.duration_since(self.last_check) < REFRESH_EVERY {
+            return;
         }
-        Err(e) => {
-            let hint = if e.errno() == Some(libc::EPERM) {
-                " (needs CAP_NET_ADMIN, which the pfx-player service has)"
-            } else {
-                ""
-            };
-            tracing::warn!(
-                interface = %iface,
-                "tx queue: left as it is: {e}{hint}. After a stall the poles get a backlog of old frames first; \
-                 set `tx_queue: kernel` to accept that and silence this"
-            );
-            none()
-        }
+        self.last_check = now;
+        self.install(true);
     }
 }

@@ -111,4 +111,31 @@ mod tests {
         .to_string();
         assert!(e.contains("fps: 0 is outside"), "{e}");
     }
+
+    #[test]
+    fn tx_queue_settings() {
+        let base = "interface: lo\noutputs:\n  - name: a\n    profile: bench-ddp\ncontent:\n  playlist:\n    - pattern: id\n";
+        let show = ShowConfig::from_str(base, Path::new("s.yaml")).unwrap();
+        assert_eq!(show.config.tx_queue, show::TxQueuePolicy::Newest);
+        let show = ShowConfig::from_str(
+            &format!("tx_queue: kernel\ntx_queue_parent: \"2:1\"\n{base}"),
+            Path::new("s.yaml"),
+        )
+        .unwrap();
+        assert_eq!(show.config.tx_queue, show::TxQueuePolicy::Kernel);
+        let e = ShowConfig::from_str(
+            &format!("tx_queue_parent: eth0\n{base}"),
+            Path::new("s.yaml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("tx_queue_parent: \"eth0\" is not `root` or a tc class handle"),
+            "{e}"
+        );
+        let e = ShowConfig::from_str(&format!("{base}tx_queue: fresh\n"), Path::new("s.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 8"), "{e}");
+    }
 }
