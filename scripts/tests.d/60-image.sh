@@ -213,6 +213,9 @@ echo "$pause" | grep -Eq '^Autonegotiate:[[:space:]]+off' && echo "$pause" | gre
 ok "pfx-eth-no-pause@eth0 succeeded; autoneg/RX/TX off"
 [ "$(vm systemctl is-active pfx-player.service)" = active ] || { vm journalctl -b -u pfx-player --no-pager | tail -20; fail "pfx-player not active"; }
 ok "pfx-player active, /profile answered on the forwarded port"
+q=$(vm tc qdisc show dev eth0)
+echo "$q" | grep -q pfifo_head_drop || { echo "$q"; vm journalctl -b -u pfx-player --no-pager | grep -i "tx queue"; fail "eth0's transmit queue is not pfx's head-drop FIFO"; }
+ok "eth0's transmit queue is pfx's head-drop FIFO of one frame ($(echo "$q" | grep -o 'limit [0-9]*p' | head -1)), installed by the service with CAP_NET_ADMIN"
 host=$(vm hostname); lower_host=$(vm cat /media/root-ro/etc/hostname)
 [ "$host" = "$want_host" ] || fail "hostname is '$host', expected '$want_host' (from MAC $mac)"
 [ "$lower_host" = pfx ] && [ "$lower_host" != "$host" ] || fail "image hostname '$lower_host'"
