@@ -95,7 +95,7 @@ pub fn spawn(engine: Engine, sink: SampleSink) -> std::io::Result<LoopHandle> {
     let thread = std::thread::Builder::new()
         .name("pfx-render".into())
         .spawn(move || {
-            raise_priority();
+            raise_priority("render thread");
             run(engine, sink, rx)
         })?;
     Ok(LoopHandle {
@@ -104,13 +104,15 @@ pub fn spawn(engine: Engine, sink: SampleSink) -> std::io::Result<LoopHandle> {
     })
 }
 
-/// Best effort: SCHED_FIFO when the unit allows it (CAP_SYS_NICE), else stays normal.
-fn raise_priority() {
+/// Best effort: SCHED_FIFO when the unit allows it (CAP_SYS_NICE), else stays normal. Also
+/// for threads the render thread waits on within a frame (output send helpers), which must
+/// not queue behind ordinary work while it waits.
+pub(crate) fn raise_priority(thread: &str) {
     let param = libc::sched_param { sched_priority: 10 };
     // SAFETY: plain syscall on the calling thread with a valid param.
     let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
     if rc != 0 {
-        tracing::debug!("render thread stays SCHED_OTHER (no CAP_SYS_NICE)");
+        tracing::debug!("{thread} stays SCHED_OTHER (no CAP_SYS_NICE)");
     }
 }
 

@@ -6,8 +6,11 @@ mod pole;
 mod ratelimit;
 mod send;
 mod socket;
+mod split;
 
 pub use pole::{Output, OutputError, OutputOptions};
 pub use ratelimit::RateLimit;
 pub use send::{SendOutcome, Sender};
-pub use socket::{SocketOptions, interface_index, open_udp, set_multicast_ifindex};
+pub use socket::{
+    SocketOptions, interface_index, open_udp, set_dont_fragment, set_multicast_ifindex,
+};

@@ -9,7 +9,10 @@ use uuid::Uuid;
 use super::counters::OutputCounters;
 use super::ratelimit::RateLimit;
 use super::send::{SendOutcome, Sender};
-use super::socket::{SocketOptions, interface_index, open_udp, set_multicast_ifindex};
+use super::socket::{
+    SocketOptions, interface_index, open_udp, set_dont_fragment, set_multicast_ifindex,
+};
+use super::split::{SPLIT_MIN_DATAGRAMS, Splitter};
 use crate::config::Protocol;
 use crate::config::show::ResolvedOutput;
 use crate::geometry::PoleMap;
@@ -57,6 +60,8 @@ pub struct Output {
     encoder: Encoder,
     socket: Socket,
     sender: Sender,
+    /// The helper that sends half of each frame, for outputs with many datagrams.
+    split: Option<Splitter>,
     batch: Datagrams,
     pixels: Vec<u8>,
     counters: Arc<OutputCounters>,
@@ -158,17 +163,32 @@ impl Output {
                 bigpacket::Encoder::datagram_len(channels),
             ),
         };
+        // Discovery pages go out beside a frame; count the frame's datagrams only.
+        let per_frame = match &encoder {
+            Encoder::Sacn(e) => e.packets_per_frame(),
+            _ => slots,
+        };
         let mut sock_opts = opts.socket.clone();
         if sock_opts.send_buffer.is_none() {
-            // Discovery pages go out beside a frame; count the frame's datagrams only.
-            let per_frame = match &encoder {
-                Encoder::Sacn(e) => e.packets_per_frame(),
-                _ => slots,
-            };
             sock_opts.send_buffer = Some(default_send_buffer(channels, per_frame));
         }
         let socket = open_udp(&sock_opts).map_err(sock_err)?;
         set_multicast_ifindex(&socket, ifindex).map_err(sock_err)?;
+        // Only sACN and DDP: their datagrams fit one Ethernet frame, bigPacket's need IP
+        // fragmentation (see `set_dont_fragment`).
+        if matches!(p.protocol, Protocol::Sacn | Protocol::Ddp) {
+            set_dont_fragment(&socket).map_err(sock_err)?;
+        }
+        // The blocking baseline stays single-threaded: it measures a naive player.
+        let split = if per_frame >= SPLIT_MIN_DATAGRAMS && !opts.socket.blocking {
+            Splitter::spawn(slots)
+                .inspect_err(|e| {
+                    tracing::warn!(output = %o.name, "no send helper thread ({e}); this output sends from the render thread alone");
+                })
+                .ok()
+        } else {
+            None
+        };
         Ok(Output {
             name: o.name.clone(),
             protocol: p.protocol,
@@ -182,6 +202,7 @@ impl Output {
             encoder,
             socket,
             sender: Sender::new(slots),
+            split,
             batch: Datagrams::new(slots, slot_len),
             pixels: vec![0; channels],
             counters: Arc::new(OutputCounters::default()),
@@ -213,6 +234,12 @@ impl Output {
 
     pub fn counters(&self) -> Arc<OutputCounters> {
         self.counters.clone()
+    }
+
+    /// CPU time the output's send helper thread has used so far, or None when this output
+    /// sends from the calling thread alone.
+    pub fn send_helper_cpu_ns(&self) -> Option<u64> {
+        self.split.as_ref().map(Splitter::cpu_ns)
     }
 
     /// Encodes the current pixels and sends them. Never blocks unless the output was
@@ -309,7 +336,10 @@ impl Output {
     fn flush(&mut self, is_frame: bool) {
         use std::sync::atomic::Ordering::Relaxed;
         let fd = self.socket.as_raw_fd();
-        let SendOutcome { sent, bytes, errno } = self.sender.send(fd, &self.batch, self.dontwait);
+        let SendOutcome { sent, bytes, errno } = match &mut self.split {
+            Some(split) if is_frame => split.send(fd, &self.batch, &mut self.sender, self.dontwait),
+            _ => self.sender.send(fd, &self.batch, self.dontwait),
+        };
         let c = &self.counters;
         c.packets.fetch_add(sent as u64, Relaxed);
         c.bytes.fetch_add(bytes as u64, Relaxed);
@@ -340,5 +370,76 @@ impl Output {
                 tracing::error!(output = %self.name, suppressed = n, sent, of = self.batch.len(), "send failed: {err}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::DeviceProfile;
+
+    fn open(protocol: &str, pixels: usize) -> Output {
+        let profile = DeviceProfile::from_str(
+            &format!(
+                "name: t\nprotocol: {protocol}\npixels: {pixels}\npixel_format: rgb8\ncolor_order: rgb\ndestination: 127.0.0.1:9\n"
+            ),
+            Path::new("<test>"),
+        )
+        .expect("test profile");
+        let resolved = ResolvedOutput {
+            name: protocol.into(),
+            destination: profile.destination,
+            start: 0,
+            profile,
+        };
+        let opts = OutputOptions {
+            socket: SocketOptions {
+                interface: "lo".into(),
+                multicast_ttl: 0,
+                multicast_loop: false,
+                blocking: false,
+                send_buffer: None,
+            },
+            cid: Uuid::nil(),
+            source_name: "test".into(),
+        };
+        Output::open(&resolved, &opts).expect("open output on lo")
+    }
+
+    fn mtu_discover(o: &Output) -> libc::c_int {
+        let mut v: libc::c_int = -1;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: the pointers describe a live c_int and its length.
+        let rc = unsafe {
+            libc::getsockopt(
+                o.socket.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_MTU_DISCOVER,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(rc, 0, "getsockopt: {}", std::io::Error::last_os_error());
+        v
+    }
+
+    #[test]
+    fn df_is_set_on_sacn_and_ddp_sockets_and_not_on_bigpacket() {
+        assert_eq!(mtu_discover(&open("sacn", 300)), libc::IP_PMTUDISC_PROBE);
+        assert_eq!(mtu_discover(&open("ddp", 300)), libc::IP_PMTUDISC_PROBE);
+        // bigPacket keeps the kernel's default, which fragments an oversize datagram.
+        let big = mtu_discover(&open("bigpacket", 2000));
+        assert_ne!(big, libc::IP_PMTUDISC_PROBE);
+        assert_ne!(big, libc::IP_PMTUDISC_DO);
+    }
+
+    #[test]
+    fn only_outputs_with_many_datagrams_get_a_send_helper() {
+        // 127 and 128 universes of 170 pixels: just under and at the threshold.
+        assert!(open("sacn", 127 * 170).send_helper_cpu_ns().is_none());
+        assert!(open("sacn", 128 * 170).send_helper_cpu_ns().is_some());
+        assert!(open("bigpacket", 2000).send_helper_cpu_ns().is_none());
     }
 }

@@ -1,4 +1,5 @@
 use std::io;
+use std::ops::Range;
 use std::os::fd::RawFd;
 
 use crate::wire::Datagrams;
@@ -9,6 +10,18 @@ pub struct SendOutcome {
     pub sent: usize,
     pub bytes: usize,
     pub errno: Option<i32>,
+}
+
+impl SendOutcome {
+    /// One frame's outcome from its two halves: counts add up, and the first half's errno
+    /// wins because it is the one a single-threaded send would have stopped at.
+    pub fn merge(self, second: SendOutcome) -> SendOutcome {
+        SendOutcome {
+            sent: self.sent + second.sent,
+            bytes: self.bytes + second.bytes,
+            errno: self.errno.or(second.errno),
+        }
+    }
 }
 
 /// Reusable `sendmmsg` arrays for one output, sized once for its largest batch.
@@ -43,9 +56,26 @@ impl Sender {
     /// for this output at once: the caller drops the rest and counts it. A blocking socket
     /// (the measured baseline) waits in the kernel instead.
     pub fn send(&mut self, fd: RawFd, batch: &Datagrams, dontwait: bool) -> SendOutcome {
-        let n = batch.len().min(self.msgs.len());
+        self.send_range(fd, batch, 0..batch.len(), dontwait)
+    }
+
+    /// `send` for the datagrams `range` of the batch only, so two threads can each hand
+    /// the kernel part of one frame. A range past the batch or the arrays is cut short.
+    pub fn send_range(
+        &mut self,
+        fd: RawFd,
+        batch: &Datagrams,
+        range: Range<usize>,
+        dontwait: bool,
+    ) -> SendOutcome {
+        let first = range.start;
+        let n = range
+            .end
+            .min(batch.len())
+            .saturating_sub(first)
+            .min(self.msgs.len());
         for i in 0..n {
-            let (data, dest) = batch.get(i);
+            let (data, dest) = batch.get(first + i);
             self.addrs[i] = libc::sockaddr_in {
                 sin_family: libc::AF_INET as libc::sa_family_t,
                 sin_port: dest.port().to_be(),

@@ -65,6 +65,35 @@ pub fn open_udp(opts: &SocketOptions) -> io::Result<Socket> {
     Ok(s)
 }
 
+/// Sets DF on a socket whose datagrams always fit one Ethernet frame (sACN <= 638 bytes,
+/// DDP <= 1,478 on the wire). Why: an IPv4 datagram that may be fragmented needs a unique
+/// IP ID, and the kernel pays for one per packet (`__ip_select_ident`: a siphash and a
+/// random draw), about 15% of its send CPU for a 638-byte datagram (2,100 -> 1,800 ns on
+/// lo). With DF set the datagram is atomic and RFC 6864 says its ID carries no meaning, so
+/// the kernel skips that work. `IP_PMTUDISC_PROBE`, not `_DO`: DF without consulting the
+/// path-MTU cache, so an ICMP "fragmentation needed" from some router can never make sends
+/// fail with EMSGSIZE. The cost: on an interface whose MTU is below the datagram size the
+/// kernel answers EMSGSIZE instead of fragmenting, so never use this for bigPacket, whose
+/// datagrams are larger than the MTU by design.
+pub fn set_dont_fragment(s: &Socket) -> io::Result<()> {
+    let v: libc::c_int = libc::IP_PMTUDISC_PROBE;
+    // SAFETY: the pointer and length describe a live c_int.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// SO_SNDBUFFORCE where the process may (CAP_NET_ADMIN, which the service has), so the
 /// size is not silently capped at net.core.wmem_max; SO_SNDBUF otherwise.
 fn set_send_buffer(s: &Socket, bytes: usize) -> io::Result<()> {

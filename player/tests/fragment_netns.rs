@@ -1,0 +1,105 @@
+//! sACN and DDP sockets set DF (the kernel then skips the per-packet IP ID); bigPacket's
+//! must not, because its datagrams are larger than the MTU and travel as IP fragments.
+//! On a loopback whose MTU is an Ethernet's 1,500 bytes, in a namespace the test creates
+//! (root only): a 6 KB bigPacket frame arrives whole, and a full-size DDP packet (1,478
+//! bytes on the wire) still fits with DF set.
+
+#[path = "netns_util.rs"]
+mod netns_util;
+
+use std::net::UdpSocket;
+use std::path::Path;
+use std::time::Duration;
+
+use netns_util::{Netns, child_args, child_stdout, need_root};
+use pfx_player::config::DeviceProfile;
+use pfx_player::config::show::ResolvedOutput;
+use pfx_player::output::{Output, OutputOptions, SocketOptions};
+
+fn open(protocol: &str, pixels: usize, port: u16) -> Output {
+    let profile = DeviceProfile::from_str(
+        &format!(
+            "name: t\nprotocol: {protocol}\npixels: {pixels}\npixel_format: rgb8\ncolor_order: rgb\ndestination: 127.0.0.1:{port}\n"
+        ),
+        Path::new("<test>"),
+    )
+    .expect("profile");
+    let resolved = ResolvedOutput {
+        name: protocol.into(),
+        destination: profile.destination,
+        start: 0,
+        profile,
+    };
+    let opts = OutputOptions {
+        socket: SocketOptions {
+            interface: "lo".into(),
+            multicast_ttl: 0,
+            multicast_loop: false,
+            blocking: false,
+            send_buffer: None,
+        },
+        cid: uuid::Uuid::nil(),
+        source_name: "mtu".into(),
+    };
+    Output::open(&resolved, &opts).expect("open output on lo")
+}
+
+/// Sends one frame of `pixels` pixels and returns the datagram(s) that arrived.
+fn one_frame(protocol: &str, pixels: usize) -> (Vec<Vec<u8>>, Vec<u8>, u64) {
+    let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    rx.set_read_timeout(Some(Duration::from_millis(300)))
+        .expect("timeout");
+    let mut out = open(protocol, pixels, rx.local_addr().expect("addr").port());
+    for (i, b) in out.pixels_mut().iter_mut().enumerate() {
+        *b = (i % 251) as u8;
+    }
+    out.send_frame(0);
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    while let Ok(n) = rx.recv(&mut buf) {
+        got.push(buf[..n].to_vec());
+    }
+    let failed = out.counters().snapshot().frames_failed;
+    (got, out.pixels().to_vec(), failed)
+}
+
+/// Runs inside the namespace only (a no-op in a normal test run).
+#[test]
+fn child_send_at_mtu_1500() {
+    if child_args().is_none() {
+        return;
+    }
+    // 2,000 RGB pixels: one 6,032-byte bigPacket datagram, five IP fragments at MTU 1,500.
+    let (got, px, failed) = one_frame("bigpacket", 2000);
+    assert_eq!(failed, 0, "bigPacket send failed");
+    assert_eq!(got.len(), 1, "bigPacket datagrams received");
+    assert_eq!(got[0].len(), 32 + 6000, "bigPacket datagram length");
+    assert_eq!(&got[0][32..], &px[..], "bigPacket payload");
+
+    // 480 RGB pixels: exactly one full DDP packet, 1,440 data bytes.
+    let (got, px, failed) = one_frame("ddp", 480);
+    assert_eq!(
+        failed, 0,
+        "DDP send failed (EMSGSIZE would mean DF broke it)"
+    );
+    assert_eq!(got.len(), 1, "DDP packets received");
+    assert_eq!(got[0].len(), 10 + 1440, "DDP packet length");
+    assert_eq!(&got[0][10..], &px[..], "DDP data");
+    println!("child ok");
+}
+
+#[test]
+fn bigpacket_larger_than_the_mtu_arrives_and_full_ddp_fits_with_df() {
+    if child_args().is_some() || !need_root("bigpacket_larger_than_the_mtu_arrives") {
+        return;
+    }
+    let ns = Netns::new("mtu");
+    ns.ip(&["link", "set", "lo", "mtu", "1500"]);
+    let out = ns.run_child("child_send_at_mtu_1500", &[]);
+    let stdout = child_stdout(&out);
+    assert!(
+        out.status.success() && stdout.contains("child ok"),
+        "stdout {stdout} stderr {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
