@@ -80,6 +80,9 @@ Y
   2> "$out/b.time" >/dev/null
 report B "$out/b.json" "$out/b.time"
 
+echo "--- B0. what this machine allows a 60 fps loop without pfx (reference for B, same run)"
+cargo bench -q -p pfx-player --bench paced_reference -- "$secs" 2>/dev/null | sed 's/^/    /'
+
 echo "--- C. wire_send CPU per packet vs bare sendmmsg (side by side)"
 cargo bench -q -p pfx-player --bench sacn_wire_send -- 300 2>/dev/null | sed 's/^/    /'
 echo "--- D. FSEQ decode"
