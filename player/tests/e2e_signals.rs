@@ -155,3 +155,52 @@ fn sighup_applies_a_good_config_and_refuses_a_bad_one_while_playing_on() {
         "the refusal names the file: {stderr}"
     );
 }
+
+fn send_helpers(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| {
+                    std::fs::read_to_string(e.path().join("comm"))
+                        .is_ok_and(|c| c.trim() == "pfx-send")
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// An output large enough for a send helper thread (≥ 128 datagrams per frame): a reload
+/// replaces the helper instead of adding one, and SIGTERM still exits 0 within 1 s.
+#[test]
+fn a_large_output_keeps_one_send_helper_across_reload_and_stops_within_1s() {
+    let big = "name: t\nprotocol: sacn\npixels: 34000\npixel_format: rgb8\ncolor_order: rgb\ndestination: 239.255.0.1:5568\nsacn:\n  first_universe: 3601\n";
+    let mut player = Player::start(&show(http_port(5), "#00ff00"), &[("t", big)], &[]);
+    let pid = player.child.id();
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(
+        send_helpers(pid),
+        1,
+        "one helper for the 200-universe output"
+    );
+    player.signal(libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(send_helpers(pid), 1, "the reload replaced the helper");
+    let t0 = Instant::now();
+    player.signal(libc::SIGTERM);
+    let status = loop {
+        if let Some(s) = player.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "still running 3 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(status.success(), "exit status {status}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        t0.elapsed()
+    );
+}
