@@ -85,6 +85,7 @@ fn status_on_veth_reports_pause_unsupported_not_zero() {
         v["qdisc_drops"].is_u64() && v["qdisc_backlog_bytes"].is_u64(),
         "{v}"
     );
+    assert_eq!(v["qdisc"], "tbf", "{v}");
 }
 
 #[test]

@@ -27,6 +27,9 @@ for st in ("none", "sustained", "bursty"):
     c = cells[f"normal/{st}"]
     check((c.get("fps") or 0) >= 59.5 and c.get("misses") == 0,
           f"normal/{st}: {c.get('fps')} fps, {c.get('misses')} deadline misses (need >= 59.5 and 0)")
+q, k = cells["normal/none"].get("root_qdisc"), cells["blocking/none"].get("root_qdisc")
+check(q == "pfifo_head_drop" and k != q,
+      f"/profile names the interface's queue: {q} with tx_queue: newest, {k} with tx_queue: kernel")
 c = cells["normal/sustained"]
 lost = (c.get("dropped") or 0) + (c.get("qdisc_drops") or 0)
 check(lost > 0, f"normal/sustained: what the link cannot carry is dropped and counted "

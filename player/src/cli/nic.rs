@@ -135,7 +135,7 @@ pub fn render_status(s: &NicStatus) -> String {
          packets          rx {} tx {}\n\
          bytes            rx {} tx {}\n\
          tx dropped       {} errors {}\n\
-         qdisc            drops {} backlog {} B\n",
+         qdisc            {} drops {} backlog {} B\n",
         s.interface,
         s.host,
         opt(&s.driver),
@@ -152,6 +152,7 @@ pub fn render_status(s: &NicStatus) -> String {
         opt(&s.tx_bytes),
         opt(&s.tx_dropped),
         opt(&s.tx_errors),
+        opt(&s.qdisc),
         opt(&s.qdisc_drops),
         opt(&s.qdisc_backlog_bytes),
     )

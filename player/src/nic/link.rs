@@ -98,13 +98,20 @@ pub async fn link_info(rtnl: &rtnetlink::Handle, iface: &str) -> Result<LinkInfo
     Ok(info)
 }
 
-/// Drops and backlog of the interface's root qdisc (where UDP datagrams go when the NIC
-/// is paused and the queue overflows; they are not `tx_dropped`). For `mq`, the root's
+/// The interface's root qdisc: its kind, drops and backlog (where UDP datagrams go when the
+/// NIC is paused and the queue overflows; they are not `tx_dropped`). For `mq`, the root's
 /// numbers already aggregate its children, so children are not added again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RootQdisc {
+    pub kind: Option<String>,
+    pub drops: Option<u64>,
+    pub backlog_bytes: Option<u64>,
+}
+
 pub async fn root_qdisc_stats(
     rtnl: &rtnetlink::Handle,
     index: u32,
-) -> Result<Option<(u64, u64)>, NicError> {
+) -> Result<Option<RootQdisc>, NicError> {
     let mut qdiscs = rtnl.qdisc().get().index(index as i32).execute();
     while let Some(msg) = qdiscs
         .try_next()
@@ -114,9 +121,11 @@ pub async fn root_qdisc_stats(
         if msg.header.index != index as i32 || msg.header.parent != TcHandle::ROOT {
             continue;
         }
-        let mut drops_backlog = None;
+        let mut root = RootQdisc::default();
+        let mut drops_backlog: Option<(u64, u64)> = None;
         for attr in &msg.attributes {
             match attr {
+                TcAttribute::Kind(k) => root.kind = Some(k.clone()),
                 TcAttribute::Stats2(list) => {
                     for s in list {
                         if let TcStats2::Queue(q) = s {
@@ -130,7 +139,9 @@ pub async fn root_qdisc_stats(
                 _ => {}
             }
         }
-        return Ok(drops_backlog);
+        root.drops = drops_backlog.map(|d| d.0);
+        root.backlog_bytes = drops_backlog.map(|d| d.1);
+        return Ok(Some(root));
     }
     Ok(None)
 }

@@ -92,6 +92,9 @@ pub struct NicStatus {
     pub tx_bytes: Option<u64>,
     pub tx_dropped: Option<u64>,
     pub tx_errors: Option<u64>,
+    /// The root qdisc's kind: `pfifo_head_drop` when the player keeps its transmit queue
+    /// there (docs/nic.md, "Transmit queue").
+    pub qdisc: Option<String>,
     pub qdisc_drops: Option<u64>,
     pub qdisc_backlog_bytes: Option<u64>,
     /// The kernel driver's name (ETHTOOL_GDRVINFO), e.g. `bcmgenet`, `macb`, `veth`.

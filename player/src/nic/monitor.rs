@@ -119,8 +119,9 @@ impl NicReader {
             tx_bytes: info.tx_bytes,
             tx_dropped: info.tx_dropped,
             tx_errors: info.tx_errors,
-            qdisc_drops: qdisc.map(|q| q.0),
-            qdisc_backlog_bytes: qdisc.map(|q| q.1),
+            qdisc: qdisc.as_ref().and_then(|q| q.kind.clone()),
+            qdisc_drops: qdisc.as_ref().and_then(|q| q.drops),
+            qdisc_backlog_bytes: qdisc.as_ref().and_then(|q| q.backlog_bytes),
             driver,
             error: None,
         })
