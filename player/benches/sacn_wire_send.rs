@@ -17,6 +17,7 @@ use std::path::Path;
 
 use pfx_player::config::DeviceProfile;
 use pfx_player::config::show::ResolvedOutput;
+use pfx_player::engine::clock::{mono_ns, thread_cpu_ns};
 use pfx_player::output::{
     Output, OutputOptions, Sender, SocketOptions, open_udp, set_dont_fragment,
 };
@@ -27,26 +28,6 @@ const UNIVERSES: usize = 1000;
 /// The send helper's CPU so far; 0 when the output has none, so the sum stays right.
 fn output_helper_cpu(o: &Output) -> u64 {
     o.send_helper_cpu_ns().unwrap_or(0)
-}
-
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn main() {

@@ -4,44 +4,29 @@
 //! (root only): a 6 KB bigPacket frame arrives whole, and a full-size DDP packet (1,478
 //! bytes on the wire) still fits with DF set.
 
+mod common;
 #[path = "netns_util.rs"]
 mod netns_util;
 
 use std::net::UdpSocket;
-use std::path::Path;
 use std::time::Duration;
 
 use netns_util::{Netns, child_args, child_stdout, need_root};
-use pfx_player::config::DeviceProfile;
-use pfx_player::config::show::ResolvedOutput;
-use pfx_player::output::{Output, OutputOptions, SocketOptions};
+use pfx_player::output::Output;
 
 fn open(protocol: &str, pixels: usize, port: u16) -> Output {
-    let profile = DeviceProfile::from_str(
+    common::output::open_on_lo(
         &format!(
-            "name: t\nprotocol: {protocol}\npixels: {pixels}\npixel_format: rgb8\ncolor_order: rgb\ndestination: 127.0.0.1:{port}\n"
+            "name: t
+protocol: {protocol}
+pixels: {pixels}
+pixel_format: rgb8
+color_order: rgb
+destination: 127.0.0.1:{port}
+"
         ),
-        Path::new("<test>"),
+        None,
     )
-    .expect("profile");
-    let resolved = ResolvedOutput {
-        name: protocol.into(),
-        destination: profile.destination,
-        start: 0,
-        profile,
-    };
-    let opts = OutputOptions {
-        socket: SocketOptions {
-            interface: "lo".into(),
-            multicast_ttl: 0,
-            multicast_loop: false,
-            blocking: false,
-            send_buffer: None,
-        },
-        cid: uuid::Uuid::nil(),
-        source_name: "mtu".into(),
-    };
-    Output::open(&resolved, &opts).expect("open output on lo")
 }
 
 /// Sends one frame of `pixels` pixels and returns the datagram(s) that arrived.

@@ -2,15 +2,13 @@
 //! send helper). Received by a real socket on loopback and parsed with the `sacn` crate's
 //! packet parser (not ours): every universe arrives exactly once per frame, with its data.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
-use std::path::Path;
 use std::time::Duration;
 
-use pfx_player::config::DeviceProfile;
-use pfx_player::config::show::ResolvedOutput;
-use pfx_player::output::{Output, OutputOptions, SocketOptions};
 use sacn::packet::{AcnRootLayerProtocol, E131RootLayerData};
 
 const UNIVERSES: usize = 1000;
@@ -20,17 +18,12 @@ const FIRST: u16 = 1;
 /// Room for all the frames at once, so a slow reader on a busy machine loses nothing
 /// (root may exceed net.core.rmem_max; the suite runs as root).
 fn big_receive_buffer(s: &UdpSocket) {
-    let v: libc::c_int = 64 << 20;
-    // SAFETY: the pointer and length describe a live c_int.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
+    let _ = pfx_player::output::set_int_option(
+        s.as_raw_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_RCVBUFFORCE,
+        64 << 20,
+    );
 }
 
 #[test]
@@ -41,32 +34,13 @@ fn split_send_delivers_every_universe_exactly_once_per_frame() {
         .expect("timeout");
     let port = rx.local_addr().expect("addr").port();
 
-    let profile = DeviceProfile::from_str(
+    let mut output = common::output::open_on_lo(
         &format!(
             "name: big\nprotocol: sacn\npixels: {}\npixel_format: rgb8\ncolor_order: rgb\ndestination: 127.0.0.1:{port}\nsacn:\n  first_universe: {FIRST}\n",
             UNIVERSES * 170
         ),
-        Path::new("<test>"),
-    )
-    .expect("profile");
-    let resolved = ResolvedOutput {
-        name: "big".into(),
-        destination: profile.destination,
-        start: 0,
-        profile,
-    };
-    let opts = OutputOptions {
-        socket: SocketOptions {
-            interface: "lo".into(),
-            multicast_ttl: 0,
-            multicast_loop: false,
-            blocking: false,
-            send_buffer: Some(8 << 20),
-        },
-        cid: uuid::Uuid::nil(),
-        source_name: "split".into(),
-    };
-    let mut output = Output::open(&resolved, &opts).expect("open output on lo");
+        Some(8 << 20),
+    );
     assert!(
         output.send_helper_cpu_ns().is_some(),
         "a {UNIVERSES}-universe output must send through the split path"

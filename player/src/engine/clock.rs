@@ -2,15 +2,24 @@
 //! never shifts later frames (as `sleep(period)` would), and a late loop skips to the
 //! current tick instead of replaying a backlog.
 
-/// Nanoseconds on CLOCK_MONOTONIC, the clock the loop sleeps on.
-pub fn mono_ns() -> u64 {
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // SAFETY: `ts` is a valid out-pointer; the clocks used here exist on every Linux.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Nanoseconds on CLOCK_MONOTONIC, the clock the loop sleeps on.
+pub fn mono_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// Nanoseconds of CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID).
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// Microseconds since the Unix epoch (CLOCK_REALTIME), for bigPacket's sender timestamp.

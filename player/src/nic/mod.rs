@@ -20,6 +20,18 @@ pub use pause::{PauseAction, PauseOffOutcome, decide_pause_off, pause_off};
 
 use serde::Serialize;
 
+/// A current-thread runtime for the blocking wrappers around the netlink calls; the render
+/// thread never runs one.
+pub(crate) fn netlink_runtime() -> Result<tokio::runtime::Runtime, NicError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| NicError::Io {
+            what: "starting a runtime for netlink".into(),
+            source: e,
+        })
+}
+
 /// A counter that the driver may or may not provide. `None` totals mean unsupported:
 /// never reported as 0.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -169,16 +169,9 @@ fn reading(
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, NicError> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| io_err("starting a runtime for netlink", e))
-}
-
 /// One reading, no rates (there is no previous reading). Blocking.
 pub fn read_status(iface: &str) -> Result<NicStatus, NicError> {
-    let rt = runtime()?;
+    let rt = super::netlink_runtime()?;
     rt.block_on(async {
         let mut r = NicReader::new()?;
         r.read(iface).await
@@ -245,7 +238,7 @@ fn monitor_loop(
         error: Some(e.to_string()),
         ..Default::default()
     };
-    let rt = match runtime() {
+    let rt = match super::netlink_runtime() {
         Ok(rt) => rt,
         Err(e) => {
             on_status(failed(&e));

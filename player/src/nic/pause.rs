@@ -240,14 +240,7 @@ const RETRY_EVERY: Duration = Duration::from_millis(500);
 /// Turn PAUSE off on `iface` (autoneg, rx, tx), retrying transient refusals for up to
 /// `wait`. Blocking; runs its own current-thread runtime.
 pub fn pause_off(iface: &str, wait: Duration) -> Result<PauseOffOutcome, NicError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| NicError::Io {
-            what: "starting a runtime for netlink".into(),
-            source: e,
-        })?;
-    rt.block_on(pause_off_async(iface, wait))
+    super::netlink_runtime()?.block_on(pause_off_async(iface, wait))
 }
 
 fn io_err(what: &str, e: std::io::Error) -> NicError {

@@ -165,14 +165,7 @@ pub async fn remove_async(rtnl: &mut rtnetlink::Handle, iface: &str) -> Result<b
 fn with_rtnl<T>(
     f: impl AsyncFnOnce(&mut rtnetlink::Handle) -> Result<T, NicError>,
 ) -> Result<T, NicError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| NicError::Io {
-            what: "starting a runtime for netlink".into(),
-            source: e,
-        })?;
-    rt.block_on(async {
+    super::netlink_runtime()?.block_on(async {
         let (conn, mut rtnl, _) = rtnetlink::new_connection().map_err(|e| NicError::Io {
             what: "opening rtnetlink".into(),
             source: e,

@@ -50,6 +50,30 @@ pub fn set_multicast_ifindex(socket: &Socket, ifindex: u32) -> io::Result<()> {
     }
 }
 
+/// `setsockopt` of one C int: the options socket2 does not wrap.
+pub fn set_int_option(
+    fd: std::os::fd::RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: the pointer and length describe a live c_int.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// A UDP socket for one output: ephemeral source port (never 5568, see the sacn notes),
 /// broadcast allowed, multicast out of the chosen interface.
 pub fn open_udp(opts: &SocketOptions) -> io::Result<Socket> {
@@ -76,41 +100,18 @@ pub fn open_udp(opts: &SocketOptions) -> io::Result<Socket> {
 /// kernel answers EMSGSIZE instead of fragmenting, so never use this for bigPacket, whose
 /// datagrams are larger than the MTU by design.
 pub fn set_dont_fragment(s: &Socket) -> io::Result<()> {
-    let v: libc::c_int = libc::IP_PMTUDISC_PROBE;
-    // SAFETY: the pointer and length describe a live c_int.
-    let rc = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    set_int_option(
+        s.as_raw_fd(),
+        libc::IPPROTO_IP,
+        libc::IP_MTU_DISCOVER,
+        libc::IP_PMTUDISC_PROBE,
+    )
 }
 
 /// SO_SNDBUFFORCE where the process may (CAP_NET_ADMIN, which the service has), so the
 /// size is not silently capped at net.core.wmem_max; SO_SNDBUF otherwise.
 fn set_send_buffer(s: &Socket, bytes: usize) -> io::Result<()> {
     let v = bytes.min(i32::MAX as usize) as libc::c_int;
-    // SAFETY: the pointer and length describe a live c_int.
-    let rc = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_SNDBUFFORCE,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        s.set_send_buffer_size(bytes)
-    }
+    set_int_option(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, v)
+        .or_else(|_| s.set_send_buffer_size(bytes))
 }

@@ -13,6 +13,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
 use super::send::{SendOutcome, Sender};
+use crate::engine::clock::thread_cpu_ns;
 use crate::wire::Datagrams;
 
 /// Frames with at least this many datagrams get a helper. The handoff costs a wake-up on
@@ -149,14 +150,4 @@ impl Drop for Splitter {
             let _ = t.join();
         }
     }
-}
-
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid out-pointer for the duration of the call.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

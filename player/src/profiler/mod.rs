@@ -274,16 +274,7 @@ pub fn start(cfg: ProfilerConfig, outputs: Vec<OutputInfo>) -> (SampleSink, Prof
 }
 
 fn thread_cpu_s() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0.0;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+    crate::engine::clock::thread_cpu_ns() as f64 / 1e9
 }
 
 fn unix_ms() -> u64 {
