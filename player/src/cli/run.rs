@@ -63,11 +63,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if args.check {
         let engine = build_engine(&show, &args.common)?;
         println!(
-            "{}: ok: {} outputs, {} playlist items, interface {}",
+            "{}: ok: {} outputs, {} playlist items, interface {}; {}",
             args.config.display(),
             engine.outputs.len(),
             engine.items.len(),
-            show.config.interface
+            show.config.interface,
+            crate::cli::tx_queue::describe(&show),
         );
         return Ok(ExitCode::SUCCESS);
     }

@@ -42,6 +42,26 @@ fn sysfs(iface: &str, what: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// What `apply` would put on the interface, in words (for `run --check`).
+pub fn describe(show: &Show) -> String {
+    let iface = &show.config.interface;
+    if show.config.tx_queue == TxQueuePolicy::Kernel {
+        return "tx queue: the kernel's (tx_queue: kernel)".into();
+    }
+    if sysfs(iface, "type").as_deref() == Some("772") {
+        return "tx queue: none (loopback)".into();
+    }
+    let parent = show.config.tx_queue_parent.as_deref().unwrap_or("root");
+    let mtu = sysfs(iface, "mtu")
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(1500);
+    let limit = txqueue::limit_packets(show.outputs.iter().map(|o| &o.profile), mtu);
+    format!(
+        "tx queue: {} limit {limit} packets at {parent}",
+        txqueue::KIND
+    )
+}
+
 /// Applies the show's policy; never fails the show (a player without CAP_NET_ADMIN still
 /// plays, with the kernel's queue, and says so). `previous` is the guard of the show this
 /// one replaces (SIGHUP): on another interface it is dropped, which gives that interface
