@@ -50,18 +50,18 @@ fn one_frame(protocol: &str, pixels: usize) -> (Vec<Vec<u8>>, Vec<u8>, u64) {
 
 /// Runs inside the namespace only (a no-op in a normal test run).
 #[test]
-fn child_send_at_mtu_1500() {
-    if child_args().is_none() {
-        return;
-    }
-    // 2,000 RGB pixels: one 6,032-byte bigPacket datagram, five IP fragments at MTU 1,500.
+fn child_send_at_mtu() {
+    let Some(args) = child_args() else { return };
+    let mtu = args.first().map(String::as_str).unwrap_or("1500");
+    // 2,000 RGB pixels: one 6,032-byte bigPacket datagram, IP fragments at either MTU.
     let (got, px, failed) = one_frame("bigpacket", 2000);
     assert_eq!(failed, 0, "bigPacket send failed");
     assert_eq!(got.len(), 1, "bigPacket datagrams received");
     assert_eq!(got[0].len(), 32 + 6000, "bigPacket datagram length");
     assert_eq!(&got[0][32..], &px[..], "bigPacket payload");
 
-    // 480 RGB pixels: exactly one full DDP packet, 1,440 data bytes.
+    // 480 RGB pixels: exactly one full DDP packet, 1,440 data bytes: 1,478 bytes on the wire,
+    // one packet with DF at MTU 1,500; at 1,400 it must go out fragmentable (no DF).
     let (got, px, failed) = one_frame("ddp", 480);
     assert_eq!(
         failed, 0,
@@ -70,21 +70,23 @@ fn child_send_at_mtu_1500() {
     assert_eq!(got.len(), 1, "DDP packets received");
     assert_eq!(got[0].len(), 10 + 1440, "DDP packet length");
     assert_eq!(&got[0][10..], &px[..], "DDP data");
-    println!("child ok");
+    println!("child ok at MTU {mtu}");
 }
 
 #[test]
-fn bigpacket_larger_than_the_mtu_arrives_and_full_ddp_fits_with_df() {
+fn bigpacket_larger_than_the_mtu_arrives_and_ddp_fits_or_fragments_by_the_mtu() {
     if child_args().is_some() || !need_root("bigpacket_larger_than_the_mtu_arrives") {
         return;
     }
-    let ns = Netns::new("mtu");
-    ns.ip(&["link", "set", "lo", "mtu", "1500"]);
-    let out = ns.run_child("child_send_at_mtu_1500", &[]);
-    let stdout = child_stdout(&out);
-    assert!(
-        out.status.success() && stdout.contains("child ok"),
-        "stdout {stdout} stderr {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    for mtu in ["1500", "1400"] {
+        let ns = Netns::new("mtu");
+        ns.ip(&["link", "set", "lo", "mtu", mtu]);
+        let out = ns.run_child("child_send_at_mtu", &[mtu]);
+        let stdout = child_stdout(&out);
+        assert!(
+            out.status.success() && stdout.contains(&format!("child ok at MTU {mtu}")),
+            "MTU {mtu}: stdout {stdout} stderr {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

@@ -52,9 +52,7 @@ pub fn describe(show: &Show) -> String {
         return "tx queue: none (loopback)".into();
     }
     let parent = show.config.tx_queue_parent.as_deref().unwrap_or("root");
-    let mtu = sysfs(iface, "mtu")
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(1500);
+    let mtu = crate::nic::link::mtu(iface).unwrap_or(1500);
     let limit = txqueue::limit_packets(show.outputs.iter().map(|o| &o.profile), mtu);
     format!(
         "tx queue: {} limit {limit} packets at {parent}",
@@ -105,9 +103,7 @@ pub fn apply(show: &Show, previous: Option<TxQueue>) -> TxQueue {
             return q;
         }
     };
-    let mtu = sysfs(&iface, "mtu")
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(1500);
+    let mtu = crate::nic::link::mtu(&iface).unwrap_or(1500);
     let limit = txqueue::limit_packets(show.outputs.iter().map(|o| &o.profile), mtu);
     q.plan = Some((parent, limit));
     q.install(false);

@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use super::{ConfigError, from_yaml_file};
 
+/// An E1.31 synchronization packet: the root layer and a framing layer carrying the sync
+/// address (E1.31 §6.3).
+const SACN_SYNC_PACKET: usize = 49;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
@@ -179,6 +183,46 @@ impl DeviceProfile {
     /// Bytes of channel data one frame of this pole takes.
     pub fn channels(&self) -> usize {
         self.pixels as usize * self.pixel_format.bytes_per_pixel()
+    }
+
+    /// UDP payload sizes of the datagrams one frame of this pole takes, in sending order.
+    pub fn frame_datagrams(&self) -> Vec<usize> {
+        use crate::wire::{bigpacket, ddp};
+        let channels = self.channels();
+        match self.protocol {
+            Protocol::Sacn => {
+                let o = self.sacn_options();
+                let per = usize::from(o.universe_size.max(1));
+                let universes = channels.div_ceil(per).max(1);
+                // 125 header bytes and the start code, then the universe's slots.
+                let mut v: Vec<usize> = (0..universes)
+                    .map(|u| 126 + per.min(channels.saturating_sub(u * per)))
+                    .collect();
+                if o.sync_universe.is_some() {
+                    v.push(SACN_SYNC_PACKET);
+                }
+                v
+            }
+            Protocol::Ddp => (0..ddp::Encoder::packets_for(channels))
+                .map(|i| ddp::HEADER_LEN + ddp::MAX_DATA.min(channels - i * ddp::MAX_DATA))
+                .collect(),
+            Protocol::Bigpacket => vec![bigpacket::Encoder::datagram_len(channels)],
+        }
+    }
+
+    /// The largest datagram this pole's output ever sends (frames, and for sACN the
+    /// universe-discovery pages every 10 s).
+    pub fn largest_datagram(&self) -> usize {
+        let frame = self.frame_datagrams().into_iter().max().unwrap_or(0);
+        if self.protocol == Protocol::Sacn {
+            let universes = self
+                .channels()
+                .div_ceil(usize::from(self.sacn_options().universe_size.max(1)));
+            let page = universes.min(crate::wire::sacn::DISCOVERY_UNI_PER_PAGE);
+            frame.max(120 + 2 * page)
+        } else {
+            frame
+        }
     }
 
     pub fn sacn_options(&self) -> SacnOptions {

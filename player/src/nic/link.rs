@@ -146,6 +146,15 @@ pub async fn root_qdisc_stats(
     Ok(None)
 }
 
+/// The interface's MTU from sysfs; None when it cannot be read (no such interface).
+pub fn mtu(iface: &str) -> Option<usize> {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// Speed (Mbit/s) and duplex from ethtool LINKMODES; None where the driver does not know.
 pub async fn speed_duplex(
     ethtool: &mut EthtoolHandle,

@@ -8,8 +8,8 @@
 //! Pure: the sizes, the decision whether to touch a queue, parsing the parent handle. The
 //! netlink I/O is in `qdisc`.
 
-use crate::config::{DeviceProfile, Protocol};
-use crate::wire::{bigpacket, ddp, sacn};
+use crate::config::DeviceProfile;
+use crate::wire::ipv4_packets;
 
 /// The qdisc kind pfx installs.
 pub const KIND: &str = "pfifo_head_drop";
@@ -67,35 +67,6 @@ impl std::fmt::Display for Parent {
     }
 }
 
-/// Datagram sizes (UDP payload bytes) one frame of this pole takes.
-pub fn frame_datagrams(profile: &DeviceProfile) -> Vec<usize> {
-    let channels = profile.channels();
-    match profile.protocol {
-        Protocol::Sacn => {
-            let o = profile.sacn_options();
-            let per = usize::from(o.universe_size.max(1));
-            let universes = channels.div_ceil(per).max(1);
-            let sync = usize::from(o.sync_universe.is_some());
-            vec![sacn::MAX_PACKET; universes + sync]
-        }
-        Protocol::Ddp => vec![ddp::HEADER_LEN + ddp::MAX_DATA; ddp::Encoder::packets_for(channels)],
-        Protocol::Bigpacket => vec![bigpacket::Encoder::datagram_len(channels)],
-    }
-}
-
-/// Packets on the wire for one UDP datagram of `payload` bytes over a link of `mtu` bytes:
-/// IPv4 fragments carry multiples of 8 bytes of the UDP datagram (header included).
-pub fn wire_packets(payload: usize, mtu: usize) -> usize {
-    const IP: usize = 20;
-    const UDP: usize = 8;
-    let mtu = mtu.max(IP + 8);
-    if payload + UDP + IP <= mtu {
-        return 1;
-    }
-    let per_fragment = (mtu - IP) / 8 * 8;
-    (payload + UDP).div_ceil(per_fragment)
-}
-
 /// The queue's limit in packets: one frame of every output. A limit of one frame is what
 /// makes head-drop work: each output's socket may hold about two frames (see
 /// `output::default_send_buffer`), so the queue overflows, and drops its oldest, before any
@@ -103,8 +74,8 @@ pub fn wire_packets(payload: usize, mtu: usize) -> usize {
 pub fn limit_packets<'a>(profiles: impl IntoIterator<Item = &'a DeviceProfile>, mtu: usize) -> u32 {
     let n: usize = profiles
         .into_iter()
-        .flat_map(frame_datagrams)
-        .map(|len| wire_packets(len, mtu))
+        .flat_map(DeviceProfile::frame_datagrams)
+        .map(|len| ipv4_packets(len, mtu))
         .sum();
     n.clamp(1, u32::MAX as usize) as u32
 }
@@ -158,17 +129,6 @@ mod tests {
     }
 
     #[test]
-    fn fragments_follow_ipv4_rules() {
-        // 1472 bytes of UDP payload is the most one 1500-byte packet carries.
-        assert_eq!(wire_packets(1472, 1500), 1);
-        assert_eq!(wire_packets(1473, 1500), 2);
-        // 1480 bytes of UDP datagram per fragment: 8 + 2952 = 2960 = two full fragments.
-        assert_eq!(wire_packets(2952, 1500), 2);
-        assert_eq!(wire_packets(2953, 1500), 3);
-        assert_eq!(wire_packets(65507, 1500), 45);
-    }
-
-    #[test]
     fn one_frame_of_the_three_pole_kinds() {
         let bp = profile(
             "name: a\nprotocol: bigpacket\npixels: 1000\npixel_format: rgb8\ncolor_order: grb\ndestination: 239.255.80.1:5599\n",
@@ -181,10 +141,14 @@ mod tests {
         );
         // bigPacket: 32 + 3000 bytes = 3 fragments; sACN: 900 channels = 2 universes + sync;
         // DDP: 1800 channels = 2 packets.
-        assert_eq!(frame_datagrams(&bp), vec![3032]);
-        assert_eq!(frame_datagrams(&sacn).len(), 3);
-        assert_eq!(frame_datagrams(&ddp).len(), 2);
+        assert_eq!(bp.frame_datagrams(), vec![3032]);
+        assert_eq!(sacn.frame_datagrams(), vec![126 + 510, 126 + 390, 49]);
+        assert_eq!(ddp.frame_datagrams(), vec![10 + 1440, 10 + 360]);
         assert_eq!(limit_packets([&bp, &sacn, &ddp], 1500), 3 + 3 + 2);
+        // At MTU 1400 the full DDP packet (1,478 bytes on the wire) takes two.
+        assert_eq!(limit_packets([&bp, &sacn, &ddp], 1400), 3 + 3 + 3);
+        assert_eq!(sacn.largest_datagram(), 636);
+        assert_eq!(ddp.largest_datagram(), 1450);
     }
 
     #[test]

@@ -174,10 +174,23 @@ impl Output {
         }
         let socket = open_udp(&sock_opts).map_err(sock_err)?;
         set_multicast_ifindex(&socket, ifindex).map_err(sock_err)?;
-        // Only sACN and DDP: their datagrams fit one Ethernet frame, bigPacket's need IP
-        // fragmentation (see `set_dont_fragment`).
+        // Only sACN and DDP, and only when every datagram fits the interface's MTU: a DF
+        // datagram larger than the MTU is refused (EMSGSIZE), where without DF the kernel
+        // fragments it. bigPacket's datagrams are larger than the MTU by design (see
+        // `set_dont_fragment`).
+        let mtu = crate::nic::link::mtu(&opts.socket.interface).unwrap_or(1500);
         if matches!(p.protocol, Protocol::Sacn | Protocol::Ddp) {
-            set_dont_fragment(&socket).map_err(sock_err)?;
+            if p.largest_datagram() + crate::wire::IPV4_UDP_HEADERS <= mtu {
+                set_dont_fragment(&socket).map_err(sock_err)?;
+            } else {
+                tracing::info!(
+                    output = %o.name,
+                    interface = %opts.socket.interface,
+                    mtu,
+                    "datagrams up to {} bytes do not fit the MTU; sent fragmentable (no DF)",
+                    p.largest_datagram()
+                );
+            }
         }
         // The blocking baseline stays single-threaded: it measures a naive player.
         let split = if per_frame >= SPLIT_MIN_DATAGRAMS && !opts.socket.blocking {

@@ -96,3 +96,36 @@ impl Datagrams {
         self.lens.iter().sum()
     }
 }
+
+/// The IPv4 (20) and UDP (8) headers around each datagram.
+pub const IPV4_UDP_HEADERS: usize = 28;
+
+/// Packets on the wire for one UDP datagram of `payload` bytes over a link of `mtu` bytes:
+/// IPv4 fragments carry multiples of 8 bytes of the UDP datagram (its header included).
+pub fn ipv4_packets(payload: usize, mtu: usize) -> usize {
+    const IP: usize = 20;
+    const UDP: usize = 8;
+    let mtu = mtu.max(IP + 8);
+    if payload + IPV4_UDP_HEADERS <= mtu {
+        return 1;
+    }
+    let per_fragment = (mtu - IP) / 8 * 8;
+    (payload + UDP).div_ceil(per_fragment)
+}
+
+#[cfg(test)]
+mod ipv4_tests {
+    use super::ipv4_packets;
+
+    #[test]
+    fn fragments_follow_ipv4_rules() {
+        // 1472 bytes of UDP payload is the most one 1500-byte packet carries.
+        assert_eq!(ipv4_packets(1472, 1500), 1);
+        assert_eq!(ipv4_packets(1473, 1500), 2);
+        // 1480 bytes of UDP datagram per fragment: 8 + 2952 = 2960 = two full fragments.
+        assert_eq!(ipv4_packets(2952, 1500), 2);
+        assert_eq!(ipv4_packets(2953, 1500), 3);
+        assert_eq!(ipv4_packets(65507, 1500), 45);
+        assert_eq!(ipv4_packets(1450, 1400), 2);
+    }
+}
