@@ -146,6 +146,8 @@ fn main() -> anyhow::Result<()> {
                     speed_mbps: Some(1000),
                     duplex: Some("full".into()),
                     carrier: Some(true),
+                    qdisc: Some("pfifo_head_drop".into()),
+                    qdisc_drops: Some((s * 4.0) as u64),
                     ..Default::default()
                 });
                 std::thread::sleep(Duration::from_secs(1));

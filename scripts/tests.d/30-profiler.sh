@@ -160,6 +160,21 @@ assert non_bg > 20000, "looks blank"
 assert all(v > 90 for v in lines.values()), f"chart lines missing: {lines}"
 PY
 echo "dashboard screenshot: $shot"
+# The rendered DOM: the interface-queue tile shows the feed's qdisc kind and a drop count
+# (where a stall's drops go once the player's head-drop queue is in place).
+inns timeout 90 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+  --disable-background-networking --disable-component-update --disable-sync \
+  --user-data-dir="$work/chrome2" --virtual-time-budget=4000 --dump-dom "$base/" \
+  >"$work/dom.html" 2>"$work/chromium-dom.log" || { echo "FAILED: chromium --dump-dom"; exit 1; }
+python3 - "$work/dom.html" <<'PY'
+import re, sys
+dom = open(sys.argv[1]).read()
+kind = re.search(r'id="qkind">([^<]*)<', dom)
+drops = re.search(r'id="qdrops">([^<]*)<', dom)
+print(f"queue tile: {drops and drops.group(1)!r} {kind and kind.group(1)!r}")
+assert kind and "pfifo_head_drop" in kind.group(1), "queue tile does not name the qdisc"
+assert drops and drops.group(1).isdigit(), "queue tile shows no drop count"
+PY
 
 echo "--- (c) mDNS: python-zeroconf browsing from another process in the namespace"
 inns python3 - "$PORT" <<'PY'
