@@ -311,7 +311,7 @@ pub fn nic_lines(n: &serde_json::Value) -> Vec<String> {
             .unwrap_or_else(|| "-".into())
     };
     v.push(format!(
-        "  link {} {}, carrier {} (changes {}), tx_dropped {}, tx_errors {}, qdisc drops {}",
+        "  link {} {}, carrier {} (changes {}), tx_dropped {}, tx_errors {}, queue {} drops {}",
         n["speed_mbps"]
             .as_u64()
             .map(|s| format!("{s} Mb/s"))
@@ -325,6 +325,7 @@ pub fn nic_lines(n: &serde_json::Value) -> Vec<String> {
         opt("carrier_changes"),
         opt("tx_dropped"),
         opt("tx_errors"),
+        n["qdisc"].as_str().unwrap_or("?"),
         opt("qdisc_drops"),
     ));
     v
@@ -538,9 +539,10 @@ mod tests {
                     "tx_timeouts": {"source": "sysfs", "total": 0, "per_s": 0.0},
                     "speed_mbps": 1000, "duplex": "full", "carrier": true, "carrier_changes": 1,
                     "rx_packets": null, "tx_packets": null, "rx_bytes": null, "tx_bytes": null, "tx_dropped": 0,
-                    "tx_errors": 0, "qdisc_drops": 0, "qdisc_backlog_bytes": 0}
+                    "tx_errors": 0, "qdisc": "pfifo_head_drop", "qdisc_drops": 7, "qdisc_backlog_bytes": 0}
         });
         let t = render(&v);
+        assert!(t.contains("queue pfifo_head_drop drops 7"), "{t}");
         assert!(
             t.contains("wire_send         151.0   113727.0   136984.0   140000.0      300"),
             "{t}"
