@@ -145,7 +145,10 @@ fn main() -> anyhow::Result<()> {
                     },
                     speed_mbps: Some(1000),
                     duplex: Some("full".into()),
-                    carrier: Some(true),
+                    link: pfx_player::nic::link::LinkStats {
+                        carrier: Some(true),
+                        ..Default::default()
+                    },
                     qdisc: Some("pfifo_head_drop".into()),
                     qdisc_drops: Some((s * 4.0) as u64),
                     ..Default::default()

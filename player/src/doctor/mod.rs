@@ -175,8 +175,8 @@ fn link_10m(e: &Evidence) -> Check {
         evidence: json!({
             "speed_mbps": speed,
             "duplex": e.nic_after.duplex,
-            "carrier": e.nic_after.carrier,
-            "carrier_changes": e.nic_after.carrier_changes,
+            "carrier": e.nic_after.link.carrier,
+            "carrier_changes": e.nic_after.link.carrier_changes,
         }),
         fix: "The link negotiated 10 Mbit/s (10BASE-T fallback): replace the cable or move to another switch port, and check the port's speed setting".into(),
     }

@@ -347,32 +347,32 @@ pub fn render(s: &Snapshot, unit: &str, version: &str, healthy: bool) -> String 
         nic_fams.push(opt_g(
             "pfx_nic_carrier",
             "1 while the show interface has carrier.",
-            n.carrier.map(|c| c as u8 as f64),
+            n.link.carrier.map(|c| c as u8 as f64),
         ));
         nic_fams.push(opt_c(
             "pfx_nic_carrier_changes_total",
             "Carrier changes of the show interface.",
-            n.carrier_changes,
+            n.link.carrier_changes,
         ));
         nic_fams.push(opt_c(
             "pfx_nic_tx_packets_total",
             "Packets sent by the show interface.",
-            n.tx_packets,
+            n.link.tx_packets,
         ));
         nic_fams.push(opt_c(
             "pfx_nic_tx_bytes_total",
             "Bytes sent by the show interface.",
-            n.tx_bytes,
+            n.link.tx_bytes,
         ));
         nic_fams.push(opt_c(
             "pfx_nic_tx_dropped_total",
             "Packets the show interface dropped on transmit.",
-            n.tx_dropped,
+            n.link.tx_dropped,
         ));
         nic_fams.push(opt_c(
             "pfx_nic_tx_errors_total",
             "Transmit errors of the show interface.",
-            n.tx_errors,
+            n.link.tx_errors,
         ));
         nic_fams.push(opt_c(
             "pfx_nic_qdisc_drops_total",

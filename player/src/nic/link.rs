@@ -16,6 +16,12 @@ use super::NicError;
 pub struct LinkInfo {
     pub index: u32,
     pub admin_up: bool,
+    pub stats: LinkStats,
+}
+
+/// Carrier and IFLA_STATS64 counters of a link; `None` where the kernel did not say.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct LinkStats {
     pub carrier: Option<bool>,
     pub carrier_changes: Option<u64>,
     pub rx_packets: Option<u64>,
@@ -82,15 +88,15 @@ pub async fn link_info(rtnl: &rtnetlink::Handle, iface: &str) -> Result<LinkInfo
     };
     for attr in msg.attributes {
         match attr {
-            LinkAttribute::Carrier(c) => info.carrier = Some(c != 0),
-            LinkAttribute::CarrierChanges(n) => info.carrier_changes = Some(n.into()),
+            LinkAttribute::Carrier(c) => info.stats.carrier = Some(c != 0),
+            LinkAttribute::CarrierChanges(n) => info.stats.carrier_changes = Some(n.into()),
             LinkAttribute::Stats64(s) => {
-                info.rx_packets = Some(s.rx_packets);
-                info.tx_packets = Some(s.tx_packets);
-                info.rx_bytes = Some(s.rx_bytes);
-                info.tx_bytes = Some(s.tx_bytes);
-                info.tx_dropped = Some(s.tx_dropped);
-                info.tx_errors = Some(s.tx_errors);
+                info.stats.rx_packets = Some(s.rx_packets);
+                info.stats.tx_packets = Some(s.tx_packets);
+                info.stats.rx_bytes = Some(s.rx_bytes);
+                info.stats.tx_bytes = Some(s.tx_bytes);
+                info.stats.tx_dropped = Some(s.tx_dropped);
+                info.stats.tx_errors = Some(s.tx_errors);
             }
             _ => {}
         }

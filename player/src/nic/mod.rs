@@ -96,14 +96,10 @@ pub struct NicStatus {
     pub tx_timeouts: CounterReading,
     pub speed_mbps: Option<u32>,
     pub duplex: Option<String>,
-    pub carrier: Option<bool>,
-    pub carrier_changes: Option<u64>,
-    pub rx_packets: Option<u64>,
-    pub tx_packets: Option<u64>,
-    pub rx_bytes: Option<u64>,
-    pub tx_bytes: Option<u64>,
-    pub tx_dropped: Option<u64>,
-    pub tx_errors: Option<u64>,
+    /// Carrier and link counters, as rtnetlink gives them (flattened: the JSON keeps
+    /// `carrier`, `tx_packets`, ... at this level).
+    #[serde(flatten)]
+    pub link: link::LinkStats,
     /// The root qdisc's kind: `pfifo_head_drop` when the player keeps its transmit queue
     /// there (docs/nic.md, "Transmit queue").
     pub qdisc: Option<String>,

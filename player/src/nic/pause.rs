@@ -310,7 +310,7 @@ pub async fn pause_off_async(iface: &str, wait: Duration) -> Result<PauseOffOutc
         });
     }
     let info = link::link_info(&rtnl, iface).await.ok();
-    let carrier = info.as_ref().and_then(|i| i.carrier);
+    let carrier = info.as_ref().and_then(|i| i.stats.carrier);
     let note = match (&info, carrier) {
         (Some(i), _) if !i.admin_up => Some("interface is down: carrier not awaited".to_string()),
         (_, Some(false)) => Some(format!(
@@ -348,7 +348,7 @@ async fn read_then_set(
     let changes_before = link::link_info(rtnl, iface)
         .await
         .ok()
-        .and_then(|i| i.carrier_changes);
+        .and_then(|i| i.stats.carrier_changes);
     set_settings(eth, iface, PauseSettings::OFF)
         .await
         .map_err(|e| ("PAUSE set", e))?;
@@ -372,9 +372,9 @@ async fn wait_for_carrier(
         };
         match carrier_wait(
             info.admin_up,
-            info.carrier,
+            info.stats.carrier,
             changes_before,
-            info.carrier_changes,
+            info.stats.carrier_changes,
             set_at.elapsed(),
             CARRIER_QUIET,
         ) {
