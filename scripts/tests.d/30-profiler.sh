@@ -160,20 +160,25 @@ assert non_bg > 20000, "looks blank"
 assert all(v > 90 for v in lines.values()), f"chart lines missing: {lines}"
 PY
 echo "dashboard screenshot: $shot"
-# The rendered DOM: the interface-queue tile shows the feed's qdisc kind and a drop count
-# (where a stall's drops go once the player's head-drop queue is in place).
+# The rendered DOM: the interface-queue tile says what /profile says of the interface's
+# queue (the synthetic feed: pfifo_head_drop and a drop count; the real demo on loopback:
+# whatever lo has), where a stall's drops go once the player's head-drop queue is in place.
 inns timeout 90 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
   --disable-background-networking --disable-component-update --disable-sync \
   --user-data-dir="$work/chrome2" --virtual-time-budget=4000 --dump-dom "$base/" \
   >"$work/dom.html" 2>"$work/chromium-dom.log" || { echo "FAILED: chromium --dump-dom"; exit 1; }
-python3 - "$work/dom.html" <<'PY'
-import re, sys
+inns python3 - "$work/dom.html" "$base/profile" "${PFX_PROFILER_CMD:-synthetic}" <<'PY'
+import json, re, sys, urllib.request
 dom = open(sys.argv[1]).read()
+nic = json.load(urllib.request.urlopen(sys.argv[2], timeout=5)).get("nic") or {}
 kind = re.search(r'id="qkind">([^<]*)<', dom)
 drops = re.search(r'id="qdrops">([^<]*)<', dom)
-print(f"queue tile: {drops and drops.group(1)!r} {kind and kind.group(1)!r}")
-assert kind and "pfifo_head_drop" in kind.group(1), "queue tile does not name the qdisc"
-assert drops and drops.group(1).isdigit(), "queue tile shows no drop count"
+print(f"queue tile: {drops and drops.group(1)!r} {kind and kind.group(1)!r}; /profile nic.qdisc {nic.get('qdisc')!r}")
+assert kind and kind.group(1) == f"queue drops ({nic.get('qdisc') or '?'})", "queue tile does not name /profile's qdisc"
+want = "unknown" if nic.get("qdisc_drops") is None else None
+assert drops and (drops.group(1) == want if want else drops.group(1).isdigit()), "queue tile's drop count"
+if sys.argv[3] == "synthetic":
+    assert nic.get("qdisc") == "pfifo_head_drop", "the synthetic feed names pfx's queue"
 PY
 
 echo "--- (c) mDNS: python-zeroconf browsing from another process in the namespace"
