@@ -48,10 +48,14 @@ class Host:
 
 # Runs in the player's namespace during bursty stalls: one datagram per input line (see
 # stall_bursty).
+KICK_CLASS = "2:2"
 KICKER = """
 import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(sys.argv[1]))
+# SO_PRIORITY 2:2 (0x00020002): HTB 2: puts the datagram in its own class, so it never takes
+# a place in the leaf queue under test.
+s.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, 0x00020002)
 for _ in sys.stdin:
     try:
         s.sendto(b"k", ("239.77.0.9", 9))
@@ -374,7 +378,9 @@ class Testbed:
         batch = "\n".join([
             " ".join(tbf + [rate]),
             "qdisc replace dev eth0 parent 1:1 handle 2: htb default 1",
-            "class replace dev eth0 parent 2: classid 2:1 htb rate 10gbit",
+            "class replace dev eth0 parent 2: classid 2:1 htb rate 10gbit quantum 1514",
+            # the wake-up datagrams' own class (see stall_bursty), beside the leaf, not in it
+            f"class replace dev eth0 parent 2: classid {KICK_CLASS} htb rate 10gbit quantum 1514",
             f"qdisc replace dev eth0 parent {STALL_PARENT} handle 10: bfifo limit {limit}",
         ]) + "\n"  # fmt: skip
         subprocess.run(["tc", "-n", self.ns(PLAYER), "-batch", "-"], input=batch, text=True, check=True)
@@ -395,7 +401,8 @@ class Testbed:
         # once. A tbf rate change wakes nothing: the backlog would wait for the next enqueue,
         # and a sender whose sockets are all full (EAGAIN) enqueues nothing, so the emulated
         # stall would outlast the real one. A one-byte datagram to a group nobody joined, out of
-        # the player's eth0 right after each lift, is that wake-up.
+        # the player's eth0 right after each lift, is that wake-up; it goes through its own HTB
+        # class (KICK_CLASS) so it cannot push a show packet out of a full head-drop leaf.
         kick = subprocess.Popen(
             ["ip", "netns", "exec", ns, sys.executable, "-c", KICKER, PLAYER.addr],
             stdin=subprocess.PIPE, text=True, stdout=subprocess.DEVNULL,
