@@ -153,6 +153,19 @@ fn finding<'a>(v: &'a serde_json::Value, id: &str) -> Option<&'a serde_json::Val
     v["findings"].as_array()?.iter().find(|f| f["id"] == id)
 }
 
+/// One doctor measurement while the flood source sends 12 Mbit/s; also what it sent.
+fn doctor_during_flood(tb: &Testbed, cell: &str) -> (i32, serde_json::Value, String, f64) {
+    let flood = Flood::start(&tb.flood.name, 12.0);
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, v, stderr) = doctor(tb);
+    let sent = flood.finish();
+    eprintln!(
+        "{cell}: sent {sent:.2} Mbit/s; doctor: {}",
+        v["checks"][3]["evidence"]
+    );
+    (code, v, stderr, sent)
+}
+
 #[test]
 fn doctor_finds_the_flood_only_on_the_unmanaged_switch() {
     if !need_root("doctor_finds_the_flood_only_on_the_unmanaged_switch") {
@@ -163,14 +176,7 @@ fn doctor_finds_the_flood_only_on_the_unmanaged_switch() {
     std::thread::sleep(Duration::from_millis(500));
 
     // 1. Unmanaged switch, flood on.
-    let flood = Flood::start(&tb.flood.name, 12.0);
-    std::thread::sleep(Duration::from_millis(300));
-    let (code, v, stderr) = doctor(&tb);
-    let sent = flood.finish();
-    eprintln!(
-        "unmanaged+flood: sent {sent:.2} Mbit/s; doctor: {}",
-        v["checks"][3]["evidence"]
-    );
+    let (code, v, stderr, sent) = doctor_during_flood(&tb, "unmanaged+flood");
     assert_eq!(code, 1, "{stderr}");
     assert_eq!(v["interface"], "d0");
     assert!(v["host"].is_string());
@@ -212,14 +218,7 @@ fn doctor_finds_the_flood_only_on_the_unmanaged_switch() {
         "1",
     ]);
     std::thread::sleep(Duration::from_secs(2));
-    let flood = Flood::start(&tb.flood.name, 12.0);
-    std::thread::sleep(Duration::from_millis(300));
-    let (code, v, stderr) = doctor(&tb);
-    let sent = flood.finish();
-    eprintln!(
-        "managed+flood: sent {sent:.2} Mbit/s; doctor: {}",
-        v["checks"][3]["evidence"]
-    );
+    let (code, v, stderr, sent) = doctor_during_flood(&tb, "managed+flood");
     assert!(sent > 8.0, "the flood must really run in this cell: {sent}");
     assert!(finding(&v, "multicast-flood").is_none(), "{v}");
     assert_eq!(code, 0, "{stderr}");
