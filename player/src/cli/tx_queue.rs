@@ -36,28 +36,53 @@ impl Drop for TxQueue {
     }
 }
 
-fn sysfs(iface: &str, what: &str) -> Option<String> {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/{what}"))
-        .ok()
-        .map(|s| s.trim().to_string())
+/// What the show's policy asks for on its interface.
+enum Plan {
+    /// `tx_queue: kernel`.
+    Kernel,
+    /// Loopback never stalls, and a host's lo carries everything else on it too.
+    Loopback,
+    /// A `tx_queue_parent` that does not parse (`ShowConfig::resolve` refuses it; kept for a
+    /// Show built otherwise).
+    BadParent(String),
+    Queue(Parent, u32),
+}
+
+fn plan(show: &Show) -> Plan {
+    let iface = &show.config.interface;
+    if show.config.tx_queue == TxQueuePolicy::Kernel {
+        return Plan::Kernel;
+    }
+    let is_loopback = std::fs::read_to_string(format!("/sys/class/net/{iface}/type"))
+        .is_ok_and(|t| t.trim() == "772");
+    if is_loopback {
+        return Plan::Loopback;
+    }
+    let parent = match show.config.tx_queue_parent.as_deref().map(Parent::parse) {
+        None => Parent::Root,
+        Some(Ok(p)) => p,
+        Some(Err(e)) => return Plan::BadParent(e),
+    };
+    let mtu = crate::nic::link::mtu(iface).unwrap_or(1500);
+    Plan::Queue(
+        parent,
+        txqueue::limit_packets(show.outputs.iter().map(|o| &o.profile), mtu),
+    )
 }
 
 /// What `apply` would put on the interface, in words (for `run --check`).
 pub fn describe(show: &Show) -> String {
-    let iface = &show.config.interface;
-    if show.config.tx_queue == TxQueuePolicy::Kernel {
-        return "tx queue: the kernel's (tx_queue: kernel)".into();
+    match plan(show) {
+        Plan::Kernel => "tx queue: the kernel's (tx_queue: kernel)".into(),
+        Plan::Loopback => "tx queue: none (loopback)".into(),
+        Plan::BadParent(e) => format!("tx queue: none (tx_queue_parent: {e})"),
+        Plan::Queue(parent, limit) => {
+            format!(
+                "tx queue: {} limit {limit} packets at {parent}",
+                txqueue::KIND
+            )
+        }
     }
-    if sysfs(iface, "type").as_deref() == Some("772") {
-        return "tx queue: none (loopback)".into();
-    }
-    let parent = show.config.tx_queue_parent.as_deref().unwrap_or("root");
-    let mtu = crate::nic::link::mtu(iface).unwrap_or(1500);
-    let limit = txqueue::limit_packets(show.outputs.iter().map(|o| &o.profile), mtu);
-    format!(
-        "tx queue: {} limit {limit} packets at {parent}",
-        txqueue::KIND
-    )
 }
 
 /// Applies the show's policy; never fails the show (a player without CAP_NET_ADMIN still
@@ -77,37 +102,33 @@ pub fn apply(show: &Show, previous: Option<TxQueue>) -> TxQueue {
     {
         q.installed_root = std::mem::take(&mut p.installed_root);
     }
-    if show.config.tx_queue == TxQueuePolicy::Kernel {
-        tracing::info!(interface = %iface, "tx queue: left as the kernel's (tx_queue: kernel)");
-        // A reload from `newest` to `kernel`: dropping `q` gives the default back.
-        let kept = TxQueue {
-            iface,
-            plan: None,
-            installed_root: false,
-            last_check: Instant::now(),
-        };
-        drop(q);
-        return kept;
-    }
-    // Loopback never stalls, and a host's lo carries everything else on it too.
-    if sysfs(&iface, "type").as_deref() == Some("772") {
-        tracing::debug!(interface = %iface, "tx queue: loopback, left alone");
-        return q;
-    }
-    let parent = match show.config.tx_queue_parent.as_deref().map(Parent::parse) {
-        None => Parent::Root,
-        Some(Ok(p)) => p,
-        Some(Err(e)) => {
-            // `ShowConfig::resolve` already refused this; kept for a Show built otherwise.
-            tracing::warn!("tx_queue_parent: {e}; tx queue left as it is");
-            return q;
+    match plan(show) {
+        Plan::Kernel => {
+            tracing::info!(interface = %iface, "tx queue: left as the kernel's (tx_queue: kernel)");
+            // A reload from `newest` to `kernel`: dropping `q` gives the default back.
+            let kept = TxQueue {
+                iface,
+                plan: None,
+                installed_root: false,
+                last_check: Instant::now(),
+            };
+            drop(q);
+            kept
         }
-    };
-    let mtu = crate::nic::link::mtu(&iface).unwrap_or(1500);
-    let limit = txqueue::limit_packets(show.outputs.iter().map(|o| &o.profile), mtu);
-    q.plan = Some((parent, limit));
-    q.install(false);
-    q
+        Plan::Loopback => {
+            tracing::debug!(interface = %iface, "tx queue: loopback, left alone");
+            q
+        }
+        Plan::BadParent(e) => {
+            tracing::warn!("tx_queue_parent: {e}; tx queue left as it is");
+            q
+        }
+        Plan::Queue(parent, limit) => {
+            q.plan = Some((parent, limit));
+            q.install(false);
+            q
+        }
+    }
 }
 
 impl TxQueue {
