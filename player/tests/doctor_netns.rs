@@ -153,6 +153,13 @@ fn finding<'a>(v: &'a serde_json::Value, id: &str) -> Option<&'a serde_json::Val
     v["findings"].as_array()?.iter().find(|f| f["id"] == id)
 }
 
+/// `ip link set br0 type bridge OPTS...` on the switch.
+fn set_bridge(tb: &Testbed, opts: &[&str]) {
+    let mut args = vec!["link", "set", "br0", "type", "bridge"];
+    args.extend_from_slice(opts);
+    tb.sw.ip(&args);
+}
+
 /// One doctor measurement while the flood source sends 12 Mbit/s; also what it sent.
 fn doctor_during_flood(tb: &Testbed, cell: &str) -> (i32, serde_json::Value, String, f64) {
     let flood = Flood::start(&tb.flood.name, 12.0);
@@ -197,26 +204,8 @@ fn doctor_finds_the_flood_only_on_the_unmanaged_switch() {
     // 2. Managed switch: snooping with a querier, nobody subscribed; flood on.
     // The bridge keeps flooding unregistered groups for one query response interval
     // after its querier starts (default 10 s); shorten it to 1 s for the test.
-    tb.sw.ip(&[
-        "link",
-        "set",
-        "br0",
-        "type",
-        "bridge",
-        "mcast_query_response_interval",
-        "100",
-    ]);
-    tb.sw.ip(&[
-        "link",
-        "set",
-        "br0",
-        "type",
-        "bridge",
-        "mcast_snooping",
-        "1",
-        "mcast_querier",
-        "1",
-    ]);
+    set_bridge(&tb, &["mcast_query_response_interval", "100"]);
+    set_bridge(&tb, &["mcast_snooping", "1", "mcast_querier", "1"]);
     std::thread::sleep(Duration::from_secs(2));
     let (code, v, stderr, sent) = doctor_during_flood(&tb, "managed+flood");
     assert!(sent > 8.0, "the flood must really run in this cell: {sent}");
@@ -224,15 +213,7 @@ fn doctor_finds_the_flood_only_on_the_unmanaged_switch() {
     assert_eq!(code, 0, "{stderr}");
 
     // 3. Unmanaged switch, flood off.
-    tb.sw.ip(&[
-        "link",
-        "set",
-        "br0",
-        "type",
-        "bridge",
-        "mcast_snooping",
-        "0",
-    ]);
+    set_bridge(&tb, &["mcast_snooping", "0"]);
     let (code, v, stderr) = doctor(&tb);
     eprintln!(
         "unmanaged, no flood: doctor: {}",
