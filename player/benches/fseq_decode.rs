@@ -1,5 +1,6 @@
-//! FSEQ decode throughput on a real xLights file (new_years_idle.fseq: 46,712 channels,
-//! 3,600 frames, zstd). Not a timed test: prints numbers for docs/perf/fseq.md.
+//! FSEQ decode throughput. Not a timed test: prints numbers for docs/perf/fseq.md. Without
+//! a FILE it decodes the generated corpus file shaped like a wide xLights export (46,712
+//! channels, 15-frame zstd blocks); give a real export as FILE to measure that instead.
 //!
 //!   cargo bench -p pfx-player --bench fseq_decode [-- FILE]
 
@@ -16,12 +17,10 @@ const MIN_TIME: Duration = Duration::from_secs(3);
 fn main() {
     // `cargo bench` passes `--bench`; any other argument is the file to read.
     let arg = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    let corpus_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let path = match arg {
         Some(p) => PathBuf::from(p),
-        None => match fseq_writer::fixtures_dir() {
-            Some(d) => d.join("new_years_idle.fseq"),
-            None => return,
-        },
+        None => fseq_writer::write_corpus_file(corpus_dir.path(), "xl-46712ch-300f.fseq"),
     };
     let f = FseqFile::open(&path).unwrap_or_else(|e| panic!("{e}"));
     let (frames, len) = (f.frames(), f.frame_len());

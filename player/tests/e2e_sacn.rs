@@ -57,13 +57,27 @@ fn solid_pattern_received_by_sacn_crate_receiver_equals_expected_channels() {
 }
 
 /// Every universe the receiver got equals the matching channels of a frame of the
-/// sequence, in order; and the frames advance with time.
+/// sequence, in order; and the frames advance with time. The sequence is the generated
+/// corpus file with the layout of an xLights 2020 export (8492 channels, 600 frames of
+/// 50 ms, 60 zstd blocks).
 #[test]
 fn fseq_frames_received_by_sacn_crate_receiver_equal_the_sequence() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = common::fseq_writer::write_corpus_file(dir.path(), "xl-8492ch-600f.fseq");
+    fseq_over_sacn_equals_the_sequence(&path, 2);
+}
+
+/// The same with a real xLights export; run by `scripts/tests.d/21-fseq-real.sh`.
+#[test]
+#[ignore = "needs real xLights exports: scripts/tests.d/21-fseq-real.sh"]
+fn real_exports_fseq_frames_received_by_sacn_crate_receiver_equal_the_sequence() {
+    let path = common::fseq_writer::real_exports_dir().join("dusk-to-dawn.fseq");
+    fseq_over_sacn_equals_the_sequence(&path, 3);
+}
+
+fn fseq_over_sacn_equals_the_sequence(path: &std::path::Path, port_offset: u16) {
     use pfx_player::source::fseq::FseqFile;
-    let path = common::player::fixtures().join("dusk-to-dawn.fseq");
-    let mut file = FseqFile::open(&path)
-        .expect("fixture dusk-to-dawn.fseq (../shared/fixtures/fseq beside the checkout)");
+    let mut file = FseqFile::open(path).unwrap_or_else(|e| panic!("{e}"));
     let frame_len = file.frame_len();
     let frames: Vec<Vec<u8>> = (0..file.frames())
         .map(|n| {
@@ -80,7 +94,7 @@ fn fseq_frames_received_by_sacn_crate_receiver_equal_the_sequence() {
     );
     let show = format!(
         "interface: lo\nmulticast_loop: true\nhttp: 127.0.0.1:{}\nunit_id: e2e\noutputs:\n  - name: legacy\n    profile: t\ncontent:\n  playlist:\n    - fseq: {}\n",
-        http_port(2),
+        http_port(port_offset),
         path.display()
     );
     let list: Vec<u16> = (0..universes as u16).map(|i| first + i).collect();
@@ -114,7 +128,8 @@ fn fseq_frames_received_by_sacn_crate_receiver_equal_the_sequence() {
                 .collect();
             assert!(
                 !hits.is_empty(),
-                "universe {u}: received data matches no frame of dusk-to-dawn.fseq"
+                "universe {u}: received data matches no frame of {}",
+                path.display()
             );
             // Many frames repeat slices; the earliest match still moves with time.
             matched_frames.insert(hits[0]);

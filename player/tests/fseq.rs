@@ -1,5 +1,7 @@
-//! FSEQ reader: round trips through the test writer, the real xLights fixtures, and
-//! re-encodings of the fixtures' frames as v1 / zlib / sparse / multi-frame zstd.
+//! FSEQ reader: round trips through the test writer, the generated corpus (the shapes of
+//! real xLights exports and the other layouts the format allows), and re-encodings of the
+//! corpus frames as v1 / zlib / sparse / multi-frame zstd. Tests named `real_exports_*` are
+//! `#[ignore]`d: they read real xLights files and run from `scripts/tests.d/21-fseq-real.sh`.
 
 #[path = "common/fseq_writer.rs"]
 mod fseq_writer;
@@ -7,7 +9,7 @@ mod fseq_writer;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use fseq_writer::{Spec, fixtures_dir, frames, write};
+use fseq_writer::{Spec, corpus, frames, real_exports_dir, write};
 use pfx_player::source::fseq::{Compression, FseqError, FseqFile, Prefetcher};
 
 fn open(bytes: Vec<u8>) -> FseqFile {
@@ -24,16 +26,17 @@ fn read_all(f: &mut FseqFile) -> Vec<Vec<u8>> {
     out
 }
 
-fn fixture_files() -> Vec<PathBuf> {
-    let Some(dir) = fixtures_dir() else {
-        return Vec::new();
-    };
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
+/// The real exports' `.fseq` files, sorted; a missing or empty folder is a failure (these
+/// tests only run when the suite found the folder).
+fn real_export_files() -> Vec<PathBuf> {
+    let dir = real_exports_dir();
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "fseq"))
         .collect();
     v.sort();
+    assert!(!v.is_empty(), "no .fseq files in {}", dir.display());
     v
 }
 
@@ -312,9 +315,189 @@ fn truncation_at_every_offset_is_an_error_not_a_panic() {
     }
 }
 
+/// Re-encodes `want` (expanded frames) as v1, zlib, multi-frame zstd and sparse zstd, and
+/// checks the reader returns the same frames (sparse: zero outside the ranges).
+fn reencoded_layouts_read_back(label: &str, want: &[Vec<u8>]) {
+    for spec in [
+        Spec {
+            major: 1,
+            compression: 0,
+            ..Spec::default()
+        },
+        Spec {
+            compression: 2,
+            ..Spec::default()
+        },
+        Spec {
+            zstd_frames_per_block: 3,
+            frames_per_block: 40,
+            ..Spec::default()
+        },
+    ] {
+        let mut g = open(write(&spec, want));
+        assert_eq!(read_all(&mut g), want, "{label} as {spec:?}");
+    }
+    // Sparse: the second half stored first, the first quarter after it.
+    let len = want[0].len() as u32;
+    let (a, b) = ((0u32, len / 4), (len / 2, len - len / 2));
+    let stored: Vec<Vec<u8>> = want
+        .iter()
+        .map(|fr| [&fr[b.0 as usize..], &fr[..a.1 as usize]].concat())
+        .collect();
+    let mut g = open(write(
+        &Spec {
+            sparse_ranges: vec![b, a],
+            ..Spec::default()
+        },
+        &stored,
+    ));
+    for (n, fr) in read_all(&mut g).iter().enumerate() {
+        let mut m = want[n].clone();
+        m[a.1 as usize..b.0 as usize].fill(0);
+        assert_eq!(fr, &m, "{label} sparse frame {n}");
+    }
+}
+
+fn first_frames(f: &mut FseqFile, n: u32) -> Vec<Vec<u8>> {
+    let mut want = Vec::new();
+    let mut buf = vec![0; f.frame_len()];
+    for n in 0..f.frames().min(n) {
+        f.read_frame(n, &mut buf).unwrap();
+        want.push(buf.clone());
+    }
+    want
+}
+
+/// Every frame of every corpus file, and the header facts each was written with.
 #[test]
-fn fixtures_match_reencoded_layouts() {
-    for path in fixture_files() {
+fn corpus_reads_back_every_frame_and_header() {
+    for c in corpus() {
+        let mut f = FseqFile::open_bytes(c.name, c.bytes()).unwrap();
+        let want = c.expected();
+        assert_eq!(f.frames() as usize, c.frames, "{}", c.name);
+        assert_eq!(f.frame_len(), c.channels, "{}", c.name);
+        assert_eq!(read_all(&mut f), want, "{}", c.name);
+        let h = f.header();
+        assert_eq!(
+            (h.major, h.minor, h.step_ms),
+            (c.spec.major, c.spec.minor, c.spec.step_ms),
+            "{}",
+            c.name
+        );
+        assert_eq!(
+            h.sparse_ranges.len(),
+            c.spec.sparse_ranges.len(),
+            "{}",
+            c.name
+        );
+        if c.spec.major == 2 && c.spec.compression != 0 {
+            assert_eq!(
+                h.blocks[0].frames as usize, c.spec.first_block_frames,
+                "{}: first block",
+                c.name
+            );
+            assert_eq!(
+                h.block_table_len as usize,
+                h.blocks.len() + c.spec.reserved_blocks,
+                "{}: reserved entries",
+                c.name
+            );
+        }
+        let text = |code: &[u8; 2]| {
+            c.spec
+                .var_headers
+                .iter()
+                .find(|(k, _)| k == code)
+                .map(|(_, d)| {
+                    String::from_utf8_lossy(d)
+                        .trim_end_matches('\0')
+                        .to_string()
+                })
+        };
+        assert_eq!(h.media_file(), text(b"mf"), "{}", c.name);
+        assert_eq!(h.producer(), text(b"sp"), "{}", c.name);
+    }
+}
+
+/// The corpus holds every shape the reader must handle; a trimmed corpus fails here.
+#[test]
+fn corpus_covers_what_real_exports_and_the_format_hold() {
+    let all = corpus();
+    let has = |what: &str, p: &dyn Fn(&fseq_writer::CorpusFile) -> bool| {
+        assert!(all.iter().any(p), "the corpus has no {what}");
+    };
+    has("v1 file", &|c| c.spec.major == 1);
+    has("zlib file", &|c| c.spec.compression == 2);
+    has("uncompressed v2 file", &|c| {
+        c.spec.major == 2 && c.spec.compression == 0
+    });
+    has("zstd file with 50+ blocks", &|c| {
+        c.spec.compression == 1
+            && c.frames.saturating_sub(c.spec.first_block_frames) / c.spec.frames_per_block >= 50
+    });
+    has("block of several zstd frames", &|c| {
+        c.spec.compression == 1 && c.spec.zstd_frames_per_block > 1
+    });
+    has("zstd sparse file", &|c| {
+        c.spec.compression == 1 && c.spec.sparse_ranges.len() > 1
+    });
+    has("zlib sparse file", &|c| {
+        c.spec.compression == 2 && !c.spec.sparse_ranges.is_empty()
+    });
+    has("mf header", &|c| {
+        c.spec.var_headers.iter().any(|v| &v.0 == b"mf")
+    });
+    has("sp header", &|c| {
+        c.spec.var_headers.iter().any(|v| &v.0 == b"sp")
+    });
+    has("unknown header", &|c| {
+        c.spec
+            .var_headers
+            .iter()
+            .any(|v| !matches!(&v.0, b"mf" | b"sp"))
+    });
+    has("ED extended data", &|c| !c.spec.extended.is_empty());
+    has("reserved zero-length block entries", &|c| {
+        c.spec.compression != 0 && c.spec.reserved_blocks > 0
+    });
+    has("block table over 255 entries", &|c| {
+        c.spec.compression != 0 && c.frames / c.spec.frames_per_block + c.spec.reserved_blocks > 255
+    });
+    has("last block shorter than the others", &|c| {
+        c.spec.compression != 0
+            && (c.frames - c.spec.first_block_frames) % c.spec.frames_per_block != 0
+    });
+}
+
+#[test]
+fn corpus_matches_reencoded_layouts() {
+    for c in corpus()
+        .into_iter()
+        .filter(|c| c.spec.compression == 1 && c.spec.sparse_ranges.is_empty())
+    {
+        let mut f = FseqFile::open_bytes(c.name, c.bytes()).unwrap();
+        let want = first_frames(&mut f, 150);
+        reencoded_layouts_read_back(c.name, &want);
+    }
+}
+
+/// Writes the corpus into `$PFX_FSEQ_CORPUS_DIR`, for the independent Python decoder
+/// (`scripts/tests.d/20-fseq.sh`) and for trying the player on it by hand.
+#[test]
+#[ignore = "writes files; run by scripts/tests.d/20-fseq.sh"]
+fn write_corpus_to_dir() {
+    let dir = std::env::var_os("PFX_FSEQ_CORPUS_DIR").expect("set PFX_FSEQ_CORPUS_DIR");
+    let dir = PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for c in corpus() {
+        fseq_writer::write_corpus_file(&dir, c.name);
+    }
+}
+
+#[test]
+#[ignore = "needs real xLights exports: scripts/tests.d/21-fseq-real.sh"]
+fn real_exports_match_reencoded_layouts() {
+    for path in real_export_files() {
         let mut f = FseqFile::open(&path).unwrap();
         let h = f.header().clone();
         assert_eq!(
@@ -323,56 +506,15 @@ fn fixtures_match_reencoded_layouts() {
             "{}",
             path.display()
         );
-        let mut want = Vec::new();
-        let mut buf = vec![0; f.frame_len()];
-        for n in 0..f.frames().min(150) {
-            f.read_frame(n, &mut buf).unwrap();
-            want.push(buf.clone());
-        }
-        for spec in [
-            Spec {
-                major: 1,
-                compression: 0,
-                ..Spec::default()
-            },
-            Spec {
-                compression: 2,
-                ..Spec::default()
-            },
-            Spec {
-                zstd_frames_per_block: 3,
-                frames_per_block: 40,
-                ..Spec::default()
-            },
-        ] {
-            let mut g = open(write(&spec, &want));
-            assert_eq!(read_all(&mut g), want, "{} as {spec:?}", path.display());
-        }
-        // Sparse: the second half stored first, the first quarter after it.
-        let len = want[0].len() as u32;
-        let (a, b) = ((0u32, len / 4), (len / 2, len - len / 2));
-        let stored: Vec<Vec<u8>> = want
-            .iter()
-            .map(|fr| [&fr[b.0 as usize..], &fr[..a.1 as usize]].concat())
-            .collect();
-        let mut g = open(write(
-            &Spec {
-                sparse_ranges: vec![b, a],
-                ..Spec::default()
-            },
-            &stored,
-        ));
-        for (n, fr) in read_all(&mut g).iter().enumerate() {
-            let mut m = want[n].clone();
-            m[a.1 as usize..b.0 as usize].fill(0);
-            assert_eq!(fr, &m, "{} sparse frame {n}", path.display());
-        }
+        let want = first_frames(&mut f, 150);
+        reencoded_layouts_read_back(&path.display().to_string(), &want);
     }
 }
 
 #[test]
-fn fixture_headers() {
-    for path in fixture_files() {
+#[ignore = "needs real xLights exports: scripts/tests.d/21-fseq-real.sh"]
+fn real_exports_headers() {
+    for path in real_export_files() {
         let f = FseqFile::open(&path).unwrap();
         let h = f.header();
         let name = path.file_name().unwrap().to_str().unwrap();

@@ -1,10 +1,12 @@
-//! Runs the `cargo fuzz` target's body on stable Rust: the real fixtures, files from the
-//! test writer, and a few thousand deterministic mutations of them. Any panic fails.
+//! Runs the `cargo fuzz` target's body on stable Rust: the small files of the generated
+//! corpus, files from the test writer, and a few thousand deterministic mutations of them.
+//! Any panic fails. `real_exports_survive_mutations` (ignored; run by
+//! `scripts/tests.d/21-fseq-real.sh`) does the same with real xLights exports.
 
 #[path = "common/fseq_writer.rs"]
 mod fseq_writer;
 
-use fseq_writer::{Spec, fixtures_dir, frames, write};
+use fseq_writer::{Spec, corpus_file, frames, real_exports_dir, write};
 use pfx_player::source::fseq::fuzz::fuzz_one;
 
 /// xorshift64*: deterministic, so a failure reproduces.
@@ -23,17 +25,13 @@ impl Rng {
 
 fn seeds() -> Vec<(String, Vec<u8>)> {
     let mut v = Vec::new();
-    let dir = fixtures_dir().unwrap_or_default();
+    // The xLights-shaped corpus files that stay small (the fuzz body reads every frame).
     for name in [
-        "test.fseq",
-        "all_off.fseq",
-        "polyline_test.fseq",
-        "dusk-to-dawn.fseq",
+        "xl-all-off.fseq",
+        "zstd-unknown-headers-ed.fseq",
+        "zlib-sparse.fseq",
     ] {
-        match std::fs::read(dir.join(name)) {
-            Ok(b) => v.push((name.to_string(), b)),
-            Err(e) => eprintln!("skipped fixture {name}: {e}"),
-        }
+        v.push((name.to_string(), corpus_file(name).bytes()));
     }
     let fr = frames(40, 24);
     let specs = [
@@ -120,16 +118,37 @@ fn mutate(rng: &mut Rng, src: &[u8]) -> Vec<u8> {
 
 #[test]
 fn fuzz_target_survives_seeds_and_mutations() {
-    let seeds = seeds();
+    survive(&seeds());
+}
+
+#[test]
+#[ignore = "needs real xLights exports: scripts/tests.d/21-fseq-real.sh"]
+fn real_exports_survive_mutations() {
+    let dir = real_exports_dir();
+    let mut seeds = Vec::new();
+    for name in [
+        "test.fseq",
+        "all_off.fseq",
+        "polyline_test.fseq",
+        "dusk-to-dawn.fseq",
+    ] {
+        let path = dir.join(name);
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        seeds.push((name.to_string(), bytes));
+    }
+    survive(&seeds);
+}
+
+fn survive(seeds: &[(String, Vec<u8>)]) {
     let mut read = 0u64;
-    for (name, s) in &seeds {
+    for (name, s) in seeds {
         let n = fuzz_one(s);
         assert!(n > 0, "{name}: a valid seed should read frames");
         read += n as u64;
     }
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let per_seed = 4000 / seeds.len();
-    for (name, s) in &seeds {
+    for (name, s) in seeds {
         for i in 0..per_seed {
             let m = mutate(&mut rng, s);
             let r = std::panic::catch_unwind(|| fuzz_one(&m));

@@ -1,3 +1,4 @@
 #![allow(dead_code)]
+pub mod fseq_writer;
 pub mod output;
 pub mod player;

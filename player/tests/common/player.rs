@@ -1,6 +1,6 @@
 //! Runs the real `pfx-player` binary on a config written to a temp dir.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 pub struct Player {
@@ -62,11 +62,6 @@ impl Drop for Player {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// The shared fixtures folder beside the checkout (`../shared/fixtures/fseq`).
-pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/fseq")
 }
 
 /// A free-ish HTTP port per test process, so parallel tests don't collide.

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Independent FSEQ decoder, written from shared/notes/formats.md section 2 (not from the
-Rust reader), checked frame by frame against `pfx-player seq dump` / `seq frame`.
+"""Independent FSEQ decoder, written from the format as docs/formats.md describes it (not
+from the Rust reader), checked frame by frame against `pfx-player seq dump` / `seq frame`.
 
-Also writes its own v1, zlib, sparse and multi-zstd-frame files from each fixture's
+Also writes its own v1, zlib, sparse and multi-zstd-frame files from each input file's
 frames (an independent writer) and checks the Rust reader returns the same frames.
 
-usage: fseq_reference.py PFX_PLAYER_BINARY FIXTURE_DIR [WORK_DIR]
+DIR is the generated corpus (scripts/tests.d/20-fseq.sh) or a folder of real xLights
+exports (scripts/tests.d/21-fseq-real.sh).
+
+usage: fseq_reference.py PFX_PLAYER_BINARY DIR [WORK_DIR]
 Prints one line per check and "fseq reference: P passed, F failed"; exit 1 on any failure.
 """
 import json
@@ -199,16 +202,16 @@ class Checker:
 
 
 def main():
-    player, fixtures = sys.argv[1], sys.argv[2]
+    player, source = sys.argv[1], sys.argv[2]
     work = sys.argv[3] if len(sys.argv) > 3 else tempfile.mkdtemp(prefix="fseq-ref-")
     os.makedirs(work, exist_ok=True)
     c = Checker(player)
-    files = sorted(f for f in os.listdir(fixtures) if f.endswith(".fseq"))
+    files = sorted(f for f in os.listdir(source) if f.endswith(".fseq"))
     if not files:
-        print(f"no .fseq files in {fixtures}")
+        print(f"no .fseq files in {source}")
         return 1
     for name in files:
-        path = os.path.join(fixtures, name)
+        path = os.path.join(source, name)
         buf = open(path, "rb").read()
         h, frames = frames_of(buf)
         flen = expanded_len(h)
@@ -230,7 +233,7 @@ def main():
             ("v2-zlib", dict(version=2, comp=2), sub, ()),
             ("v2-zstd-3frames-per-block", dict(version=2, comp=1, zstd_frames_per_block=3), sub, ()),
         ]
-        # Sparse: two ranges of the fixture's channels, stored in reverse order.
+        # Sparse: two ranges of the file's channels, stored in reverse order.
         if flen >= 64:
             a, b = (0, flen // 4), (flen // 2, flen // 4)
             ranges = (b, a)
