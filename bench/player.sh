@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Player benchmarks of issue 2, one attempt per cell, no retries:
+# Player benchmarks (docs/PERFORMANCE.md, "Player"), one attempt per cell, no retries:
 #   A. the built-in demo (3 poles: bigPacket, sACN, DDP) for SECONDS at 60 fps:
 #      fps, deadline misses, wire_send p50/p99, peak RSS;
 #   B. 1,000 sACN universes (60,000 packets/s) for SECONDS: deadline misses, wire_send p99;

@@ -2,7 +2,7 @@
 
 Written from the documents, not from the player's encoders:
 - bigPacket v1: docs/protocols/bigpacket.md (this project's own protocol);
-- DDP: the 3waylabs spec as summarised in shared/notes/formats.md (10-byte header, offset in
+- DDP: the 3waylabs spec as docs/formats.md summarises it (10-byte header, offset in
   bytes big-endian, length big-endian, PUSH 0x01 on the last packet, sequence 1..15, 0 = unused,
   data type 0x0B = RGB 8 bit, 0x1B = RGBW 8 bit, port 4048);
 - sACN (E1.31-2018): parsed by the PyPI `sacn` package's `DataPacket.make_data_packet` (an

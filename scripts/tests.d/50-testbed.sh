@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The network testbed (issue 4): pole simulator unit tests, then a short smoke in network
+# The network testbed (docs/testbed.md): pole simulator unit tests, then a short smoke in network
 # namespaces: each pole receives the stand-in sender's frames, the 10 Mbit/s pole's frame age
 # rises with the flood on the unmanaged switch, a pole that hears nothing makes its cell
 # UNMEASURABLE, and `testbed down` leaves no namespace or link behind. About 2 minutes.

@@ -1,6 +1,6 @@
 //! PAUSE (802.3x flow control) over ethtool netlink: GET through the `ethtool` crate,
 //! GET with ETHTOOL_FLAG_STATS and PAUSE_SET built from the crate's public types (the
-//! crate has no SET and never sets the stats flag; see shared/notes/dependencies.md).
+//! crate has no SET and never sets the stats flag; docs/design.md, "PAUSE off").
 //!
 //! `pause_off` reads first and sets only when different, because on the Pi 4's bcmgenet a
 //! set restarts autonegotiation (carrier drops for a couple of seconds); then it waits for

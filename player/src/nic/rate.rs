@@ -1,6 +1,6 @@
 //! Counter rates. Pure: the caller reads the counters, then the clock, and passes both.
 //!
-//! Rules (DESIGN "Measuring"): a rate is Δcounter/Δt with t read immediately after the
+//! Rules (docs/design.md, "Measuring"): a rate is Δcounter/Δt with t read immediately after the
 //! counters; a counter that steps backward (driver reset, interface re-created) is
 //! clamped to a zero step and re-based on the new value; the first reading has no rate.
 

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-/// Offsets of the fixed-header fields (formats.md 2.1-2.3).
+/// Offsets of the fixed-header fields (docs/formats.md, "FSEQ").
 mod field {
     use std::ops::Range;
     pub const MAGIC: Range<usize> = 0..4;
