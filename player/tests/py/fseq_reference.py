@@ -40,13 +40,14 @@ def parse(buf):
     data_off, minor, major, hdr_len = struct.unpack_from("<HBBH", buf, 4)
     chans, frames, step, _flags = struct.unpack_from("<IIBB", buf, 10)
     h = dict(major=major, minor=minor, data_off=data_off, chans=chans, frames=frames,
-             step=step, comp=0, blocks=[], ranges=[], vars={})
+             step=step, comp=0, blocks=[], ranges=[], vars={}, codes=[], entries=0)
     if major == 1:
         var_at = 28
     else:
         b20, b21, nranges = buf[20], buf[21], buf[22]
         h["comp"] = b20 & 0x0F
         nblocks = ((b20 & 0xF0) << 4) | b21
+        h["entries"] = nblocks
         at = 32
         off = data_off
         for _ in range(nblocks):
@@ -68,6 +69,7 @@ def parse(buf):
             break
         code = buf[i + 2:i + 4].decode("latin-1")
         h["vars"][code] = buf[i + 4:i + max(ln, 4)]
+        h["codes"].append(code)
         i += max(ln, 4)
     return h
 
@@ -219,10 +221,21 @@ def main():
         c.compare_some(path, frames, name)
         info = json.loads(subprocess.run([player, "seq", "inspect", "--json", path], check=True,
                                          capture_output=True).stdout)
+        def text(code):
+            v = h["vars"].get(code)
+            return v.split(b"\0", 1)[0].decode("utf-8", "replace") if v is not None else None
         want = {"version": f"{h['major']}.{h['minor']}", "channels": h["chans"],
                 "frames": h["frames"], "step_ms": h["step"],
-                "compression": ["none", "zstd", "zlib"][h["comp"]]}
+                "compression": ["none", "zstd", "zlib"][h["comp"]],
+                "block_table_len": h["entries"],
+                "used_blocks": len(h["blocks"]),
+                "sparse_ranges": [[s_, n_] for s_, n_ in h["ranges"]],
+                "variable_headers": h["codes"],
+                "media_file": text("mf"), "producer": text("sp")}
         got = {k: info.get(k) for k in want}
+        got["used_blocks"] = len(info.get("blocks", []))
+        got["sparse_ranges"] = [[r["start"], r["count"]] for r in info.get("sparse_ranges", [])]
+        got["variable_headers"] = [v["code"] for v in info.get("variable_headers", [])]
         c.result(got == want, f"{name}: inspect --json {got}")
         # Re-encode with this script's writer (first 120 frames keep it quick).
         sub = frames[:120]
