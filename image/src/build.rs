@@ -454,7 +454,8 @@ fn has_agent_bin(ws: &Path) -> bool {
         })
 }
 
-/// Registers qemu-aarch64 with binfmt_misc when missing (see notes/machine.md).
+/// Registers qemu-aarch64 with binfmt_misc when missing: a fresh Debian host has binfmt_misc
+/// unmounted and no update-binfmts, so mmdebstrap could not run arm64 maintainer scripts.
 fn ensure_binfmt() -> Result<String, String> {
     let bm = Path::new("/proc/sys/fs/binfmt_misc");
     if bm.join("qemu-aarch64").exists() {

@@ -77,7 +77,7 @@ pub fn expected_enable_links() -> Vec<(String, String)> {
 }
 
 /// Packages every unit gets. busybox is not optional: without it overlayroot's initramfs
-/// script finds no `grep` and silently boots a writable root (notes/images.md).
+/// script finds no `grep` and silently boots a writable root (docs/image.md).
 const BASE_PACKAGES: &[&str] = &[
     "systemd-sysv",
     "udev",

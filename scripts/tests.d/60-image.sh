@@ -220,7 +220,7 @@ host=$(vm hostname); lower_host=$(vm cat /media/root-ro/etc/hostname)
 [ "$host" = "$want_host" ] || fail "hostname is '$host', expected '$want_host' (from MAC $mac)"
 [ "$lower_host" = pfx ] && [ "$lower_host" != "$host" ] || fail "image hostname '$lower_host'"
 ok "hostname $host from MAC $mac (image's own: $lower_host)"
-# Fleet end to end (issue 6): the operator tool pushes PAUSE-off to this booted unit over
+# Fleet end to end: the operator tool pushes PAUSE-off to this booted unit over
 # SSH (host key checked against the known_hosts this suite recorded), the unit's agent
 # persists it through the overlay, and the gate opens on the unit's own readback.
 cargo build -q --locked -p pfx-fleet || fail "cargo build pfx-fleet"
