@@ -3,6 +3,7 @@
 //! Every error a user can cause names the file, and where the YAML parser knows it, the
 //! line and column.
 
+pub mod builtin;
 pub mod profile;
 pub mod show;
 mod yaml;
