@@ -114,6 +114,20 @@ mod tests {
     }
 
     #[test]
+    fn tx_queue_parent_is_kept_parsed() {
+        use crate::nic::txqueue::Parent;
+        let base = "interface: lo\noutputs:\n  - name: a\n    profile: bench-ddp\ncontent:\n  playlist:\n    - pattern: id\n";
+        let show = ShowConfig::from_str(base, Path::new("s.yaml")).unwrap();
+        assert_eq!(show.tx_queue_parent, Parent::Root);
+        let show = ShowConfig::from_str(
+            &format!("tx_queue_parent: \"10:a\"\n{base}"),
+            Path::new("s.yaml"),
+        )
+        .unwrap();
+        assert_eq!(show.tx_queue_parent, Parent::Class(0x0010_000a));
+    }
+
+    #[test]
     fn tx_queue_settings() {
         let base = "interface: lo\noutputs:\n  - name: a\n    profile: bench-ddp\ncontent:\n  playlist:\n    - pattern: id\n";
         let show = ShowConfig::from_str(base, Path::new("s.yaml")).unwrap();
