@@ -22,6 +22,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// How `play` ended: stopped (signal, `duration`) or a playlist without `loop` played out.
+pub use crate::engine::frame_loop::Exit;
 pub use build::{build_engine, unit_id};
 pub use play::play;
 

@@ -6,9 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::app::{self, RunOptions};
+use crate::app::{self, Exit, RunOptions};
 use crate::config::show::ShowConfig;
-use crate::engine::frame_loop::Exit;
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
