@@ -14,8 +14,9 @@
 
 use std::os::fd::AsRawFd;
 
-use pfx_player::engine::clock::{FrameClock, mono_ns, sleep_until};
+use pfx_player::engine::clock::FrameClock;
 use pfx_player::output::{Sender, SocketOptions, open_udp, set_dont_fragment};
+use pfx_player::sys::time::{mono_ns, sleep_until};
 use pfx_player::wire::Datagrams;
 use pfx_player::wire::sacn;
 
@@ -119,7 +120,7 @@ fn main() {
     .expect("socket");
     pfx_player::output::set_multicast_ifindex(
         &sock,
-        pfx_player::output::interface_index("lo").unwrap_or(1),
+        pfx_player::sys::net::interface_index("lo").unwrap_or(1),
     )
     .expect("IP_MULTICAST_IF lo");
     set_dont_fragment(&sock).expect("DF");

@@ -17,10 +17,10 @@ use std::path::Path;
 
 use pfx_player::config::DeviceProfile;
 use pfx_player::config::show::ResolvedOutput;
-use pfx_player::engine::clock::{mono_ns, thread_cpu_ns};
 use pfx_player::output::{
     Output, OutputOptions, Sender, SocketOptions, open_udp, set_dont_fragment,
 };
+use pfx_player::sys::time::{mono_ns, thread_cpu_ns};
 use pfx_player::wire::Datagrams;
 
 const UNIVERSES: usize = 1000;
@@ -87,7 +87,7 @@ fn main() {
     let bare_sock = open_udp(&sock).expect("bare socket");
     pfx_player::output::set_multicast_ifindex(
         &bare_sock,
-        pfx_player::output::interface_index("lo").unwrap_or(1),
+        pfx_player::sys::net::interface_index("lo").unwrap_or(1),
     )
     .expect("multicast if");
     set_dont_fragment(&bare_sock).expect("DF on the bare socket");

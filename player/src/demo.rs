@@ -1,27 +1,11 @@
 //! The built-in demo show: patterns to one pole of each kind on loopback multicast, so
-//! `pfx-player demo` works on a laptop with no files and no root.
+//! `pfx-player demo` works on a laptop with no files and no root. Its profiles are the
+//! built-in ones (`config::builtin`).
 
 use std::path::Path;
 
 use crate::config::ConfigError;
 use crate::config::show::{Show, ShowConfig};
-
-const PROFILES: [(&str, &str); 3] = [
-    (
-        "gen3-bigpacket",
-        include_str!("../../profiles/gen3-bigpacket.yaml"),
-    ),
-    (
-        "legacy-2018-2023-sacn",
-        include_str!("../../profiles/legacy-2018-2023-sacn.yaml"),
-    ),
-    ("bench-ddp", include_str!("../../profiles/bench-ddp.yaml")),
-];
-
-/// The profiles shipped in the binary, found by name when no file matches.
-pub fn builtin_profile(name: &str) -> Option<&'static str> {
-    PROFILES.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
-}
 
 pub const DEMO_SHOW: &str = include_str!("../../examples/demo.yaml");
 

@@ -2,8 +2,12 @@
 //!
 //! The pure parts (`wire`, `source`, `geometry`, `engine::clock`, `profiler`'s math) take
 //! bytes and time as arguments; sockets, netlink and threads live in `output`, `nic`,
-//! `http` and `engine::frame_loop`.
+//! `http` and `engine::frame_loop`; every clock read, sleep, priority change, socket option
+//! and host lookup goes through `sys`. `app` builds and supervises a show from a config;
+//! `cli` is the command line over it. No two modules depend on each other
+//! (`scripts/check-cycles`).
 
+pub mod app;
 pub mod cli;
 pub mod config;
 pub mod demo;
@@ -16,4 +20,5 @@ pub mod nic;
 pub mod output;
 pub mod profiler;
 pub mod source;
+pub mod sys;
 pub mod wire;

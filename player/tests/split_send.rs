@@ -18,7 +18,7 @@ const FIRST: u16 = 1;
 /// Room for all the frames at once, so a slow reader on a busy machine loses nothing
 /// (root may exceed net.core.rmem_max; the suite runs as root).
 fn big_receive_buffer(s: &UdpSocket) {
-    let _ = pfx_player::output::set_int_option(
+    let _ = pfx_player::sys::net::set_int_option(
         s.as_raw_fd(),
         libc::SOL_SOCKET,
         libc::SO_RCVBUFFORCE,

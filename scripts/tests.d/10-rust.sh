@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Unit and integration tests of the Rust workspace, plus fmt and clippy.
+# Unit and integration tests of the Rust workspace, plus fmt, clippy and the module
+# dependency check (no import cycles, scripts/check-cycles).
 set -euo pipefail
 cd "$PFX_TOP"
+python3 scripts/check-cycles
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked 2>&1 | tee /tmp/pfx-cargo-test.log

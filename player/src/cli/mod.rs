@@ -1,9 +1,8 @@
-//! Subcommands of `pfx-player`, one module each.
+//! Subcommands of `pfx-player`, one module each: their arguments, and the printing of what
+//! they found. What runs a show is in `app`.
 
 pub mod doctor;
 pub mod nic;
 pub mod profile;
 pub mod run;
 pub mod seq;
-pub mod services;
-pub mod tx_queue;

@@ -3,6 +3,7 @@
 //! Every error a user can cause names the file, and where the YAML parser knows it, the
 //! line and column.
 
+pub mod builtin;
 pub mod profile;
 pub mod show;
 mod yaml;
@@ -110,6 +111,20 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("fps: 0 is outside"), "{e}");
+    }
+
+    #[test]
+    fn tx_queue_parent_is_kept_parsed() {
+        use crate::nic::txqueue::Parent;
+        let base = "interface: lo\noutputs:\n  - name: a\n    profile: bench-ddp\ncontent:\n  playlist:\n    - pattern: id\n";
+        let show = ShowConfig::from_str(base, Path::new("s.yaml")).unwrap();
+        assert_eq!(show.tx_queue_parent, Parent::Root);
+        let show = ShowConfig::from_str(
+            &format!("tx_queue_parent: \"10:a\"\n{base}"),
+            Path::new("s.yaml"),
+        )
+        .unwrap();
+        assert_eq!(show.tx_queue_parent, Parent::Class(0x0010_000a));
     }
 
     #[test]

@@ -6,10 +6,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{ConfigError, from_yaml_file};
-
-/// An E1.31 synchronization packet: the root layer and a framing layer carrying the sync
-/// address (E1.31 §6.3).
-const SACN_SYNC_PACKET: usize = 49;
+use crate::wire::{FrameShape, bigpacket, ddp, sacn};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -22,9 +19,9 @@ pub enum Protocol {
 impl Protocol {
     pub fn default_port(self) -> u16 {
         match self {
-            Protocol::Bigpacket => crate::wire::bigpacket::PORT,
-            Protocol::Sacn => crate::wire::sacn::PORT,
-            Protocol::Ddp => crate::wire::ddp::PORT,
+            Protocol::Bigpacket => bigpacket::PORT,
+            Protocol::Sacn => sacn::PORT,
+            Protocol::Ddp => ddp::PORT,
         }
     }
 }
@@ -185,44 +182,28 @@ impl DeviceProfile {
         self.pixels as usize * self.pixel_format.bytes_per_pixel()
     }
 
-    /// UDP payload sizes of the datagrams one frame of this pole takes, in sending order.
-    pub fn frame_datagrams(&self) -> Vec<usize> {
-        use crate::wire::{bigpacket, ddp};
+    /// How this pole's datagrams look on the wire, by its protocol's rules (`wire`).
+    pub fn frame_shape(&self) -> FrameShape {
         let channels = self.channels();
         match self.protocol {
             Protocol::Sacn => {
                 let o = self.sacn_options();
-                let per = usize::from(o.universe_size.max(1));
-                let universes = channels.div_ceil(per).max(1);
-                // 125 header bytes and the start code, then the universe's slots.
-                let mut v: Vec<usize> = (0..universes)
-                    .map(|u| 126 + per.min(channels.saturating_sub(u * per)))
-                    .collect();
-                if o.sync_universe.is_some() {
-                    v.push(SACN_SYNC_PACKET);
-                }
-                v
+                sacn::frame_shape(channels, o.universe_size, o.sync_universe.is_some())
             }
-            Protocol::Ddp => (0..ddp::Encoder::packets_for(channels))
-                .map(|i| ddp::HEADER_LEN + ddp::MAX_DATA.min(channels - i * ddp::MAX_DATA))
-                .collect(),
-            Protocol::Bigpacket => vec![bigpacket::Encoder::datagram_len(channels)],
+            Protocol::Ddp => ddp::frame_shape(channels),
+            Protocol::Bigpacket => bigpacket::frame_shape(channels),
         }
+    }
+
+    /// UDP payload sizes of the datagrams one frame of this pole takes, in sending order.
+    pub fn frame_datagrams(&self) -> Vec<usize> {
+        self.frame_shape().datagrams
     }
 
     /// The largest datagram this pole's output ever sends (frames, and for sACN the
     /// universe-discovery pages every 10 s).
     pub fn largest_datagram(&self) -> usize {
-        let frame = self.frame_datagrams().into_iter().max().unwrap_or(0);
-        if self.protocol == Protocol::Sacn {
-            let universes = self
-                .channels()
-                .div_ceil(usize::from(self.sacn_options().universe_size.max(1)));
-            let page = universes.min(crate::wire::sacn::DISCOVERY_UNI_PER_PAGE);
-            frame.max(120 + 2 * page)
-        } else {
-            frame
-        }
+        self.frame_shape().largest_datagram()
     }
 
     pub fn sacn_options(&self) -> SacnOptions {
@@ -276,7 +257,7 @@ impl DeviceProfile {
                         o.priority
                     ));
                 }
-                let universes = self.channels().div_ceil(o.universe_size as usize);
+                let universes = sacn::universes(self.channels(), o.universe_size);
                 if o.first_universe as usize + universes - 1 > 63999 {
                     return bad(format!(
                         "pixels: {} pixels need {universes} universes from {}, past universe 63999",
@@ -298,7 +279,7 @@ impl DeviceProfile {
                 }
             }
             Protocol::Bigpacket => {
-                let max = crate::wire::bigpacket::MAX_PAYLOAD;
+                let max = bigpacket::MAX_PAYLOAD;
                 if self.channels() > max {
                     return bad(format!(
                         "pixels: {} pixels are {} bytes, more than one bigPacket datagram carries ({max})",

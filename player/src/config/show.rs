@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{ConfigError, DeviceProfile, from_yaml_file};
+use crate::nic::txqueue::Parent;
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -144,6 +145,8 @@ pub struct Show {
     pub config: ShowConfig,
     pub outputs: Vec<ResolvedOutput>,
     pub playlist: Vec<Item>,
+    /// `tx_queue_parent`, parsed (`root` when not given).
+    pub tx_queue_parent: Parent,
     pub source: PathBuf,
 }
 
@@ -204,11 +207,11 @@ impl ShowConfig {
                 self.profile_window_s
             ));
         }
-        if let Some(p) = &self.tx_queue_parent
-            && let Err(e) = crate::nic::txqueue::Parent::parse(p)
-        {
-            return bad(format!("tx_queue_parent: {e}"));
-        }
+        let tx_queue_parent = match self.tx_queue_parent.as_deref().map(Parent::parse) {
+            None => Parent::Root,
+            Some(Ok(p)) => p,
+            Some(Err(e)) => return bad(format!("tx_queue_parent: {e}")),
+        };
         let base = origin.parent().unwrap_or(Path::new("."));
         let profiles_dir = self.profiles_dir.as_ref().map(|d| base.join(d));
         let mut outputs = Vec::with_capacity(self.outputs.len());
@@ -285,6 +288,7 @@ impl ShowConfig {
             config: self,
             outputs,
             playlist,
+            tx_queue_parent,
             source: origin.to_path_buf(),
         })
     }
@@ -313,7 +317,7 @@ fn load_profile(name: &str, base: &Path, dir: Option<&Path>) -> Result<DevicePro
         }
         tried.push(p.display().to_string());
     }
-    if let Some(text) = crate::demo::builtin_profile(name) {
+    if let Some(text) = super::builtin::builtin_profile(name) {
         return DeviceProfile::from_str(text, Path::new(&format!("<built-in {name}>")));
     }
     Err(ConfigError::invalid(

@@ -1,58 +1,9 @@
 //! Absolute-deadline frame clock. Tick n's deadline is start + n × period: an overrun
 //! never shifts later frames (as `sleep(period)` would), and a late loop skips to the
 //! current tick instead of replaying a backlog.
-
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer; the clocks used here exist on every Linux.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Nanoseconds on CLOCK_MONOTONIC, the clock the loop sleeps on.
-pub fn mono_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-/// Nanoseconds of CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID).
-pub fn thread_cpu_ns() -> u64 {
-    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
-}
-
-/// Microseconds since the Unix epoch (CLOCK_REALTIME), for bigPacket's sender timestamp.
-pub fn unix_micros() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
-}
-
-/// Sleeps until CLOCK_MONOTONIC reaches `deadline_ns` (absolute, so a signal or a slow
-/// wake-up never accumulates drift).
-pub fn sleep_until(deadline_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
-    };
-    loop {
-        // SAFETY: `ts` is a valid timespec; the remaining-time pointer may be null with
-        // TIMER_ABSTIME.
-        let rc = unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
-        };
-        if rc != libc::EINTR {
-            return;
-        }
-    }
-}
+//!
+//! Pure arithmetic: the caller reads the clock (`sys::time::mono_ns`) and sleeps
+//! (`sys::time::sleep_until`); times come in as arguments.
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameClock {
@@ -168,12 +119,5 @@ mod tests {
         // After an hour the deadline is off by the integer division only (< 1 ms).
         let hour = c.deadline(60 * 3600);
         assert!(3_600_000_000_000 - hour < MS, "{hour}");
-    }
-
-    #[test]
-    fn sleep_until_returns_at_or_after_the_deadline() {
-        let d = mono_ns() + 2 * MS;
-        sleep_until(d);
-        assert!(mono_ns() >= d);
     }
 }

@@ -6,14 +6,15 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::clock::{FrameClock, mono_ns, sleep_until, unix_micros};
+use super::clock::FrameClock;
 use super::playlist::{Entry, Now, Playlist};
-use super::sample::{FrameSample, Stage};
+use super::sample::{FrameSample, FrameSink, Stage};
 use crate::geometry::{Brightness, PoleMap};
 use crate::output::Output;
-use crate::profiler::SampleSink;
 use crate::source::fseq::Prefetcher;
 use crate::source::pattern;
+use crate::sys::sched::raise_priority;
+use crate::sys::time::{mono_ns, sleep_until, unix_micros};
 
 /// How often sACN universe discovery goes out (E1.31 §8: 10 s).
 const DISCOVERY_INTERVAL_NS: u64 = 10_000_000_000;
@@ -90,7 +91,7 @@ impl LoopHandle {
     }
 }
 
-pub fn spawn(engine: Engine, sink: SampleSink) -> std::io::Result<LoopHandle> {
+pub fn spawn(engine: Engine, sink: impl FrameSink + 'static) -> std::io::Result<LoopHandle> {
     let (tx, rx) = channel();
     let thread = std::thread::Builder::new()
         .name("pfx-render".into())
@@ -102,18 +103,6 @@ pub fn spawn(engine: Engine, sink: SampleSink) -> std::io::Result<LoopHandle> {
         control: tx,
         thread: Some(thread),
     })
-}
-
-/// Best effort: SCHED_FIFO when the unit allows it (CAP_SYS_NICE), else stays normal. Also
-/// for threads the render thread waits on within a frame (output send helpers), which must
-/// not queue behind ordinary work while it waits.
-pub(crate) fn raise_priority(thread: &str) {
-    let param = libc::sched_param { sched_priority: 10 };
-    // SAFETY: plain syscall on the calling thread with a valid param.
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
-    if rc != 0 {
-        tracing::debug!("{thread} stays SCHED_OTHER (no CAP_SYS_NICE)");
-    }
 }
 
 struct Show {
@@ -167,7 +156,7 @@ impl Show {
     }
 }
 
-fn run(engine: Engine, mut sink: SampleSink, control: Receiver<Control>) -> Exit {
+fn run(engine: Engine, mut sink: impl FrameSink, control: Receiver<Control>) -> Exit {
     let clock = FrameClock::new(mono_ns(), engine.fps);
     let mut show = Show::new(engine, clock.start_ns());
     let mut tick = 0u64;

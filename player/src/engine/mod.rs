@@ -1,9 +1,11 @@
 //! The render loop and its timing: `clock` (pure deadline arithmetic), `sample` (what
-//! one frame's timing looks like), `frame_loop` (the thread that owns the outputs).
+//! one frame's timing looks like, and the `FrameSink` the loop hands it to),
+//! `frame_loop` (the thread that owns the outputs). The OS clocks and the thread priority
+//! are in `sys`; the profiler implements `FrameSink`, so the engine does not know it.
 
 pub mod clock;
 pub mod frame_loop;
 pub mod playlist;
 pub mod sample;
 
-pub use sample::{FrameSample, STAGES, Stage};
+pub use sample::{FrameSample, FrameSink, STAGES, Stage};

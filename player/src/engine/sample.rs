@@ -50,3 +50,10 @@ pub struct FrameSample {
     /// Frame start, nanoseconds since the loop started (the loop's own clock).
     pub at_ns: u64,
 }
+
+/// Where the render loop hands each frame's sample: the profiler's wait-free ring in the
+/// player (`profiler::SampleSink`), a plain recorder in a test. `push` runs on the render
+/// thread once per frame, so an implementation must not block or allocate.
+pub trait FrameSink: Send {
+    fn push(&mut self, sample: FrameSample);
+}

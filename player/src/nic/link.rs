@@ -1,7 +1,6 @@
 //! Link state and statistics: rtnetlink (stats64, carrier, carrier_changes, root qdisc),
 //! ethtool LINKMODES (speed, duplex) with sysfs as fallback, and sysfs tx_timeout.
 
-use std::ffi::CStr;
 use std::path::Path;
 
 use ethtool::{EthtoolAttr, EthtoolHandle, EthtoolLinkModeAttr, EthtoolLinkModeDuplex};
@@ -10,6 +9,7 @@ use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags};
 use rtnetlink::packet_route::tc::{TcAttribute, TcHandle, TcStats2};
 
 use super::NicError;
+use crate::sys::net::interface_names;
 
 /// What rtnetlink says about one link.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -32,35 +32,13 @@ pub struct LinkStats {
     pub tx_errors: Option<u64>,
 }
 
-/// Names of the interfaces in this network namespace (if_nameindex(3)).
-pub fn interface_names() -> Vec<String> {
-    let mut out = Vec::new();
-    // SAFETY: if_nameindex returns a heap array terminated by a zero entry, or NULL.
-    unsafe {
-        let head = libc::if_nameindex();
-        if head.is_null() {
-            return out;
-        }
-        let mut p = head;
-        while (*p).if_index != 0 && !(*p).if_name.is_null() {
-            out.push(CStr::from_ptr((*p).if_name).to_string_lossy().into_owned());
-            p = p.add(1);
-        }
-        libc::if_freenameindex(head);
-    }
-    out
-}
-
 /// The interface's index, or a clear error naming it and listing the existing ones.
 pub fn require_interface(iface: &str) -> Result<u32, NicError> {
     let unknown = || NicError::UnknownInterface {
         name: iface.to_string(),
         available: interface_names(),
     };
-    let c = std::ffi::CString::new(iface).map_err(|_| unknown())?;
-    // SAFETY: c is a valid NUL-terminated string.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 { Err(unknown()) } else { Ok(idx) }
+    crate::sys::net::interface_index(iface).ok_or_else(unknown)
 }
 
 fn rtnl_err(what: String, e: rtnetlink::Error) -> NicError {
@@ -150,15 +128,6 @@ pub async fn root_qdisc_stats(
         return Ok(Some(root));
     }
     Ok(None)
-}
-
-/// The interface's MTU from sysfs; None when it cannot be read (no such interface).
-pub fn mtu(iface: &str) -> Option<usize> {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// Speed (Mbit/s) and duplex from ethtool LINKMODES; None where the driver does not know.

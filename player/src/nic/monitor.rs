@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use ethtool::EthtoolHandle;
 
@@ -30,10 +30,9 @@ struct Counters {
     tx_timeouts: Option<u64>,
 }
 
+/// The host name a reading carries; "unknown" when it cannot be read.
 pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
+    crate::sys::host::hostname().unwrap_or_else(|| "unknown".into())
 }
 
 fn io_err(what: &str, e: std::io::Error) -> NicError {
@@ -79,10 +78,7 @@ impl NicReader {
         let drv = driver_stats::driver_stats(iface).unwrap_or_default();
         let txt = link::tx_timeouts(Path::new("/sys/class/net"), iface);
         let at = Instant::now();
-        let read_at_unix_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        let read_at_unix_ms = crate::sys::time::unix_ms();
 
         let counters = pick_pause_counters(std_stats, &drv, txt);
         let pause_error = match &settings {
@@ -221,10 +217,7 @@ fn monitor_loop(
     let failed = |e: &dyn std::fmt::Display| NicStatus {
         interface: iface.clone(),
         host: host.clone(),
-        read_at_unix_ms: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0),
+        read_at_unix_ms: crate::sys::time::unix_ms(),
         pause_rx_frames: CounterReading::unsupported(),
         pause_tx_frames: CounterReading::unsupported(),
         tx_timeouts: CounterReading::unsupported(),

@@ -8,7 +8,6 @@
 //! Pure: the sizes, the decision whether to touch a queue, parsing the parent handle. The
 //! netlink I/O is in `qdisc`.
 
-use crate::config::DeviceProfile;
 use crate::wire::ipv4_packets;
 
 /// The qdisc kind pfx installs.
@@ -70,11 +69,11 @@ impl std::fmt::Display for Parent {
 /// The queue's limit in packets: one frame of every output. A limit of one frame is what
 /// makes head-drop work: each output's socket may hold about two frames (see
 /// `output::default_send_buffer`), so the queue overflows, and drops its oldest, before any
-/// socket fills and refuses the new frame.
-pub fn limit_packets<'a>(profiles: impl IntoIterator<Item = &'a DeviceProfile>, mtu: usize) -> u32 {
-    let n: usize = profiles
+/// socket fills and refuses the new frame. `datagrams` are the UDP payload sizes of one
+/// frame of every output (`wire::FrameShape::datagrams`).
+pub fn limit_packets(datagrams: impl IntoIterator<Item = usize>, mtu: usize) -> u32 {
+    let n: usize = datagrams
         .into_iter()
-        .flat_map(DeviceProfile::frame_datagrams)
         .map(|len| ipv4_packets(len, mtu))
         .sum();
     n.clamp(1, u32::MAX as usize) as u32
@@ -106,10 +105,16 @@ pub fn decide(parent: Parent, found: Option<(&str, Option<u32>)>, limit: u32) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::DeviceProfile;
     use std::path::Path;
 
     fn profile(yaml: &str) -> DeviceProfile {
         DeviceProfile::from_str(yaml, Path::new("<test>")).expect("test profile")
+    }
+
+    /// One frame of every output, as the run shell passes it.
+    fn frame(profiles: &[&DeviceProfile]) -> Vec<usize> {
+        profiles.iter().flat_map(|p| p.frame_datagrams()).collect()
     }
 
     #[test]
@@ -139,14 +144,15 @@ mod tests {
         let ddp = profile(
             "name: c\nprotocol: ddp\npixels: 600\npixel_format: rgb8\ncolor_order: rgb\ndestination: 10.0.0.9:4048\n",
         );
-        // bigPacket: 32 + 3000 bytes = 3 fragments; sACN: 900 channels = 2 universes + sync;
-        // DDP: 1800 channels = 2 packets.
+        // bigPacket: 32 + 3000 bytes = 3 fragments; sACN: 900 channels = 2 universes + sync,
+        // the last one padded to a full universe as the encoder sends it; DDP: 1800
+        // channels = 2 packets.
         assert_eq!(bp.frame_datagrams(), vec![3032]);
-        assert_eq!(sacn.frame_datagrams(), vec![126 + 510, 126 + 390, 49]);
+        assert_eq!(sacn.frame_datagrams(), vec![126 + 510, 126 + 510, 49]);
         assert_eq!(ddp.frame_datagrams(), vec![10 + 1440, 10 + 360]);
-        assert_eq!(limit_packets([&bp, &sacn, &ddp], 1500), 3 + 3 + 2);
+        assert_eq!(limit_packets(frame(&[&bp, &sacn, &ddp]), 1500), 3 + 3 + 2);
         // At MTU 1400 the full DDP packet (1,478 bytes on the wire) takes two.
-        assert_eq!(limit_packets([&bp, &sacn, &ddp], 1400), 3 + 3 + 3);
+        assert_eq!(limit_packets(frame(&[&bp, &sacn, &ddp]), 1400), 3 + 3 + 3);
         assert_eq!(sacn.largest_datagram(), 636);
         assert_eq!(ddp.largest_datagram(), 1450);
     }

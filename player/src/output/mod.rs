@@ -11,7 +11,4 @@ mod split;
 pub use pole::{Output, OutputError, OutputOptions};
 pub use ratelimit::RateLimit;
 pub use send::{SendOutcome, Sender};
-pub use socket::{
-    SocketOptions, interface_index, open_udp, set_dont_fragment, set_int_option,
-    set_multicast_ifindex,
-};
+pub use socket::{SocketOptions, open_udp, set_dont_fragment, set_multicast_ifindex};

@@ -9,13 +9,12 @@ use uuid::Uuid;
 use super::counters::OutputCounters;
 use super::ratelimit::RateLimit;
 use super::send::{SendOutcome, Sender};
-use super::socket::{
-    SocketOptions, interface_index, open_udp, set_dont_fragment, set_multicast_ifindex,
-};
+use super::socket::{SocketOptions, open_udp, set_dont_fragment, set_multicast_ifindex};
 use super::split::{SPLIT_MIN_DATAGRAMS, Splitter};
 use crate::config::Protocol;
 use crate::config::show::ResolvedOutput;
 use crate::geometry::PoleMap;
+use crate::sys::net::interface_index;
 use crate::wire::{Datagrams, bigpacket, ddp, sacn};
 
 #[derive(Debug, thiserror::Error)]
@@ -107,7 +106,7 @@ impl Output {
             return Err(OutputError::NoInterface {
                 output: o.name.clone(),
                 interface: opts.socket.interface.clone(),
-                available: crate::nic::link::interface_names().join(", "),
+                available: crate::sys::net::interface_names().join(", "),
             });
         };
         let sock_err = |error| OutputError::Socket {
@@ -116,7 +115,8 @@ impl Output {
         };
         let p = &o.profile;
         let channels = p.channels();
-        let (encoder, slots, slot_len) = match p.protocol {
+        // The protocol says how big its datagrams are; everything below is sized from that.
+        let (encoder, shape) = match p.protocol {
             Protocol::Sacn => {
                 let so = p.sacn_options();
                 let dest = if destination.ip().is_multicast() {
@@ -138,20 +138,14 @@ impl Output {
                     },
                     channels,
                 );
-                let discovery_pages = enc.universes().div_ceil(sacn::DISCOVERY_UNI_PER_PAGE);
-                let slots = enc.packets_per_frame().max(discovery_pages);
-                (
-                    Encoder::Sacn(Box::new(enc)),
-                    slots,
-                    sacn::MAX_PACKET.max(sacn::MAX_DISCOVERY_PACKET),
-                )
+                let shape = enc.frame_shape();
+                (Encoder::Sacn(Box::new(enc)), shape)
             }
             Protocol::Ddp => {
                 let d = p.ddp_options();
                 (
                     Encoder::Ddp(ddp::Encoder::new(d.data_type, d.destination_id)),
-                    ddp::Encoder::packets_for(channels),
-                    ddp::HEADER_LEN + ddp::MAX_DATA,
+                    ddp::frame_shape(channels),
                 )
             }
             Protocol::Bigpacket => (
@@ -159,15 +153,12 @@ impl Output {
                     p.bigpacket_options().pole_id,
                     p.pixel_format == crate::config::PixelFormat::Rgbw8,
                 )),
-                1,
-                bigpacket::Encoder::datagram_len(channels),
+                bigpacket::frame_shape(channels),
             ),
         };
         // Discovery pages go out beside a frame; count the frame's datagrams only.
-        let per_frame = match &encoder {
-            Encoder::Sacn(e) => e.packets_per_frame(),
-            _ => slots,
-        };
+        let per_frame = shape.per_frame();
+        let slots = shape.slots;
         let mut sock_opts = opts.socket.clone();
         if sock_opts.send_buffer.is_none() {
             sock_opts.send_buffer = Some(default_send_buffer(channels, per_frame));
@@ -178,9 +169,9 @@ impl Output {
         // datagram larger than the MTU is refused (EMSGSIZE), where without DF the kernel
         // fragments it. bigPacket's datagrams are larger than the MTU by design (see
         // `set_dont_fragment`).
-        let mtu = crate::nic::link::mtu(&opts.socket.interface).unwrap_or(1500);
+        let mtu = crate::sys::net::mtu(&opts.socket.interface).unwrap_or(1500);
         if matches!(p.protocol, Protocol::Sacn | Protocol::Ddp) {
-            if p.largest_datagram() + crate::wire::IPV4_UDP_HEADERS <= mtu {
+            if shape.largest_datagram() + crate::wire::IPV4_UDP_HEADERS <= mtu {
                 set_dont_fragment(&socket).map_err(sock_err)?;
             } else {
                 tracing::info!(
@@ -188,7 +179,7 @@ impl Output {
                     interface = %opts.socket.interface,
                     mtu,
                     "datagrams up to {} bytes do not fit the MTU; sent fragmentable (no DF)",
-                    p.largest_datagram()
+                    shape.largest_datagram()
                 );
             }
         }
@@ -216,7 +207,7 @@ impl Output {
             socket,
             sender: Sender::new(slots),
             split,
-            batch: Datagrams::new(slots, slot_len),
+            batch: shape.batch(),
             pixels: vec![0; channels],
             counters: Arc::new(OutputCounters::default()),
             dontwait: !opts.socket.blocking,
@@ -309,7 +300,7 @@ impl Output {
             }
             Encoder::BigPacket(e) => {
                 self.batch.clear();
-                let now = crate::engine::clock::unix_micros();
+                let now = crate::sys::time::unix_micros();
                 if e.encode(
                     &self.pixels,
                     now,

@@ -1,4 +1,3 @@
-use std::ffi::CString;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::AsRawFd;
@@ -17,61 +16,9 @@ pub struct SocketOptions {
     pub send_buffer: Option<usize>,
 }
 
-/// The interface's index, or None if no interface has that name (yet).
-pub fn interface_index(name: &str) -> Option<u32> {
-    let c = CString::new(name).ok()?;
-    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    (idx != 0).then_some(idx)
-}
-
-/// Chooses the multicast interface by index with `ip_mreqn`, which works whether or not
-/// the interface has an IPv4 address.
+/// Chooses the multicast interface by index (see `sys::net::set_multicast_ifindex`).
 pub fn set_multicast_ifindex(socket: &Socket, ifindex: u32) -> io::Result<()> {
-    let mreqn = libc::ip_mreqn {
-        imr_multiaddr: libc::in_addr { s_addr: 0 },
-        imr_address: libc::in_addr { s_addr: 0 },
-        imr_ifindex: ifindex as libc::c_int,
-    };
-    // SAFETY: the pointer and length describe a live ip_mreqn.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_MULTICAST_IF,
-            (&mreqn as *const libc::ip_mreqn).cast(),
-            std::mem::size_of::<libc::ip_mreqn>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// `setsockopt` of one C int: the options socket2 does not wrap.
-pub fn set_int_option(
-    fd: std::os::fd::RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: libc::c_int,
-) -> io::Result<()> {
-    // SAFETY: the pointer and length describe a live c_int.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    crate::sys::net::set_multicast_ifindex(socket.as_raw_fd(), ifindex)
 }
 
 /// A UDP socket for one output: ephemeral source port (never 5568, see the sacn notes),
@@ -100,7 +47,7 @@ pub fn open_udp(opts: &SocketOptions) -> io::Result<Socket> {
 /// kernel answers EMSGSIZE instead of fragmenting, so never use this for bigPacket, whose
 /// datagrams are larger than the MTU by design.
 pub fn set_dont_fragment(s: &Socket) -> io::Result<()> {
-    set_int_option(
+    crate::sys::net::set_int_option(
         s.as_raw_fd(),
         libc::IPPROTO_IP,
         libc::IP_MTU_DISCOVER,
@@ -112,6 +59,6 @@ pub fn set_dont_fragment(s: &Socket) -> io::Result<()> {
 /// size is not silently capped at net.core.wmem_max; SO_SNDBUF otherwise.
 fn set_send_buffer(s: &Socket, bytes: usize) -> io::Result<()> {
     let v = bytes.min(i32::MAX as usize) as libc::c_int;
-    set_int_option(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, v)
+    crate::sys::net::set_int_option(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, v)
         .or_else(|_| s.set_send_buffer_size(bytes))
 }

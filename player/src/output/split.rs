@@ -13,7 +13,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
 use super::send::{SendOutcome, Sender};
-use crate::engine::clock::thread_cpu_ns;
+use crate::sys::time::thread_cpu_ns;
 use crate::wire::Datagrams;
 
 /// Frames with at least this many datagrams get a helper. The handoff costs a wake-up on
@@ -54,7 +54,7 @@ impl Splitter {
             .name("pfx-send".into())
             .stack_size(64 * 1024)
             .spawn(move || {
-                crate::engine::frame_loop::raise_priority("send helper");
+                crate::sys::sched::raise_priority("send helper");
                 let mut sender = Sender::new(capacity);
                 while let Ok(job) = job_rx.recv() {
                     // SAFETY: see `Job`: the batch outlives this use and nobody writes it

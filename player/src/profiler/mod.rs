@@ -12,7 +12,7 @@ pub mod window;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -63,6 +63,13 @@ impl SampleSink {
             self.lost += 1;
             self.lost_shared.store(self.lost, Relaxed);
         }
+    }
+}
+
+impl crate::engine::FrameSink for SampleSink {
+    #[inline]
+    fn push(&mut self, s: FrameSample) {
+        SampleSink::push(self, s)
     }
 }
 
@@ -274,14 +281,7 @@ pub fn start(cfg: ProfilerConfig, outputs: Vec<OutputInfo>) -> (SampleSink, Prof
 }
 
 fn thread_cpu_s() -> f64 {
-    crate::engine::clock::thread_cpu_ns() as f64 / 1e9
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    crate::sys::time::thread_cpu_ns() as f64 / 1e9
 }
 
 fn stage_map(stages: &[StageStats; N_SERIES]) -> BTreeMap<String, StageStats> {
@@ -347,7 +347,7 @@ fn run(
             let p = agg.close_interval();
             let nic = lock(&sh.nic).clone();
             let point = HistoryPoint {
-                unix_ms: unix_ms(),
+                unix_ms: crate::sys::time::unix_ms(),
                 stages: SERIES
                     .iter()
                     .zip(&p.stages)

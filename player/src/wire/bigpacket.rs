@@ -2,7 +2,7 @@
 
 use std::net::SocketAddrV4;
 
-use super::{BatchFull, Datagrams};
+use super::{BatchFull, Datagrams, FrameShape};
 
 pub const PORT: u16 = 5599;
 pub const MAGIC: [u8; 4] = *b"BGPK";
@@ -32,6 +32,16 @@ pub const HEADER_LEN: usize = field::CRC.end;
 /// Largest UDP payload over IPv4 minus our header.
 pub const MAX_PAYLOAD: usize = 65507 - HEADER_LEN;
 
+/// The one datagram a frame of a pole of `channels` bytes (whole pixels) takes.
+pub fn frame_shape(channels: usize) -> FrameShape {
+    let len = Encoder::datagram_len(channels);
+    FrameShape {
+        datagrams: vec![len],
+        slots: 1,
+        slot_len: len,
+    }
+}
+
 /// Per-pole encoder state: the frame sequence.
 #[derive(Debug, Clone)]
 pub struct Encoder {
@@ -56,7 +66,7 @@ impl Encoder {
         }
     }
 
-    /// Datagram size for a pole of `channels` bytes.
+    /// Datagram size for a pole of `channels` bytes (whole pixels).
     pub fn datagram_len(channels: usize) -> usize {
         HEADER_LEN + channels
     }

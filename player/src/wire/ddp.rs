@@ -3,7 +3,7 @@
 
 use std::net::SocketAddrV4;
 
-use super::{BatchFull, Datagrams};
+use super::{BatchFull, Datagrams, FrameShape};
 
 pub const PORT: u16 = 4048;
 pub const HEADER_LEN: usize = 10;
@@ -23,6 +23,19 @@ mod field {
     pub const ID: usize = 3;
     pub const OFFSET: Range<usize> = 4..8;
     pub const LENGTH: Range<usize> = 8..10;
+}
+
+/// The datagrams of a pole of `channels` bytes: full packets of MAX_DATA, the last
+/// one with the rest.
+pub fn frame_shape(channels: usize) -> FrameShape {
+    let datagrams: Vec<usize> = (0..Encoder::packets_for(channels))
+        .map(|i| HEADER_LEN + MAX_DATA.min(channels - i * MAX_DATA))
+        .collect();
+    FrameShape {
+        slots: datagrams.len(),
+        slot_len: HEADER_LEN + MAX_DATA.min(channels),
+        datagrams,
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -1,5 +1,9 @@
 //! Protocol encoders. Pure: a pixel slice in, datagrams into caller-owned buffers out; no
 //! sockets, no allocation per frame.
+//!
+//! Each protocol also says how big its frames are (`FrameShape`): the transmit-queue
+//! limit, the DF/MTU decision, the send buffer and the batch are all sized from that, so
+//! the sizes and the encoder cannot disagree.
 
 pub mod bigpacket;
 pub mod ddp;
@@ -97,6 +101,36 @@ impl Datagrams {
     }
 }
 
+/// How one output's datagrams look on the wire, by the protocol's own rules. Computed once
+/// when an output is configured, never per frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameShape {
+    /// UDP payload size of each datagram of one frame, in sending order.
+    pub datagrams: Vec<usize>,
+    /// Datagrams the output's batch must hold at once: one frame's, or more when its
+    /// housekeeping (sACN universe discovery) takes more.
+    pub slots: usize,
+    /// Bytes per batch slot: the largest datagram the output ever sends.
+    pub slot_len: usize,
+}
+
+impl FrameShape {
+    /// Datagrams per frame.
+    pub fn per_frame(&self) -> usize {
+        self.datagrams.len()
+    }
+
+    /// The largest datagram the output ever sends (frames and housekeeping).
+    pub fn largest_datagram(&self) -> usize {
+        self.slot_len
+    }
+
+    /// An empty batch that holds what this output sends at once.
+    pub fn batch(&self) -> Datagrams {
+        Datagrams::new(self.slots, self.slot_len)
+    }
+}
+
 /// The IPv4 (20) and UDP (8) headers around each datagram.
 pub const IPV4_UDP_HEADERS: usize = 28;
 
@@ -129,3 +163,6 @@ mod ipv4_tests {
         assert_eq!(ipv4_packets(1450, 1400), 2);
     }
 }
+
+#[cfg(test)]
+mod shape_tests;

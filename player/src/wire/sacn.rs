@@ -12,19 +12,63 @@ use sacn::packet::{
 pub use sacn::packet::{DISCOVERY_UNI_PER_PAGE, E131_DISCOVERY_UNIVERSE};
 use uuid::Uuid;
 
-use super::{BatchFull, Datagrams};
+use super::{BatchFull, Datagrams, FrameShape};
 
 pub const PORT: u16 = 5568;
-/// A data packet with 512 slots: 125 header bytes, the start code, the slots.
-pub const MAX_PACKET: usize = 638;
+/// A data packet's bytes before its slots: the root, framing and DMP layers (125) and the
+/// DMX512 start code.
+pub const DATA_HEADER: usize = 126;
+/// A data packet with 512 slots.
+pub const MAX_PACKET: usize = DATA_HEADER + 512;
+/// A discovery page's bytes before its universe list (2 bytes per universe).
+const DISCOVERY_HEADER: usize = 120;
 /// A discovery page with 512 universes.
-pub const MAX_DISCOVERY_PACKET: usize = 120 + 2 * DISCOVERY_UNI_PER_PAGE;
+pub const MAX_DISCOVERY_PACKET: usize = DISCOVERY_HEADER + 2 * DISCOVERY_UNI_PER_PAGE;
+/// A synchronization packet: the root layer and a framing layer carrying the sync address
+/// (E1.31 §6.3).
+pub const SYNC_PACKET: usize = 49;
 /// E1.31 source names are at most 63 bytes plus a NUL.
 const SOURCE_NAME_MAX: usize = 63;
 
 /// 239.255.hi.lo for a universe, per E1.31 §9.3.1.
 pub fn multicast_group(universe: u16) -> Ipv4Addr {
     Ipv4Addr::new(239, 255, (universe >> 8) as u8, universe as u8)
+}
+
+/// Slots per universe as the encoder uses it: E1.31 carries 1 to 512.
+fn slots_per_universe(universe_size: u16) -> usize {
+    usize::from(universe_size.clamp(1, 512))
+}
+
+/// Universes a pole of `channels` bytes spans (at least one).
+pub fn universes(channels: usize, universe_size: u16) -> usize {
+    channels.div_ceil(slots_per_universe(universe_size)).max(1)
+}
+
+/// The datagrams of a pole of `channels` bytes: one data packet per universe, each a full
+/// universe (the encoder pads the last one), then the sync packet when `sync`; discovery
+/// pages beside them every 10 s.
+pub fn frame_shape(channels: usize, universe_size: u16, sync: bool) -> FrameShape {
+    shape_of(
+        universes(channels, universe_size),
+        slots_per_universe(universe_size),
+        sync,
+    )
+}
+
+fn shape_of(universes: usize, size: usize, sync: bool) -> FrameShape {
+    let mut datagrams = vec![DATA_HEADER + size; universes];
+    if sync {
+        datagrams.push(SYNC_PACKET);
+    }
+    let pages = universes.div_ceil(DISCOVERY_UNI_PER_PAGE);
+    // The first page is the fullest.
+    let discovery = DISCOVERY_HEADER + 2 * universes.min(DISCOVERY_UNI_PER_PAGE);
+    FrameShape {
+        slots: datagrams.len().max(pages),
+        slot_len: datagrams.iter().copied().max().unwrap_or(0).max(discovery),
+        datagrams,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,8 +119,8 @@ impl Encoder {
             }
             cfg.source_name.truncate(end);
         }
-        cfg.universe_size = cfg.universe_size.clamp(1, 512);
-        let universes = channels.div_ceil(cfg.universe_size as usize).max(1);
+        let universes = universes(channels, cfg.universe_size);
+        cfg.universe_size = slots_per_universe(cfg.universe_size) as u16;
         Encoder {
             cfg,
             sequences: vec![0; universes],
@@ -100,6 +144,15 @@ impl Encoder {
     /// Datagrams a frame takes: one per universe, plus the sync packet.
     pub fn packets_per_frame(&self) -> usize {
         self.universes() + usize::from(self.cfg.sync_universe.is_some())
+    }
+
+    /// What this encoder's frames and discovery pages look like on the wire.
+    pub fn frame_shape(&self) -> FrameShape {
+        shape_of(
+            self.universes(),
+            usize::from(self.cfg.universe_size),
+            self.cfg.sync_universe.is_some(),
+        )
     }
 
     /// One data packet per universe. With sync configured, packets carry the sync address

@@ -1,4 +1,4 @@
-//! The run shell's side of the transmit-queue policy (`tx_queue:` in the show config):
+//! The player's side of the transmit-queue policy (`tx_queue:` in the show config):
 //! installs the head-drop queue when the show starts or is reloaded, puts it back when the
 //! interface was re-created (a new interface gets the kernel's default queue), removes it
 //! when the player stops, and says in the log what it did and why when it could not.
@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::config::show::{Show, TxQueuePolicy};
 use crate::nic::qdisc::{self, Applied};
 use crate::nic::txqueue::{self, Parent};
+use crate::sys::net;
 
 /// How often `refresh` looks whether the queue is still in place.
 const REFRESH_EVERY: Duration = Duration::from_secs(2);
@@ -42,9 +43,6 @@ enum Plan {
     Kernel,
     /// Loopback never stalls, and a host's lo carries everything else on it too.
     Loopback,
-    /// A `tx_queue_parent` that does not parse (`ShowConfig::resolve` refuses it; kept for a
-    /// Show built otherwise).
-    BadParent(String),
     Queue(Parent, u32),
 }
 
@@ -53,21 +51,16 @@ fn plan(show: &Show) -> Plan {
     if show.config.tx_queue == TxQueuePolicy::Kernel {
         return Plan::Kernel;
     }
-    let is_loopback = std::fs::read_to_string(format!("/sys/class/net/{iface}/type"))
-        .is_ok_and(|t| t.trim() == "772");
-    if is_loopback {
+    if net::is_loopback(iface) {
         return Plan::Loopback;
     }
-    let parent = match show.config.tx_queue_parent.as_deref().map(Parent::parse) {
-        None => Parent::Root,
-        Some(Ok(p)) => p,
-        Some(Err(e)) => return Plan::BadParent(e),
-    };
-    let mtu = crate::nic::link::mtu(iface).unwrap_or(1500);
-    Plan::Queue(
-        parent,
-        txqueue::limit_packets(show.outputs.iter().map(|o| &o.profile), mtu),
-    )
+    let mtu = net::mtu(iface).unwrap_or(1500);
+    // One frame of every output, in the sizes its protocol sends.
+    let frame = show
+        .outputs
+        .iter()
+        .flat_map(|o| o.profile.frame_shape().datagrams);
+    Plan::Queue(show.tx_queue_parent, txqueue::limit_packets(frame, mtu))
 }
 
 /// What `apply` would put on the interface, in words (for `run --check`).
@@ -75,7 +68,6 @@ pub fn describe(show: &Show) -> String {
     match plan(show) {
         Plan::Kernel => "tx queue: the kernel's (tx_queue: kernel)".into(),
         Plan::Loopback => "tx queue: none (loopback)".into(),
-        Plan::BadParent(e) => format!("tx queue: none (tx_queue_parent: {e})"),
         Plan::Queue(parent, limit) => {
             format!(
                 "tx queue: {} limit {limit} packets at {parent}",
@@ -117,10 +109,6 @@ pub fn apply(show: &Show, previous: Option<TxQueue>) -> TxQueue {
         }
         Plan::Loopback => {
             tracing::debug!(interface = %iface, "tx queue: loopback, left alone");
-            q
-        }
-        Plan::BadParent(e) => {
-            tracing::warn!("tx_queue_parent: {e}; tx queue left as it is");
             q
         }
         Plan::Queue(parent, limit) => {
@@ -179,7 +167,7 @@ impl TxQueue {
     }
 
     /// Puts the queue back if it went away (the interface was re-created). Cheap when it is
-    /// in place: one netlink dump every REFRESH_EVERY. Called from the run shell's loop.
+    /// in place: one netlink dump every REFRESH_EVERY. Called from the supervisor loop.
     pub fn refresh(&mut self, now: Instant) {
         if self.plan.is_none() || now.duration_since(self.last_check) < REFRESH_EVERY {
             return;

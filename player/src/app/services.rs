@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::cli::run::CommonArgs;
+use super::RunOptions;
 use crate::config::show::Show;
 use crate::engine::frame_loop::Engine;
 use crate::profiler::{self, OutputInfo, ProfilerConfig, ProfilerHandle, SampleSink};
@@ -38,7 +38,7 @@ impl Drop for HttpThread {
     }
 }
 
-pub fn start(show: &Show, engine: &Engine, common: &CommonArgs) -> anyhow::Result<Services> {
+pub fn start(show: &Show, engine: &Engine, opts: &RunOptions) -> anyhow::Result<Services> {
     let outputs = engine
         .outputs
         .iter()
@@ -56,10 +56,10 @@ pub fn start(show: &Show, engine: &Engine, common: &CommonArgs) -> anyhow::Resul
         },
         outputs,
     );
-    let unit = crate::cli::run::unit_id(show);
-    let addr = common.http.unwrap_or(show.config.http);
+    let unit = super::build::unit_id(show);
+    let addr = opts.http.unwrap_or(show.config.http);
     let http = start_http(addr, handle.clone(), unit.clone())?;
-    let mdns = if common.no_mdns {
+    let mdns = if !opts.mdns {
         None
     } else {
         let mut profiles: Vec<String> = show

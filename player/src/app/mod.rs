@@ -1,0 +1,67 @@
+//! The application: what turns a show config into light and keeps it going. It builds the
+//! engine from a `Show` (sockets, files, decode-ahead), starts and stops the services
+//! around the render loop (profiler, HTTP, mDNS, NIC monitor), keeps the transmit-queue
+//! policy on the show interface, and turns signals into loop control (SIGTERM/SIGINT stop,
+//! SIGHUP reloads the config).
+//!
+//! It takes a plain `RunOptions`; it never sees the command line (`cli` parses and prints).
+//! This is where the parts that start, switch and supervise shows belong: the scheduler,
+//! sync across units and show switching go here, next to `play`.
+//!
+//! - `build`: `Show` → `Engine`, off the render thread; the unit's identity.
+//! - `services`: the threads beside the render loop; dropping them stops them.
+//! - `tx_queue`: the head-drop queue on the show interface, put in place and removed.
+//! - `play`: the supervisor loop (signals, reload, stop).
+
+pub mod build;
+pub mod play;
+pub mod services;
+pub mod tx_queue;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How `play` ended: stopped (signal, `duration`) or a playlist without `loop` played out.
+pub use crate::engine::frame_loop::Exit;
+pub use build::{build_engine, unit_id};
+pub use play::play;
+
+/// How to run a show, beside what its config says. Built by `cli` from the command line,
+/// or by a test.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Serve HTTP here instead of the config's `http:` address.
+    pub http: Option<SocketAddr>,
+    /// Measured baseline only: blocking sockets, as a naive player has.
+    pub blocking_send: bool,
+    /// Stop after this long; None plays until signalled (or a non-looping playlist ends).
+    pub duration: Option<Duration>,
+    /// SO_SNDBUF per output; None sizes it to about two frames of that pole.
+    pub send_buffer: Option<usize>,
+    /// Advertise the unit over mDNS.
+    pub mdns: bool,
+    /// When the show stops, write the profiler's final snapshot (the `/profile` JSON) here.
+    pub summary: Option<PathBuf>,
+    /// The config file SIGHUP reads again; None when there is none (the demo).
+    pub config: Option<PathBuf>,
+}
+
+/// What `run --check` found: the show opens, and what it would do to the interface.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub outputs: usize,
+    pub items: usize,
+    /// The transmit-queue plan, in words.
+    pub tx_queue: String,
+}
+
+/// Opens everything the show needs (sockets, files, first frames) and closes it again.
+pub fn check(show: &crate::config::show::Show, opts: &RunOptions) -> anyhow::Result<Checked> {
+    let engine = build_engine(show, opts)?;
+    Ok(Checked {
+        outputs: engine.outputs.len(),
+        items: engine.items.len(),
+        tx_queue: tx_queue::describe(show),
+    })
+}

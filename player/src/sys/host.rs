@@ -1,0 +1,21 @@
+//! The host this player runs on.
+
+/// The kernel's host name, or None when it cannot be read.
+pub fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn hostname_matches_uname() {
+        let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+        // SAFETY: `u` is a valid out-pointer for uname(2).
+        assert_eq!(unsafe { libc::uname(&mut u) }, 0);
+        // SAFETY: uname NUL-terminates nodename.
+        let node = unsafe { std::ffi::CStr::from_ptr(u.nodename.as_ptr()) };
+        assert_eq!(super::hostname().as_deref(), node.to_str().ok());
+    }
+}

@@ -1,0 +1,135 @@
+//! Network interfaces and socket options, as the kernel exposes them: `if_nametoindex(3)`,
+//! `if_nameindex(3)`, `/sys/class/net/IF/{mtu,type}` and the `setsockopt` calls socket2
+//! does not wrap.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::RawFd;
+
+/// ARPHRD_LOOPBACK, the `type` sysfs gives a loopback interface.
+const ARPHRD_LOOPBACK: &str = "772";
+
+/// The interface's index, or None if no interface has that name (yet).
+pub fn interface_index(name: &str) -> Option<u32> {
+    let c = CString::new(name).ok()?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    (idx != 0).then_some(idx)
+}
+
+/// Names of the interfaces in this network namespace (if_nameindex(3)).
+pub fn interface_names() -> Vec<String> {
+    let mut out = Vec::new();
+    // SAFETY: if_nameindex returns a heap array terminated by a zero entry, or NULL.
+    unsafe {
+        let head = libc::if_nameindex();
+        if head.is_null() {
+            return out;
+        }
+        let mut p = head;
+        while (*p).if_index != 0 && !(*p).if_name.is_null() {
+            out.push(CStr::from_ptr((*p).if_name).to_string_lossy().into_owned());
+            p = p.add(1);
+        }
+        libc::if_freenameindex(head);
+    }
+    out
+}
+
+/// The interface's MTU from sysfs; None when it cannot be read (no such interface).
+pub fn mtu(iface: &str) -> Option<usize> {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Whether the interface is a loopback one (sysfs `type` 772); false when it cannot be
+/// read.
+pub fn is_loopback(iface: &str) -> bool {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/type"))
+        .is_ok_and(|t| t.trim() == ARPHRD_LOOPBACK)
+}
+
+/// `setsockopt` of one C int: the options socket2 does not wrap.
+pub fn set_int_option(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: the pointer and length describe a live c_int.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `IP_MULTICAST_IF` by interface index with `ip_mreqn`, which works whether or not the
+/// interface has an IPv4 address.
+pub fn set_multicast_ifindex(fd: RawFd, ifindex: u32) -> io::Result<()> {
+    let mreqn = libc::ip_mreqn {
+        imr_multiaddr: libc::in_addr { s_addr: 0 },
+        imr_address: libc::in_addr { s_addr: 0 },
+        imr_ifindex: ifindex as libc::c_int,
+    };
+    // SAFETY: the pointer and length describe a live ip_mreqn.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_MULTICAST_IF,
+            (&mreqn as *const libc::ip_mreqn).cast(),
+            std::mem::size_of::<libc::ip_mreqn>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_known_by_every_reader() {
+        let idx = interface_index("lo").expect("lo exists");
+        assert!(idx > 0);
+        assert!(interface_names().iter().any(|n| n == "lo"));
+        assert!(is_loopback("lo"));
+        assert!(mtu("lo").is_some_and(|m| m >= 1500));
+    }
+
+    #[test]
+    fn unknown_interfaces_are_none_not_errors() {
+        assert_eq!(interface_index("pfx-no-such-if0"), None);
+        assert_eq!(interface_index("bad\0name"), None);
+        assert!(!is_loopback("pfx-no-such-if0"));
+        assert_eq!(mtu("pfx-no-such-if0"), None);
+    }
+
+    #[test]
+    fn socket_options_report_the_kernels_errno() {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp socket");
+        use std::os::fd::AsRawFd;
+        let fd = s.as_raw_fd();
+        set_int_option(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, 8192).expect("SO_SNDBUF");
+        let e = set_int_option(fd, libc::SOL_SOCKET, 0x7fff, 1).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOPROTOOPT));
+        set_multicast_ifindex(fd, interface_index("lo").unwrap_or(1)).expect("IP_MULTICAST_IF lo");
+    }
+}
