@@ -6,4 +6,4 @@ pub mod frame_loop;
 pub mod playlist;
 pub mod sample;
 
-pub use sample::{FrameSample, STAGES, Stage};
+pub use sample::{FrameSample, STAGES, SourceStatus, Stage};
