@@ -277,3 +277,27 @@ fn prefetcher_reports_failed_frames_and_recovers_after_the_bad_block() {
         assert_eq!(p.fetch(n), Fetch::Ready(&seq[n as usize][..]), "frame {n}");
     }
 }
+
+/// Once the last frame is handed out the decoder starts over, so a looped sequence has
+/// frame 0 ready when it comes round instead of sending its last frame again.
+#[test]
+fn prefetcher_has_frame_0_ready_when_the_sequence_comes_round() {
+    use pfx_player::source::fseq::{Fetch, Prefetcher};
+    let seq = frames(50, 9);
+    let mut p = Prefetcher::spawn(
+        FseqFile::open_bytes("loop.fseq", write(&Spec::default(), &seq)).expect("opens"),
+        8,
+    );
+    for n in 0..50 {
+        assert!(p.wait_for(n, Duration::from_secs(5)).is_some(), "frame {n}");
+    }
+    // The last frame again (the output rate is above the sequence's), then the loop seam.
+    assert_eq!(p.fetch(49), Fetch::Ready(&seq[49][..]));
+    std::thread::sleep(Duration::from_millis(50));
+    for n in 0..20 {
+        assert_eq!(p.fetch(n), Fetch::Ready(&seq[n as usize][..]), "frame {n}");
+        // A frame period, shorter than any real sequence's.
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!((p.stats().late, p.stats().failed), (0, 0));
+}

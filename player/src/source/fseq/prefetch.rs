@@ -231,6 +231,11 @@ impl Prefetcher {
             let x = self.pending.pop_front();
             self.set_current(x);
             self.stats.delivered += 1;
+            if n + 1 == self.frames {
+                // The last frame: decode the start again now, so a looped show (or the
+                // item's next turn in the playlist) finds frame 0 ready, not late.
+                self.seek(0);
+            }
             return self.current_ready();
         }
         if failed {
