@@ -337,7 +337,7 @@ fn log_source(
         SourceStatus::Late => {
             if let Some(n) = late_log.hit(now_ns) {
                 tracing::warn!(
-                    "{}: frame {frame} was not decoded in time, the previous frame went out again ({n} late frames since the last such message; a slow SD card or CPU?)",
+                    "{}: frame {frame} was not decoded in time, the previous frame went out again ({n} late frame(s) since this was last logged; a slow SD card or CPU?)",
                     prefetch.path().display()
                 );
             }
@@ -345,7 +345,7 @@ fn log_source(
         SourceStatus::Error => {
             if let Some(n) = error_log.hit(now_ns) {
                 tracing::error!(
-                    "{}: frame {frame} cannot be decoded, the previous frame went out again ({n} frames lost to decode errors since the last such message): {}",
+                    "{}: frame {frame} cannot be decoded, the previous frame went out again ({n} frame(s) lost to decode errors since this was last logged): {}",
                     prefetch.path().display(),
                     prefetch.error().unwrap_or_else(|| "no detail".into())
                 );
