@@ -74,7 +74,7 @@ import json, sys, urllib.request, urllib.error
 base = sys.argv[1]
 p = json.load(urllib.request.urlopen(base + "/profile", timeout=5))
 for k in ["unit", "version", "health", "window_s", "stages", "frames", "deadline_misses", "skipped_ticks", "fps",
-          "fps_target", "since_start", "samples_lost", "last_frame_age_ms", "uptime_s", "outputs", "nic"]:
+          "fps_target", "since_start", "samples_lost", "source_late", "source_errors", "last_frame_age_ms", "uptime_s", "outputs", "nic"]:
     assert k in p, f"/profile lacks {k}"
 for s in ["background", "source", "geometry", "wire_send", "frame", "lateness"]:
     for f in ["p50_us", "p95_us", "p99_us", "max_us", "count"]:
@@ -109,9 +109,10 @@ text = r.read().decode()
 open(sys.argv[2], "w").write(text)
 fams = {f.name: f for f in text_string_to_metric_families(text)}
 for name in ["pfx_stage_seconds", "pfx_stage_since_start_seconds", "pfx_frames", "pfx_deadline_misses", "pfx_fps",
-             "pfx_healthy", "pfx_output_frames_dropped", "pfx_samples_lost"]:
+             "pfx_healthy", "pfx_output_frames_dropped", "pfx_samples_lost", "pfx_source_late", "pfx_source_errors"]:
     assert name in fams, f"missing family {name}; have {sorted(fams)}"
 assert fams["pfx_frames"].type == "counter"
+assert fams["pfx_source_late"].type == "counter" and fams["pfx_source_errors"].type == "counter"
 stages = {(s.labels["stage"], s.labels["quantile"]): s.value for s in fams["pfx_stage_seconds"].samples}
 for st in ["background", "source", "geometry", "wire_send", "frame", "lateness"]:
     for q in ["0.5", "0.95", "0.99", "1"]:
