@@ -1,6 +1,7 @@
 //! No heap allocation in a frame: the built-in demo show (its three poles, bigPacket, sACN
 //! and DDP, sending on loopback) runs on the real render thread, and after a warm-up 600
-//! frames make no allocation on that thread. Counted by a global allocator in this test
+//! frames make no allocation on that thread; then the same poles play a looped sequence
+//! through decode-ahead, and 600 frames of that allocate nothing either. Counted by a global allocator in this test
 //! binary only; it tells the render thread by its name (`pfx-render`), read with
 //! prctl(PR_GET_NAME), which allocates nothing.
 
@@ -9,11 +10,15 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+#[path = "common/fseq_writer.rs"]
+mod fseq_writer;
+
 use pfx_player::config::show::Item;
 use pfx_player::engine::frame_loop::{self, Engine, ItemSource};
 use pfx_player::geometry::Brightness;
 use pfx_player::output::{Output, OutputOptions, SocketOptions};
 use pfx_player::profiler::{self, OutputInfo, ProfilerConfig};
+use pfx_player::source::fseq::{FseqFile, Prefetcher};
 
 /// Counting is on (after the warm-up).
 static ARMED: AtomicBool = AtomicBool::new(false);
@@ -117,11 +122,30 @@ fn demo_engine() -> Engine {
     }
 }
 
-#[test]
-fn demo_show_makes_no_allocation_on_the_render_thread_after_warm_up() {
-    const WARM_UP: u64 = 60;
-    const MEASURED: u64 = 600;
-    let engine = demo_engine();
+/// A looped sequence over the demo's channels: 100 frames of 25 ms, so 600 frames at
+/// 60 fps pass the loop seam (and its restart of decode-ahead) four times.
+fn sequence_item(channels: usize) -> ItemSource {
+    let spec = fseq_writer::Spec::default();
+    let bytes = fseq_writer::write(&spec, &fseq_writer::frames(100, channels));
+    let file = FseqFile::open_bytes("alloc.fseq", bytes).expect("written file opens");
+    let (frames, step_ms, frame_len) = (
+        file.frames(),
+        u32::from(file.header().step_ms),
+        file.frame_len(),
+    );
+    let mut prefetch = Box::new(Prefetcher::spawn(file, 16));
+    assert!(prefetch.wait_for(0, Duration::from_secs(5)).is_some());
+    ItemSource::Fseq {
+        prefetch,
+        frames,
+        step_ms,
+        frame_len,
+    }
+}
+
+/// Runs `engine` on the render thread; after `warm_up` frames counts the render thread's
+/// allocations over at least `measured` frames. Returns (frames measured, allocations).
+fn measure(engine: Engine, warm_up: u64, measured: u64) -> (u64, u64) {
     let infos = engine
         .outputs
         .iter()
@@ -140,6 +164,8 @@ fn demo_show_makes_no_allocation_on_the_render_thread_after_warm_up() {
         },
         infos,
     );
+    RENDER_ALLOCS.store(0, Ordering::SeqCst);
+    FIRST_SIZE.store(0, Ordering::SeqCst);
     let handle = frame_loop::spawn(engine, sink).expect("render thread starts");
     let frames = || prof.snapshot().since_start.frames;
     let wait_until = |n: u64| {
@@ -153,28 +179,56 @@ fn demo_show_makes_no_allocation_on_the_render_thread_after_warm_up() {
             std::thread::sleep(Duration::from_millis(10));
         }
     };
-    wait_until(WARM_UP);
+    wait_until(warm_up);
     ARMED.store(true, Ordering::SeqCst);
     let armed_at = frames();
-    wait_until(armed_at + MEASURED);
+    wait_until(armed_at + measured);
     ARMED.store(false, Ordering::SeqCst);
-    let measured = frames() - armed_at;
+    let done = frames() - armed_at;
     let allocs = RENDER_ALLOCS.load(Ordering::SeqCst);
     handle.stop();
     let snap = prof.snapshot();
     eprintln!(
-        "{measured} frames measured at {fps} fps after {armed_at} of warm-up: {allocs} allocations on the render thread; {} packets sent",
-        snap.outputs.iter().map(|o| o.counters.packets).sum::<u64>()
+        "{done} frames measured at {fps} fps after {armed_at} of warm-up: {allocs} allocations on the render thread; {} packets sent; source late {} errors {}",
+        snap.outputs.iter().map(|o| o.counters.packets).sum::<u64>(),
+        snap.source_late,
+        snap.source_errors,
     );
-    assert!(measured >= MEASURED, "{measured} frames");
     assert!(
         snap.outputs.iter().all(|o| o.counters.packets > 0),
         "every demo pole sent"
     );
+    (done, allocs)
+}
+
+// One test, two shows in turn: the counter is per render thread, so they must not overlap.
+#[test]
+fn demo_show_and_a_looped_sequence_make_no_allocation_on_the_render_thread() {
+    const WARM_UP: u64 = 60;
+    const MEASURED: u64 = 600;
+    let (frames, allocs) = measure(demo_engine(), WARM_UP, MEASURED);
+    assert!(frames >= MEASURED, "{frames} frames");
     assert_eq!(
         allocs,
         0,
-        "the render thread allocated {allocs} times in {measured} frames (the first of {} bytes)",
+        "the demo show: the render thread allocated {allocs} times in {frames} frames (the first of {} bytes)",
+        FIRST_SIZE.load(Ordering::SeqCst)
+    );
+
+    let mut engine = demo_engine();
+    let channels = engine
+        .outputs
+        .iter()
+        .map(|o| o.map().start + o.map().channels())
+        .max()
+        .unwrap_or(0);
+    engine.items = vec![sequence_item(channels)];
+    let (frames, allocs) = measure(engine, WARM_UP, MEASURED);
+    assert!(frames >= MEASURED, "{frames} frames");
+    assert_eq!(
+        allocs,
+        0,
+        "a looped sequence: the render thread allocated {allocs} times in {frames} frames (the first of {} bytes)",
         FIRST_SIZE.load(Ordering::SeqCst)
     );
 }
