@@ -34,6 +34,7 @@ fn sample(i: u64) -> FrameSample {
         missed: i % 20 == 7,
         skipped: 0,
         at_ns: i * 1_000_000_000 / 60,
+        source: Default::default(),
     }
 }
 

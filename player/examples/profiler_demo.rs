@@ -109,6 +109,7 @@ fn main() -> anyhow::Result<()> {
                     missed: frame_ns > period.as_nanos() as u64,
                     skipped: 0,
                     at_ns: at.duration_since(start).as_nanos() as u64,
+                    source: Default::default(),
                 });
             }
         })?;

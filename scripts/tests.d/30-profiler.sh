@@ -3,7 +3,9 @@
 # loopback-only network namespace this suite creates and removes:
 #   (a) /metrics through prometheus_client's text parser (and promtool, if installed);
 #   (b) the dashboard in headless Chromium: the screenshot must show the chart's lines;
-#   (c) the mDNS advertisement found by python-zeroconf in another process.
+#   (c) the mDNS advertisement found by python-zeroconf in another process;
+#   (d) the real player on a sequence with a corrupt block: frames keep going out, and
+#       /profile, the dashboard's source tile and the journal say so.
 # Plus /profile's schema and /health's semantics.
 #
 # The server is $PFX_PROFILER_CMD (run through bash in the namespace, $PORT expanded),
@@ -72,7 +74,7 @@ import json, sys, urllib.request, urllib.error
 base = sys.argv[1]
 p = json.load(urllib.request.urlopen(base + "/profile", timeout=5))
 for k in ["unit", "version", "health", "window_s", "stages", "frames", "deadline_misses", "skipped_ticks", "fps",
-          "fps_target", "since_start", "samples_lost", "last_frame_age_ms", "uptime_s", "outputs", "nic"]:
+          "fps_target", "since_start", "samples_lost", "source_late", "source_errors", "last_frame_age_ms", "uptime_s", "outputs", "nic"]:
     assert k in p, f"/profile lacks {k}"
 for s in ["background", "source", "geometry", "wire_send", "frame", "lateness"]:
     for f in ["p50_us", "p95_us", "p99_us", "max_us", "count"]:
@@ -107,9 +109,10 @@ text = r.read().decode()
 open(sys.argv[2], "w").write(text)
 fams = {f.name: f for f in text_string_to_metric_families(text)}
 for name in ["pfx_stage_seconds", "pfx_stage_since_start_seconds", "pfx_frames", "pfx_deadline_misses", "pfx_fps",
-             "pfx_healthy", "pfx_output_frames_dropped", "pfx_samples_lost"]:
+             "pfx_healthy", "pfx_output_frames_dropped", "pfx_samples_lost", "pfx_source_late", "pfx_source_errors"]:
     assert name in fams, f"missing family {name}; have {sorted(fams)}"
 assert fams["pfx_frames"].type == "counter"
+assert fams["pfx_source_late"].type == "counter" and fams["pfx_source_errors"].type == "counter"
 stages = {(s.labels["stage"], s.labels["quantile"]): s.value for s in fams["pfx_stage_seconds"].samples}
 for st in ["background", "source", "geometry", "wire_send", "frame", "lateness"]:
     for q in ["0.5", "0.95", "0.99", "1"]:
@@ -208,4 +211,124 @@ for k in ["unit", "version", "http_port", "profiles"]:
     assert k in txt, f"TXT lacks {k}: {txt}"
 assert txt["http_port"] == str(port), txt
 PY
+echo "--- (d) a corrupt block mid-show: the real player keeps sending, /profile and the dashboard count it"
+# Suite 31 reruns this file against the demo; the corrupt-sequence show runs here once.
+if [ -n "${PFX_PROFILER_CMD:-}" ]; then
+  echo "(d) runs in suite 30 itself, skipped on this rerun"
+else
+  player="${PFX_PLAYER:-$top/target/debug/pfx-player}"
+  [ -x "$player" ] || cargo build -q -p pfx-player --locked
+  python3 -c 'import zstandard' || { echo "FAILED: python3 zstandard missing (scripts/deps/fseq.pip)"; exit 1; }
+  show="$work/corrupt"
+  mkdir -p "$show/profiles"
+  # A 60 s sequence (zstd, 16 frames a block, written by the independent Python writer) with
+  # block 5 (frames 80..95, 2.0-2.4 s in) overwritten: the decoder fails there.
+  python3 - "$player" "$show" <<'PY'
+import json, subprocess, sys
+sys.path.insert(0, "player/tests/py")
+from fseq_reference import write_fseq
+player, d = sys.argv[1], sys.argv[2]
+path = f"{d}/corrupt-copy.fseq"
+frames = [bytes((f * 7 + c * 13) % 251 for c in range(30)) for f in range(2400)]
+write_fseq(path, frames, 25, 2, 1, frames_per_block=16, reserved=0)
+blocks = json.loads(subprocess.check_output([player, "seq", "inspect", "--json", path]))["blocks"]
+b = blocks[5]
+assert b["first_frame"] == 80, b
+data = bytearray(open(path, "rb").read())
+data[b["offset"] + 4:b["offset"] + b["len"]] = b"\xff" * (b["len"] - 4)
+open(path, "wb").write(data)
+print(f"corrupt-copy.fseq: block 5 (frames 80..95, bytes {b['offset']}+{b['len']}) overwritten")
+PY
+  cat >"$show/profiles/t.yaml" <<'YAML'
+name: t
+protocol: ddp
+pixels: 10
+pixel_format: rgb8
+color_order: rgb
+destination: 127.0.0.1:4048
+ddp:
+  data_type: 0x0B
+  destination_id: 1
+YAML
+  port2=$((PORT + 1))
+  cat >"$show/show.yaml" <<YAML
+interface: lo
+fps: 40
+http: 127.0.0.1:$port2
+unit_id: corrupt-$$
+outputs:
+  - name: p
+    profile: t
+content:
+  playlist:
+    - fseq: $show/corrupt-copy.fseq
+YAML
+  base2="http://127.0.0.1:$port2"
+  # The receiver is up before the show starts; it reports what arrived after the errors.
+  inns python3 - "$base2" "$show/corrupt-copy.fseq" >"$work/receiver.log" 2>&1 <<'PY' &
+import json, socket, sys, time, urllib.request
+base = sys.argv[1]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 4048))
+s.settimeout(0.2)
+def profile():
+    try:
+        return json.load(urllib.request.urlopen(base + "/profile", timeout=2))
+    except OSError:
+        return None
+end = time.time() + 30
+while time.time() < end:
+    try:
+        s.recv(2048)
+    except socket.timeout:
+        pass
+    p = profile()
+    if p and p["source_errors"] > 0:
+        break
+else:
+    print("FAILED: no source_errors within 30 s"); sys.exit(1)
+# Two seconds after the errors: datagrams keep arriving and the frames change.
+got, t0, f0 = [], time.time(), p["since_start"]["frames"]
+while time.time() < t0 + 2:
+    try:
+        got.append(s.recv(2048)[10:])
+    except socket.timeout:
+        pass
+p2 = profile()
+print(f"after the errors: {len(got)} datagrams in 2 s, {len(set(got))} distinct frames; "
+      f"/profile frames {f0} -> {p2['since_start']['frames']}, source_errors {p2['source_errors']}")
+assert len(got) >= 40 and len(set(got)) >= 20, "the show did not go on"
+assert p2["since_start"]["frames"] >= f0 + 40, "the loop did not go on"
+PY
+  receiver=$!
+  sleep 0.3
+  inns "$player" run --config "$show/show.yaml" --no-mdns >"$work/player.log" 2>&1 &
+  player_pid=$!
+  wait "$receiver" || { echo "FAILED: receiver"; cat "$work/receiver.log"; tail -20 "$work/player.log"; exit 1; }
+  cat "$work/receiver.log"
+  inns timeout 90 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+    --disable-background-networking --disable-component-update --disable-sync \
+    --user-data-dir="$work/chrome3" --virtual-time-budget=4000 --dump-dom "$base2/" \
+    >"$work/dom-corrupt.html" 2>"$work/chromium-dom3.log" || { echo "FAILED: chromium --dump-dom"; exit 1; }
+  inns python3 - "$work/dom-corrupt.html" "$base2/profile" "$work/player.log" "$show/corrupt-copy.fseq" <<'PY'
+import json, re, sys, urllib.request
+dom = open(sys.argv[1]).read()
+p = json.load(urllib.request.urlopen(sys.argv[2], timeout=5))
+log = open(sys.argv[3]).read()
+late = re.search(r'id="srclate">([^<]*)<', dom)
+err = re.search(r'id="srcerr">([^<]*)<', dom)
+tile = re.search(r'class="([^"]*)" id="srctile"|id="srctile" class="([^"]*)"', dom)
+print(f"source tile: late {late and late.group(1)!r} errors {err and err.group(1)!r} ({tile and tile.group(0)}); "
+      f"/profile source_late {p['source_late']} source_errors {p['source_errors']}")
+assert err and err.group(1) == str(p["source_errors"]) and p["source_errors"] > 0, "tile's decode errors"
+assert late and late.group(1).isdigit() and int(late.group(1)) <= p["source_late"], "tile's late frames"
+assert tile and "bad" in tile.group(0), "the tile is not marked bad"
+lines = [l for l in log.splitlines() if "cannot be decoded" in l]
+assert lines, "no journal line for the decode error:\n" + log
+assert sys.argv[4] in lines[0] and re.search(r"frame (8\d|9[0-5]) ", lines[0]), lines[0]
+print("journal:", lines[0][:200])
+PY
+  kill "$player_pid" 2>/dev/null; wait "$player_pid" 2>/dev/null || true
+fi
+
 echo "profiler suite: passed"

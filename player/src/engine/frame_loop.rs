@@ -8,16 +8,19 @@ use std::time::Instant;
 
 use super::clock::FrameClock;
 use super::playlist::{Entry, Now, Playlist};
-use super::sample::{FrameSample, FrameSink, Stage};
+use super::sample::{FrameSample, FrameSink, SourceStatus, Stage};
 use crate::geometry::{Brightness, PoleMap};
 use crate::output::Output;
-use crate::source::fseq::Prefetcher;
+use crate::source::fseq::{Fetch, Prefetcher};
 use crate::source::pattern;
 use crate::sys::sched::raise_priority;
 use crate::sys::time::{mono_ns, sleep_until, unix_micros};
 
 /// How often sACN universe discovery goes out (E1.31 §8: 10 s).
 const DISCOVERY_INTERVAL_NS: u64 = 10_000_000_000;
+/// At most one log line per source problem (late, decode error) this often; the line
+/// says how many frames it stands for. A corrupt block hits every frame for seconds.
+const SOURCE_LOG_EVERY_NS: u64 = 5_000_000_000;
 
 /// Everything one show needs on the render thread. Built off the thread (sockets opened,
 /// files opened and decoding ahead), then handed over whole: a reload swaps it between
@@ -110,6 +113,37 @@ struct Show {
     layout: Vec<PoleMap>,
     channels: Vec<u8>,
     playlist: Playlist,
+    late_log: RateLimit,
+    error_log: RateLimit,
+}
+
+/// Counts events and lets one through every `SOURCE_LOG_EVERY_NS`. No allocation.
+#[derive(Debug, Default)]
+struct RateLimit {
+    next_ns: u64,
+    count: u64,
+}
+
+impl RateLimit {
+    /// Records one event at `now_ns`; returns how many events this log line covers when
+    /// one is due.
+    fn hit(&mut self, now_ns: u64) -> Option<u64> {
+        self.count += 1;
+        if now_ns < self.next_ns {
+            return None;
+        }
+        self.next_ns = now_ns.saturating_add(SOURCE_LOG_EVERY_NS);
+        Some(std::mem::take(&mut self.count))
+    }
+}
+
+/// A frame's channel data into the show's buffer. Channels past the frame's end are
+/// black: a sequence shorter than the layout (or than the previous item) must not leave
+/// the previous item's light on the poles it does not cover.
+fn fill_channels(channels: &mut [u8], data: &[u8]) {
+    let n = data.len().min(channels.len());
+    channels[..n].copy_from_slice(&data[..n]);
+    channels[n..].fill(0);
 }
 
 impl Show {
@@ -152,6 +186,8 @@ impl Show {
             layout,
             channels: vec![0; len],
             playlist,
+            late_log: RateLimit::default(),
+            error_log: RateLimit::default(),
         }
     }
 }
@@ -200,13 +236,29 @@ fn run(engine: Engine, mut sink: impl FrameSink, control: Receiver<Control>) -> 
         let t1 = mono_ns();
 
         // source: the channel data for this moment.
+        let mut source = SourceStatus::Fresh;
         match show.playlist.at(t0) {
             Now::Fseq { item, frame } => {
-                if let Some(ItemSource::Fseq { prefetch, .. }) = show.engine.items.get_mut(item)
-                    && let Some(data) = prefetch.get(frame)
-                {
-                    let n = data.len().min(show.channels.len());
-                    show.channels[..n].copy_from_slice(&data[..n]);
+                if let Some(ItemSource::Fseq { prefetch, .. }) = show.engine.items.get_mut(item) {
+                    // Late or failed: the newest earlier frame (or what the buffer holds)
+                    // goes out again, and the profiler and the journal hear of it.
+                    let fetched = prefetch.fetch(frame);
+                    source = match fetched {
+                        Fetch::Ready(_) | Fetch::OutOfRange => SourceStatus::Fresh,
+                        Fetch::Late(_) => SourceStatus::Late,
+                        Fetch::Failed(_) => SourceStatus::Error,
+                    };
+                    if let Some(data) = fetched.data() {
+                        fill_channels(&mut show.channels, data);
+                    }
+                    log_source(
+                        &mut show.late_log,
+                        &mut show.error_log,
+                        source,
+                        prefetch,
+                        frame,
+                        t0,
+                    );
                 }
             }
             Now::Pattern { kind, color, t, .. } => {
@@ -251,6 +303,7 @@ fn run(engine: Engine, mut sink: impl FrameSink, control: Receiver<Control>) -> 
             missed: clock.missed(tick, t4),
             skipped: skipped as u32,
             at_ns: t0 - clock.start_ns(),
+            source,
         });
         let next = clock.next(tick, mono_ns());
         tick = next.tick;
@@ -258,8 +311,69 @@ fn run(engine: Engine, mut sink: impl FrameSink, control: Receiver<Control>) -> 
     }
 }
 
+/// The rate-limited journal line for a frame the source did not have, naming the file and
+/// the frame. Cold: it runs only on a late or failed frame, and formats only when due.
+fn log_source(
+    late_log: &mut RateLimit,
+    error_log: &mut RateLimit,
+    source: SourceStatus,
+    prefetch: &Prefetcher,
+    frame: u32,
+    now_ns: u64,
+) {
+    match source {
+        SourceStatus::Fresh => {}
+        SourceStatus::Late => {
+            if let Some(n) = late_log.hit(now_ns) {
+                tracing::warn!(
+                    "{}: frame {frame} was not decoded in time, the previous frame went out again ({n} late frame(s) since this was last logged; a slow SD card or CPU?)",
+                    prefetch.path().display()
+                );
+            }
+        }
+        SourceStatus::Error => {
+            if let Some(n) = error_log.hit(now_ns) {
+                tracing::error!(
+                    "{}: frame {frame} cannot be decoded, the previous frame went out again ({n} frame(s) lost to decode errors since this was last logged): {}",
+                    prefetch.path().display(),
+                    prefetch.error().unwrap_or_else(|| "no detail".into())
+                );
+            }
+        }
+    }
+}
+
 fn terminate(show: &mut Show) {
     for o in &mut show.engine.outputs {
         o.terminate();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limit_lets_one_line_through_per_interval_and_counts_the_rest() {
+        let mut r = RateLimit::default();
+        let s = SOURCE_LOG_EVERY_NS;
+        assert_eq!(r.hit(10), Some(1), "the first event logs at once");
+        assert_eq!(r.hit(20), None);
+        assert_eq!(r.hit(s), None);
+        assert_eq!(
+            r.hit(s + 10),
+            Some(3),
+            "covers the two held back and itself"
+        );
+        assert_eq!(r.hit(s + 11), None);
+    }
+
+    #[test]
+    fn channels_past_a_short_frame_are_black() {
+        let mut ch = [7u8; 6];
+        fill_channels(&mut ch, &[1, 2]);
+        assert_eq!(ch, [1, 2, 0, 0, 0, 0]);
+        fill_channels(&mut ch, &[9; 8]);
+        assert_eq!(ch, [9; 6]);
     }
 }

@@ -8,4 +8,4 @@ pub mod frame_loop;
 pub mod playlist;
 pub mod sample;
 
-pub use sample::{FrameSample, FrameSink, STAGES, Stage};
+pub use sample::{FrameSample, FrameSink, STAGES, SourceStatus, Stage};

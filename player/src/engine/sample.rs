@@ -31,6 +31,19 @@ impl Stage {
     }
 }
 
+/// What the source stage had for the frame. Anything but `Fresh` means the poles showed
+/// an older frame again (or black), so the profiler counts it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SourceStatus {
+    /// The frame the show asked for (or a computed pattern).
+    #[default]
+    Fresh,
+    /// Decode-ahead had not decoded the frame yet.
+    Late,
+    /// The decoder failed on this part of the file (a corrupt block).
+    Error,
+}
+
 /// One frame's timing, as the render thread measured it. Plain data: it is copied into a
 /// wait-free ring for the profiler thread, so recording costs no lock and no allocation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -49,6 +62,8 @@ pub struct FrameSample {
     pub skipped: u32,
     /// Frame start, nanoseconds since the loop started (the loop's own clock).
     pub at_ns: u64,
+    /// Whether the source stage had this frame's data.
+    pub source: SourceStatus,
 }
 
 /// Where the render loop hands each frame's sample: the profiler's wait-free ring in the

@@ -172,6 +172,16 @@ pub fn render(s: &Snapshot, unit: &str, version: &str, healthy: bool) -> String 
         s.samples_lost as f64,
     ));
     fams.push(c(
+        "pfx_source_late_total",
+        "Frames whose sequence data was not decoded in time, so the previous frame went out again.",
+        s.source_late as f64,
+    ));
+    fams.push(c(
+        "pfx_source_errors_total",
+        "Frames lost to a sequence decode error (a corrupt block), so the previous frame went out again.",
+        s.source_errors as f64,
+    ));
+    fams.push(c(
         "pfx_profiler_cpu_seconds_total",
         "CPU time used by the profiler thread.",
         s.profiler_cpu_s,

@@ -129,6 +129,12 @@ pub struct Snapshot {
     pub since_start: SinceStart,
     /// Samples the render thread could not hand over (ring full).
     pub samples_lost: u64,
+    /// Since start: frames whose sequence data was not decoded in time, so the previous
+    /// frame went out again.
+    pub source_late: u64,
+    /// Since start: frames lost to a decode error (a corrupt block), so the previous frame
+    /// went out again.
+    pub source_errors: u64,
     /// Wall time since the profiler thread last received a frame (None before the first).
     pub last_frame_age_ms: Option<f64>,
     pub uptime_s: f64,
@@ -404,6 +410,8 @@ fn run(
                 loop_s: agg.loop_span_s(),
             },
             samples_lost: sh.lost.load(Relaxed),
+            source_late: t.source_late,
+            source_errors: t.source_errors,
             last_frame_age_ms: None,
             uptime_s: sh.started.elapsed().as_secs_f64(),
             profiler_cpu_s: thread_cpu_s(),

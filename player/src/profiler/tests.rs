@@ -16,6 +16,7 @@ fn frame(i: u64, wire_ns: u64) -> FrameSample {
         missed: false,
         skipped: 0,
         at_ns: i * 1_000_000_000 / 60,
+        source: Default::default(),
     }
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::engine::{FrameSample, Stage};
+use crate::engine::{FrameSample, SourceStatus, Stage};
 
 use super::StageStats;
 
@@ -85,6 +85,10 @@ pub struct Summary {
     pub frames: u64,
     pub deadline_misses: u64,
     pub skipped_ticks: u64,
+    /// Frames the source had not decoded in time (an older frame went out again).
+    pub source_late: u64,
+    /// Frames lost to a decode error (an older frame went out again).
+    pub source_errors: u64,
     /// None below two frames.
     pub fps: Option<f64>,
 }
@@ -105,6 +109,8 @@ pub fn summarize<'a>(
         out.frames += 1;
         out.deadline_misses += s.missed as u64;
         out.skipped_ticks += s.skipped as u64;
+        out.source_late += (s.source == SourceStatus::Late) as u64;
+        out.source_errors += (s.source == SourceStatus::Error) as u64;
         first = first.min(s.at_ns);
         last = last.max(s.at_ns);
     }
@@ -179,6 +185,8 @@ pub struct Totals {
     pub frames: u64,
     pub deadline_misses: u64,
     pub skipped_ticks: u64,
+    pub source_late: u64,
+    pub source_errors: u64,
     first_at_ns: u64,
     last_at_ns: u64,
 }
@@ -210,6 +218,8 @@ impl Totals {
             frames: 0,
             deadline_misses: 0,
             skipped_ticks: 0,
+            source_late: 0,
+            source_errors: 0,
             first_at_ns: 0,
             last_at_ns: 0,
         }
@@ -229,6 +239,8 @@ impl Totals {
         self.frames += 1;
         self.deadline_misses += s.missed as u64;
         self.skipped_ticks += s.skipped as u64;
+        self.source_late += (s.source == SourceStatus::Late) as u64;
+        self.source_errors += (s.source == SourceStatus::Error) as u64;
         self.last_at_ns = s.at_ns;
     }
 
@@ -257,6 +269,8 @@ impl Totals {
         out.frames = self.frames;
         out.deadline_misses = self.deadline_misses;
         out.skipped_ticks = self.skipped_ticks;
+        out.source_late = self.source_late;
+        out.source_errors = self.source_errors;
         out.fps = fps_between(self.frames, self.first_at_ns, self.last_at_ns);
         out
     }
@@ -291,6 +305,7 @@ mod tests {
             missed: false,
             skipped: 0,
             at_ns: at_ms * 1_000_000,
+            source: SourceStatus::Fresh,
         }
     }
 
@@ -425,6 +440,31 @@ mod tests {
         let b = sample(16, 1);
         let s = summarize([a, b].iter(), &mut Vec::new());
         assert_eq!((s.frames, s.deadline_misses, s.skipped_ticks), (2, 1, 3));
+    }
+
+    #[test]
+    fn counts_late_and_failed_source_frames_in_window_and_totals() {
+        let mut t = Totals::new();
+        let mut v = Vec::new();
+        for (i, st) in [
+            SourceStatus::Fresh,
+            SourceStatus::Late,
+            SourceStatus::Error,
+            SourceStatus::Error,
+            SourceStatus::Fresh,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut s = sample(i as u64 * 16, 1);
+            s.source = st;
+            t.record(&s);
+            v.push(s);
+        }
+        let w = summarize(v.iter(), &mut Vec::new());
+        assert_eq!((w.source_late, w.source_errors), (1, 2));
+        let ts = t.summary();
+        assert_eq!((ts.source_late, ts.source_errors), (1, 2));
     }
 
     #[test]

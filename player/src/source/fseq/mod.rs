@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 pub use block::BlockDecoder;
 pub use header::{Block, Compression, ExtendedRef, Header, HeaderError, VarHeader};
-pub use prefetch::{PrefetchStats, Prefetcher};
+pub use prefetch::{Fetch, PrefetchStats, Prefetcher};
 pub use reader::FseqFile;
 
 /// Every error names the file; format errors also name the field and byte offset.

@@ -11,6 +11,7 @@
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -30,6 +31,9 @@ pub struct PrefetchStats {
     pub delivered: u64,
     /// Requests whose frame was not decoded yet (an older frame or nothing was returned).
     pub late: u64,
+    /// Requests whose frame could not be decoded: the decoder had stopped on an error in
+    /// this stretch of the file (an older frame or nothing was returned).
+    pub failed: u64,
     /// Decoded frames dropped unseen because the consumer had moved past them.
     pub skipped: u64,
     /// Seeks sent to the decoder (loop restarts, jumps).
@@ -43,6 +47,34 @@ struct Shared {
     error: Mutex<Option<String>>,
     /// Decode errors so far; `error` holds the latest one's message.
     errors: AtomicU64,
+    /// The seek generation the decoder stopped on with an error, plus one (0: none). Lets
+    /// the consumer tell "not decoded yet" from "will not be decoded".
+    failed: AtomicU64,
+}
+
+/// What [`Prefetcher::fetch`] had for a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fetch<'a> {
+    /// The frame asked for.
+    Ready(&'a [u8]),
+    /// Not decoded yet; the newest earlier frame held, if any.
+    Late(Option<&'a [u8]>),
+    /// The decoder stopped on an error before this frame ([`Prefetcher::error`] says
+    /// which); the newest earlier frame held, if any.
+    Failed(Option<&'a [u8]>),
+    /// Past the sequence's last frame.
+    OutOfRange,
+}
+
+impl<'a> Fetch<'a> {
+    /// The bytes to show: the frame, or the fallback when it was late or failed.
+    pub fn data(self) -> Option<&'a [u8]> {
+        match self {
+            Fetch::Ready(d) => Some(d),
+            Fetch::Late(d) | Fetch::Failed(d) => d,
+            Fetch::OutOfRange => None,
+        }
+    }
 }
 
 struct Decoded {
@@ -67,6 +99,8 @@ pub struct Prefetcher {
     frames: u32,
     frame_len: usize,
     stats: PrefetchStats,
+    /// The file, for messages (the decoder thread owns the open file).
+    path: PathBuf,
 }
 
 impl std::fmt::Debug for Prefetcher {
@@ -89,6 +123,7 @@ impl Prefetcher {
         let pool = ahead + 2;
         let frame_len = file.frame_len();
         let frames = file.frames();
+        let path = file.path().to_path_buf();
         let (mut free_tx, free_rx) = RingBuffer::<Vec<u8>>::new(pool);
         let (ready_tx, ready_rx) = RingBuffer::<Decoded>::new(pool);
         for _ in 0..pool {
@@ -100,6 +135,7 @@ impl Prefetcher {
             stop: AtomicBool::new(false),
             error: Mutex::new(None),
             errors: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
         });
         let sh = Arc::clone(&shared);
         let thread = thread::Builder::new()
@@ -125,7 +161,13 @@ impl Prefetcher {
             frames,
             frame_len,
             stats: PrefetchStats::default(),
+            path,
         }
+    }
+
+    /// The sequence file this decodes.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     pub fn frames(&self) -> u32 {
@@ -151,16 +193,25 @@ impl Prefetcher {
 
     /// Frame `n` if it is decoded. Never blocks. Older decoded frames are recycled. If
     /// `n` is not ready, returns the newest earlier frame held (or `None`) and counts a
-    /// late event. Asking for a frame the decoder has passed, or one far ahead of it,
-    /// makes it seek there.
+    /// late (or failed) event. Asking for a frame the decoder has passed, or one far
+    /// ahead of it, makes it seek there.
     pub fn get(&mut self, n: u32) -> Option<&[u8]> {
+        self.fetch(n).data()
+    }
+
+    /// As [`get`](Self::get), and says whether the frame was there, late, or lost to a
+    /// decode error. Never blocks, never allocates.
+    pub fn fetch(&mut self, n: u32) -> Fetch<'_> {
         if n >= self.frames {
-            return None;
+            return Fetch::OutOfRange;
         }
+        // Read before draining: every frame the decoder pushed before it stopped on an
+        // error is then in the ring, so "failed" below never hides a decoded frame.
+        let failed = self.shared.failed.load(Ordering::Acquire) == u64::from(self.generation) + 1;
         self.drain();
         if self.current.as_ref().is_some_and(|(f, _)| *f == n) {
             self.stats.delivered += 1;
-            return self.current.as_ref().map(|(_, b)| b.as_slice());
+            return self.current_ready();
         }
         // Drop frames before n, keeping the newest of them as a fallback.
         let mut older: Option<(u32, Vec<u8>)> = None;
@@ -180,19 +231,46 @@ impl Prefetcher {
             let x = self.pending.pop_front();
             self.set_current(x);
             self.stats.delivered += 1;
-            return self.current.as_ref().map(|(_, b)| b.as_slice());
+            if n + 1 == self.frames {
+                // The last frame: decode the start again now, so a looped show (or the
+                // item's next turn in the playlist) finds frame 0 ready, not late.
+                self.seek(0);
+            }
+            return self.current_ready();
         }
-        self.stats.late += 1;
-        // n will not arrive if the decoder is past it, or not soon if it is far ahead.
-        if n < self.decoder_pos || n > self.decoder_pos.saturating_add(self.ahead) {
+        if failed {
+            self.stats.failed += 1;
+        } else {
+            self.stats.late += 1;
+        }
+        // n will not arrive if the decoder is past it, or not soon if it is far ahead, or
+        // if the decoder stopped on an error before it: then it retries from n, so the show
+        // is back the first frame after a corrupt stretch (a block is a few frames), not
+        // `ahead` frames later.
+        if n < self.decoder_pos
+            || n > self.decoder_pos.saturating_add(self.ahead)
+            || (failed && n > self.decoder_pos)
+        {
             self.seek(n);
         }
         if older.is_some() {
             self.set_current(older);
         }
-        match &self.current {
+        let fallback = match &self.current {
             Some((f, b)) if *f < n => Some(b.as_slice()),
             _ => None,
+        };
+        if failed {
+            Fetch::Failed(fallback)
+        } else {
+            Fetch::Late(fallback)
+        }
+    }
+
+    fn current_ready(&self) -> Fetch<'_> {
+        match &self.current {
+            Some((_, b)) => Fetch::Ready(b.as_slice()),
+            None => Fetch::Late(None),
         }
     }
 
@@ -207,13 +285,14 @@ impl Prefetcher {
         let deadline = Instant::now() + timeout;
         let errors = self.errors();
         loop {
-            let late = self.stats.late;
-            let have = self.get(n).is_some() && self.current.as_ref().is_some_and(|(f, _)| *f == n);
+            let (late, failed) = (self.stats.late, self.stats.failed);
+            let have = matches!(self.fetch(n), Fetch::Ready(_));
+            // Waiting is not the render loop missing a frame.
+            self.stats.late = late;
+            self.stats.failed = failed;
             if have {
-                self.stats.late = late;
                 return self.current.as_ref().map(|(_, b)| b.as_slice());
             }
-            self.stats.late = late;
             if Instant::now() >= deadline || self.errors() != errors {
                 return None;
             }
@@ -280,6 +359,12 @@ fn set_error(shared: &Shared, msg: String) {
     }
 }
 
+/// Marks the seek generation in `word` as stopped on an error (after `set_error`, so the
+/// message is there when the consumer sees the mark).
+fn set_failed(shared: &Shared, word: u64) {
+    shared.failed.store((word >> 32) + 1, Ordering::Release);
+}
+
 fn decode_loop(
     mut file: FseqFile,
     shared: Arc<Shared>,
@@ -338,6 +423,7 @@ fn decode_loop(
             }
             Ok(Err(e)) => {
                 set_error(&shared, e.to_string());
+                set_failed(&shared, word);
                 failed_word = Some(word);
                 spare = Some(buf);
             }
@@ -349,6 +435,7 @@ fn decode_loop(
                         file.path().display()
                     ),
                 );
+                set_failed(&shared, word);
                 failed_word = Some(word);
                 spare = Some(buf);
             }

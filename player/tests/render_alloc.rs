@@ -1,0 +1,234 @@
+//! No heap allocation in a frame: the built-in demo show (its three poles, bigPacket, sACN
+//! and DDP, sending on loopback) runs on the real render thread, and after a warm-up 600
+//! frames make no allocation on that thread; then the same poles play a looped sequence
+//! through decode-ahead, and 600 frames of that allocate nothing either. Counted by a global allocator in this test
+//! binary only; it tells the render thread by its name (`pfx-render`), read with
+//! prctl(PR_GET_NAME), which allocates nothing.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+#[path = "common/fseq_writer.rs"]
+mod fseq_writer;
+
+use pfx_player::config::show::Item;
+use pfx_player::engine::frame_loop::{self, Engine, ItemSource};
+use pfx_player::geometry::Brightness;
+use pfx_player::output::{Output, OutputOptions, SocketOptions};
+use pfx_player::profiler::{self, OutputInfo, ProfilerConfig};
+use pfx_player::source::fseq::{FseqFile, Prefetcher};
+
+/// Counting is on (after the warm-up).
+static ARMED: AtomicBool = AtomicBool::new(false);
+/// Allocations (alloc, alloc_zeroed, realloc) on the render thread while armed.
+static RENDER_ALLOCS: AtomicU64 = AtomicU64::new(0);
+/// The size of the first one, to say what it was.
+static FIRST_SIZE: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// 0: not looked at yet, 1: the render thread, 2: another thread. No destructor, so
+    /// using it never allocates.
+    static ROLE: Cell<u8> = const { Cell::new(0) };
+}
+
+fn on_render_thread() -> bool {
+    ROLE.try_with(|r| {
+        if r.get() == 0 {
+            let mut name = [0u8; 16];
+            // SAFETY: PR_GET_NAME writes at most 16 bytes (NUL included) into `name`.
+            let rc = unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
+            r.set(if rc == 0 && name.starts_with(b"pfx-render\0") {
+                1
+            } else {
+                2
+            });
+        }
+        r.get() == 1
+    })
+    .unwrap_or(false)
+}
+
+fn count(size: usize) {
+    if ARMED.load(Ordering::Relaxed) && on_render_thread() {
+        let _ = FIRST_SIZE.compare_exchange(0, size as u64, Ordering::Relaxed, Ordering::Relaxed);
+        RENDER_ALLOCS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+struct Counting;
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        count(l.size());
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        count(l.size());
+        unsafe { System.alloc_zeroed(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        count(n);
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+/// The demo show's outputs and playlist, opened as `pfx-player demo` opens them, with
+/// each pattern shortened to 1.5 s so the measured frames cover every pattern, the item
+/// changes and a loop restart.
+fn demo_engine() -> Engine {
+    let show = pfx_player::demo::demo_show().expect("built-in demo parses");
+    let opts = OutputOptions {
+        socket: SocketOptions {
+            interface: show.config.interface.clone(),
+            multicast_ttl: show.config.multicast_ttl,
+            multicast_loop: show.config.multicast_loop,
+            blocking: false,
+            send_buffer: None,
+        },
+        cid: uuid::Uuid::nil(),
+        source_name: "alloc test".into(),
+    };
+    let outputs: Vec<Output> = show
+        .outputs
+        .iter()
+        .map(|o| Output::open(o, &opts).expect("demo output opens on lo"))
+        .collect();
+    let items = show
+        .playlist
+        .iter()
+        .map(|item| match item {
+            Item::Pattern { kind, color, .. } => ItemSource::Pattern {
+                kind: *kind,
+                color: *color,
+                seconds: 1.5,
+            },
+            Item::Fseq(p) => panic!("the demo plays patterns only, not {}", p.display()),
+        })
+        .collect();
+    Engine {
+        outputs,
+        brightness: Brightness::new(show.config.brightness),
+        fps: show.config.fps,
+        looped: show.config.content.looped,
+        items,
+    }
+}
+
+/// A looped sequence over the demo's channels: 100 frames of 25 ms, so 600 frames at
+/// 60 fps pass the loop seam (and its restart of decode-ahead) four times.
+fn sequence_item(channels: usize) -> ItemSource {
+    let spec = fseq_writer::Spec::default();
+    let bytes = fseq_writer::write(&spec, &fseq_writer::frames(100, channels));
+    let file = FseqFile::open_bytes("alloc.fseq", bytes).expect("written file opens");
+    let (frames, step_ms, frame_len) = (
+        file.frames(),
+        u32::from(file.header().step_ms),
+        file.frame_len(),
+    );
+    let mut prefetch = Box::new(Prefetcher::spawn(file, 16));
+    assert!(prefetch.wait_for(0, Duration::from_secs(5)).is_some());
+    ItemSource::Fseq {
+        prefetch,
+        frames,
+        step_ms,
+        frame_len,
+    }
+}
+
+/// Runs `engine` on the render thread; after `warm_up` frames counts the render thread's
+/// allocations over at least `measured` frames. Returns (frames measured, allocations).
+fn measure(engine: Engine, warm_up: u64, measured: u64) -> (u64, u64) {
+    let infos = engine
+        .outputs
+        .iter()
+        .map(|o| OutputInfo {
+            name: o.name.clone(),
+            protocol: "demo".into(),
+            destination: String::new(),
+            counters: o.counters(),
+        })
+        .collect();
+    let fps = engine.fps;
+    let (sink, prof) = profiler::start(
+        ProfilerConfig {
+            window: Duration::ZERO,
+            fps,
+        },
+        infos,
+    );
+    RENDER_ALLOCS.store(0, Ordering::SeqCst);
+    FIRST_SIZE.store(0, Ordering::SeqCst);
+    let handle = frame_loop::spawn(engine, sink).expect("render thread starts");
+    let frames = || prof.snapshot().since_start.frames;
+    let wait_until = |n: u64| {
+        let end = Instant::now() + Duration::from_secs(60);
+        while frames() < n {
+            assert!(
+                Instant::now() < end,
+                "the loop rendered only {} frames",
+                frames()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    wait_until(warm_up);
+    ARMED.store(true, Ordering::SeqCst);
+    let armed_at = frames();
+    wait_until(armed_at + measured);
+    ARMED.store(false, Ordering::SeqCst);
+    let done = frames() - armed_at;
+    let allocs = RENDER_ALLOCS.load(Ordering::SeqCst);
+    handle.stop();
+    let snap = prof.snapshot();
+    eprintln!(
+        "{done} frames measured at {fps} fps after {armed_at} of warm-up: {allocs} allocations on the render thread; {} packets sent; source late {} errors {}",
+        snap.outputs.iter().map(|o| o.counters.packets).sum::<u64>(),
+        snap.source_late,
+        snap.source_errors,
+    );
+    assert!(
+        snap.outputs.iter().all(|o| o.counters.packets > 0),
+        "every demo pole sent"
+    );
+    (done, allocs)
+}
+
+// One test, two shows in turn: the counter is per render thread, so they must not overlap.
+#[test]
+fn demo_show_and_a_looped_sequence_make_no_allocation_on_the_render_thread() {
+    const WARM_UP: u64 = 60;
+    const MEASURED: u64 = 600;
+    let (frames, allocs) = measure(demo_engine(), WARM_UP, MEASURED);
+    assert!(frames >= MEASURED, "{frames} frames");
+    assert_eq!(
+        allocs,
+        0,
+        "the demo show: the render thread allocated {allocs} times in {frames} frames (the first of {} bytes)",
+        FIRST_SIZE.load(Ordering::SeqCst)
+    );
+
+    let mut engine = demo_engine();
+    let channels = engine
+        .outputs
+        .iter()
+        .map(|o| o.map().start + o.map().channels())
+        .max()
+        .unwrap_or(0);
+    engine.items = vec![sequence_item(channels)];
+    let (frames, allocs) = measure(engine, WARM_UP, MEASURED);
+    assert!(frames >= MEASURED, "{frames} frames");
+    assert_eq!(
+        allocs,
+        0,
+        "a looped sequence: the render thread allocated {allocs} times in {frames} frames (the first of {} bytes)",
+        FIRST_SIZE.load(Ordering::SeqCst)
+    );
+}
