@@ -293,7 +293,9 @@ fn default_unit_id() -> String {
 /// it must be exactly `dispatch [--config PATH]` (no option may ride along). Returns the
 /// exit status.
 pub fn run(argv: &[OsString], config: &Path, stop: Arc<AtomicUsize>) -> u8 {
-    let original = std::env::var("SSH_ORIGINAL_COMMAND").ok();
+    // Invalid UTF-8 becomes U+FFFD here, which no verb matches: refused, and logged readably.
+    let original =
+        std::env::var_os("SSH_ORIGINAL_COMMAND").map(|s| s.to_string_lossy().into_owned());
     let from = std::env::var("SSH_CLIENT").unwrap_or_else(|_| "local".into());
     let who = std::env::var("SUDO_USER").unwrap_or_else(|_| "?".into());
     let argv_ok = match argv {
