@@ -285,7 +285,13 @@ for cmd in "" "sh -c id" "pfx-agent --player /bin/sh apply pause-off" "touch /tm
 done
 lport=$(free_port)
 fleet_ssh -o ExitOnForwardFailure=yes -N -L "127.0.0.1:$lport:127.0.0.1:8080" pfx@127.0.0.1 < /dev/null 2> /dev/null &
-fwd_pid=$!; sleep 2
+fwd_pid=$!
+lup=0
+for _ in $(seq 100); do
+  python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2).close()' "$lport" 2> /dev/null && { lup=1; break; }
+  sleep 0.1
+done
+[ $lup = 1 ] || fail "ssh -L: the client never opened its listener (not logged in?)"
 if curl -fsS --max-time 3 "http://127.0.0.1:$lport/profile" > /dev/null 2>&1; then fail "ssh -L through the fleet account reached the unit's 127.0.0.1:8080"; fi
 kill "$fwd_pid" 2>/dev/null || true; wait "$fwd_pid" 2>/dev/null || true
 eval "$(ssh-agent -a "$work/agent.sock")" > /dev/null

@@ -447,10 +447,16 @@ attempt "ssh -tt unit: no pty" "PTY allocation request failed" -tt pfx@10.77.0.1
 # -L: the listener is the client's; the unit's sshd must refuse to open the channel.
 inns "$OP" ssh "${xfer_opts[@]}" -o LogLevel=ERROR -o ExitOnForwardFailure=yes -N -L 127.0.0.1:18080:127.0.0.1:8080 pfx@10.77.0.11 < /dev/null 2> "$T/sec-L.err" &
 lpid=$!
-sleep 1
+# Wait for the client's own listener (it opens it once logged in), so a refusal below is
+# the unit's and not a client that was not ready yet.
+up=0
+for _ in $(seq 100); do
+  inns "$OP" python3 -c 'import socket; socket.create_connection(("127.0.0.1", 18080), 0.2).close()' 2> /dev/null && { up=1; break; }
+  sleep 0.1
+done
 inns "$OP" python3 -c 'import sys,urllib.request; urllib.request.urlopen("http://127.0.0.1:18080/profile", timeout=3).read()' > /dev/null 2>&1; rc=$?
 kill $lpid 2>/dev/null; wait $lpid 2>/dev/null
-check "ssh -L to the unit's 127.0.0.1:8080: no data through (exit $rc)" [ $rc != 0 ]
+check "ssh -L to the unit's 127.0.0.1:8080: logged in, but no data through (listener $up, fetch exit $rc)" bash -c "[ $up = 1 ] && [ $rc != 0 ]"
 timeout 10 nsenter --net="/run/netns/$OP" -- ssh "${xfer_opts[@]}" -o ExitOnForwardFailure=yes -N -R 127.0.0.1:18081:127.0.0.1:22 pfx@10.77.0.11 < /dev/null 2> "$T/sec-R.err"; rc=$?
 check "ssh -R: the unit refuses the remote listener (exit $rc)" bash -c "[ $rc != 0 ] && grep -q 'forwarding failed' $T/sec-R.err"
 check "ssh -L/-R: the unit is unchanged" unchanged
