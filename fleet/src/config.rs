@@ -57,8 +57,10 @@ fn default_ssh() -> PathBuf {
 fn default_ssh_port() -> u16 {
     22
 }
+/// Nothing: on an image the fleet account's forced command is the agent's dispatcher, so
+/// the remote command is the verb alone (`apply pause-off --json`).
 fn default_agent() -> String {
-    "sudo -n /usr/bin/pfx-agent".into()
+    String::new()
 }
 
 impl Default for SshConfig {
@@ -118,7 +120,9 @@ pub struct SiteConfig {
 pub struct FleetConfig {
     #[serde(default)]
     pub ssh: SshConfig,
-    /// Command run on the unit (over SSH) to reach the agent.
+    /// Prefix of the remote command, before the verb. Empty (the default) for image units:
+    /// their forced command runs the agent and refuses anything but a bare verb. Only a
+    /// host without that forced command (set up by hand) needs a command here.
     #[serde(default = "default_agent")]
     pub agent_command: String,
     #[serde(default)]
@@ -267,6 +271,8 @@ sites:
             "/usr/bin/pfx-agent --nic-backend mock"
         );
         assert_eq!(c.ssh.connect_timeout_s, 5);
+        let d = FleetConfig::parse("sites: []", Path::new("f.yaml")).unwrap();
+        assert_eq!((d.ssh.user.as_str(), d.agent_command.as_str()), ("pfx", ""));
     }
 
     #[test]

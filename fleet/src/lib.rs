@@ -5,6 +5,7 @@ pub mod agent;
 pub mod atomic;
 pub mod config;
 pub mod discover;
+pub mod dispatch;
 pub mod gate;
 pub mod http;
 pub mod mountguard;

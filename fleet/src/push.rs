@@ -36,8 +36,14 @@ enum Msg {
     Finished(UnitRow, ssh::Outcome),
 }
 
+/// What goes over SSH: the verb alone for image units (their forced command is the agent's
+/// dispatcher), after the configured prefix otherwise.
 pub fn remote_command(agent_command: &str) -> String {
-    format!("{agent_command} apply pause-off --json")
+    let verb = "apply pause-off --json";
+    match agent_command.trim() {
+        "" => verb.to_string(),
+        prefix => format!("{prefix} {verb}"),
+    }
 }
 
 pub fn push_pause_off(
@@ -176,4 +182,16 @@ pub fn push_pause_off(
     let text = serde_json::to_string(&sum).unwrap_or_default();
     store.finish_run(run_id, &text, now_ms())?;
     Ok(sum)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn remote_command_is_the_bare_verb_by_default() {
+        assert_eq!(super::remote_command(""), "apply pause-off --json");
+        assert_eq!(
+            super::remote_command("/usr/bin/pfx-agent "),
+            "/usr/bin/pfx-agent apply pause-off --json"
+        );
+    }
 }

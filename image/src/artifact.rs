@@ -142,6 +142,15 @@ impl ImageFile {
         Ok(verify::parse_debugfs_ls(&String::from_utf8_lossy(&out)))
     }
 
+    /// `(mode, uid)` of a file in the root file system; None when it is missing.
+    pub fn root_stat(&self, path: &str) -> Result<Option<(u32, u32)>, ReadError> {
+        let (out, errs) = self.debugfs(&format!("stat {path}"))?;
+        if errs.contains("not found") {
+            return Ok(None);
+        }
+        Ok(verify::parse_debugfs_stat(&String::from_utf8_lossy(&out)))
+    }
+
     /// The target of a symlink in the root file system (None when not a symlink or missing).
     pub fn root_symlink(&self, path: &str) -> Result<Option<String>, ReadError> {
         let (out, _) = self.debugfs(&format!("stat {path}"))?;

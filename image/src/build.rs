@@ -641,6 +641,30 @@ fn strip_debug(cx: &Ctx, plan: &Plan, path: &Path) -> Result<(), BuildError> {
     )
 }
 
+/// Adds the fleet account (plan::add_fleet_account) to the root's account files.
+fn fleet_account(cx: &Ctx, root: &Path) -> Result<(), BuildError> {
+    let read = |p: &str| fs::read_to_string(root.join(p));
+    let passwd = cx.io("read /etc/passwd", read("etc/passwd"))?;
+    let group = cx.io("read /etc/group", read("etc/group"))?;
+    let shadow = cx.io("read /etc/shadow", read("etc/shadow"))?;
+    let gshadow = read("etc/gshadow").ok();
+    let (p, g, s, gs) = plan::add_fleet_account(&passwd, &group, &shadow, gshadow.as_deref())
+        .map_err(|m| cx.fail(m))?;
+    write_file(cx, root, "/etc/passwd", 0o644, p.as_bytes())?;
+    write_file(cx, root, "/etc/group", 0o644, g.as_bytes())?;
+    write_file(cx, root, "/etc/shadow", 0o640, s.as_bytes())?;
+    if let Some(gs) = gs {
+        write_file(cx, root, "/etc/gshadow", 0o640, gs.as_bytes())?;
+    }
+    // Root's, read-only to the account: it has nothing to write.
+    let home = root.join(plan::FLEET_HOME.trim_start_matches('/'));
+    cx.io("mkdir the fleet account's home", fs::create_dir_all(&home))?;
+    cx.io(
+        "chmod the fleet account's home",
+        fs::set_permissions(&home, fs::Permissions::from_mode(0o755)),
+    )
+}
+
 fn customize(
     cx: &Ctx,
     plan: &Plan,
@@ -651,6 +675,7 @@ fn customize(
     for f in &plan.files {
         write_file(cx, root, &f.path, f.mode, &f.contents)?;
     }
+    fleet_account(cx, root)?;
     let ssh = root.join("root/.ssh");
     if ssh.exists() {
         cx.io(

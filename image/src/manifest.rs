@@ -8,7 +8,9 @@ use serde::Serialize;
 use crate::artifact::{self, ImageFile};
 use crate::config::Target;
 use crate::plan;
-use crate::verify::{self, CmdlineCheck, FirmwareCheck, InitramfsCheck, Package, Partition};
+use crate::verify::{
+    self, AccessCheck, AccessFiles, CmdlineCheck, FirmwareCheck, InitramfsCheck, Package, Partition,
+};
 
 /// What the image must show.
 #[derive(Debug, Clone)]
@@ -53,6 +55,8 @@ pub struct Manifest {
     pub player: Binary,
     pub agent: Option<Binary>,
     pub units: Vec<UnitState>,
+    /// Who may log in, what the fleet key runs, the sudoers line (read back, visudo-checked).
+    pub access: AccessCheck,
     pub packages: Vec<Package>,
     /// Filled by the builder (not part of what is read back).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -96,6 +100,99 @@ fn binary(img: &ImageFile, path: &str, want: &str, errors: &mut Vec<String>) -> 
             errors.push(e.message);
             None
         }
+    }
+}
+
+/// The marker a test (debug) build of pfx-agent carries (fleet/src/dispatch.rs,
+/// TEST_BUILD_MARKER: the same bytes).
+const AGENT_TEST_MARKER: &[u8] = b"PFX-AGENT-TEST-BACKENDS-ENABLED";
+
+/// `visudo -c -f` on a copy of the file read back from the image.
+fn visudo_check(text: &str, scratch: &Path) -> Result<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = scratch.join("sudoers.check");
+    let _ = std::fs::remove_file(&tmp);
+    std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o440));
+    let out = Command::new("visudo")
+        .arg("-c")
+        .arg("-f")
+        .arg(&tmp)
+        .output()
+        .map_err(|e| format!("cannot run visudo (apt-get install sudo): {e}"));
+    let _ = std::fs::remove_file(&tmp);
+    let out = out?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+    .replace(&tmp.display().to_string(), plan::SUDOERS_FILE)
+    .trim()
+    .to_string();
+    if out.status.success() {
+        Ok(said)
+    } else {
+        Err(format!("visudo -c refuses {}: {said}", plan::SUDOERS_FILE))
+    }
+}
+
+/// Everything sshd, the accounts and sudo will go by, read from the image file.
+fn access_files(img: &ImageFile, agent: Option<&[u8]>) -> AccessFiles {
+    let text = |p: &str| {
+        img.root_read(p)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    };
+    let read_dir = |dir: &str| -> Vec<(String, String)> {
+        let mut names = img.root_ls(dir).unwrap_or_default();
+        names.sort();
+        names
+            .into_iter()
+            .map(|n| {
+                let t = text(&format!("{dir}/{n}"));
+                (n, t)
+            })
+            .collect()
+    };
+    let mut sshd_configs: Vec<(String, String)> = read_dir("/etc/ssh/sshd_config.d")
+        .into_iter()
+        .filter(|(n, _)| n.ends_with(".conf"))
+        .map(|(n, t)| (format!("/etc/ssh/sshd_config.d/{n}"), t))
+        .collect();
+    sshd_configs.push(("/etc/ssh/sshd_config".into(), text("/etc/ssh/sshd_config")));
+    let root_key_files = ["/root/.ssh/authorized_keys", "/root/.ssh/authorized_keys2"]
+        .into_iter()
+        .filter(|p| img.root_read(p).is_ok())
+        .map(str::to_string)
+        .collect();
+    let sudoers_d = read_dir("/etc/sudoers.d")
+        .into_iter()
+        .map(|(n, t)| {
+            let stat = img.root_stat(&format!("/etc/sudoers.d/{n}")).ok().flatten();
+            (n, t, stat)
+        })
+        .collect();
+    let agent_config = img.root_read(plan::AGENT_CONFIG_FILE).ok().map(|b| {
+        (
+            String::from_utf8_lossy(&b).into_owned(),
+            img.root_stat(plan::AGENT_CONFIG_FILE).ok().flatten(),
+        )
+    });
+    AccessFiles {
+        sshd_configs,
+        passwd: text("/etc/passwd"),
+        group: text("/etc/group"),
+        shadow: text("/etc/shadow"),
+        key_files: read_dir(plan::AUTHORIZED_KEYS_DIR),
+        root_key_files,
+        sudoers: text("/etc/sudoers"),
+        sudoers_d,
+        agent_config,
+        agent_test_build: agent.is_some_and(|b| {
+            b.windows(AGENT_TEST_MARKER.len())
+                .any(|w| w == AGENT_TEST_MARKER)
+        }),
     }
 }
 
@@ -190,9 +287,30 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
 
     let want = verify::expected_machine(expect.target.arch());
     let player = binary(&img, "/usr/bin/pfx-player", want, &mut errors);
-    let agent = match img.root_read("/usr/bin/pfx-agent") {
-        Ok(_) => binary(&img, "/usr/bin/pfx-agent", want, &mut errors),
-        Err(_) => None,
+    let agent_bytes = img.root_read("/usr/bin/pfx-agent").ok();
+    let agent = match &agent_bytes {
+        Some(_) => binary(&img, "/usr/bin/pfx-agent", want, &mut errors),
+        None => None,
+    };
+    let access = match verify::check_access(&access_files(&img, agent_bytes.as_deref())) {
+        Ok(mut a) => {
+            if a.fleet_keys > 0 && agent.is_none() {
+                errors.push("fleet keys are installed but /usr/bin/pfx-agent is missing".into());
+            }
+            let grant = img
+                .root_read(plan::SUDOERS_FILE)
+                .map(text)
+                .unwrap_or_default();
+            match visudo_check(&grant, scratch) {
+                Ok(said) => a.visudo = said,
+                Err(e) => errors.push(e),
+            }
+            Some(a)
+        }
+        Err(e) => {
+            errors.push(format!("access: {e}"));
+            None
+        }
     };
 
     let mut units = Vec::new();
@@ -236,6 +354,7 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
         "openssh-server",
         "ethtool",
         "systemd",
+        "sudo",
     ] {
         if !packages.iter().any(|p| p.name == need) {
             errors.push(format!("package {need} is not installed in the image"));
@@ -267,6 +386,7 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
         player: player.ok_or("no player")?,
         agent,
         units,
+        access: access.ok_or("no access check")?,
         packages,
         build: None,
     })

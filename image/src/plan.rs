@@ -90,7 +90,120 @@ const BASE_PACKAGES: &[&str] = &[
     "ethtool",
     "iproute2",
     "systemd-timesyncd",
+    // The fleet account reaches the agent through one exact sudoers line.
+    "sudo",
 ];
+
+/// The fleet account: the only login on a unit. No password, no shell for its keys (their
+/// forced command is the agent's dispatcher), no groups.
+pub const FLEET_USER: &str = "pfx";
+pub const FLEET_HOME: &str = "/var/lib/pfx";
+/// sshd's forced command for every fleet key; the sudoers line below allows exactly it.
+pub const FORCED_COMMAND: &str = "/usr/bin/sudo -n /usr/bin/pfx-agent dispatch";
+/// Key files live under /etc, root-owned: the account cannot change its own options, and
+/// root's ~/.ssh is never consulted.
+pub const AUTHORIZED_KEYS_DIR: &str = "/etc/ssh/authorized_keys.d";
+pub const SSHD_DROPIN: &str = "/etc/ssh/sshd_config.d/pfx.conf";
+pub const SUDOERS_FILE: &str = "/etc/sudoers.d/pfx-agent";
+/// The one privilege the fleet account has, argument-exact (sudo refuses any other
+/// arguments, so no option can be added from the remote side).
+pub const SUDOERS_GRANT: &str = "pfx ALL=(root) NOPASSWD: /usr/bin/pfx-agent dispatch";
+/// sudo drops the environment; the dispatcher needs the remote command (and, for its log,
+/// the client address). Nothing else is kept.
+pub const SUDOERS_ENV: &str =
+    "Defaults!/usr/bin/pfx-agent env_keep = \"SSH_ORIGINAL_COMMAND SSH_CLIENT\"";
+pub const AGENT_CONFIG_FILE: &str = "/etc/pfx/agent.yaml";
+
+/// The sshd settings every unit gets. The key options already forbid all of the
+/// forwarding/pty/rc, these say it once more for the whole daemon.
+pub fn sshd_dropin() -> String {
+    format!(
+        "# pfx units: the fleet account only, keys only, no root, no forwarding.\n\
+         PasswordAuthentication no\n\
+         KbdInteractiveAuthentication no\n\
+         PermitRootLogin no\n\
+         AllowUsers {FLEET_USER}\n\
+         AuthorizedKeysFile {AUTHORIZED_KEYS_DIR}/%u\n\
+         DisableForwarding yes\n\
+         PermitTTY no\n\
+         PermitUserRC no\n\
+         PermitTunnel no\n\
+         PermitUserEnvironment no\n"
+    )
+}
+
+/// `restrict` (no pty, forwarding, agent, X11, ~/.ssh/rc) and the forced command.
+pub fn key_options() -> String {
+    format!("restrict,command=\"{FORCED_COMMAND}\"")
+}
+
+pub fn authorized_keys_text(keys: &[String]) -> String {
+    keys.iter()
+        .map(|k| format!("{} {}\n", key_options(), k.trim()))
+        .collect()
+}
+
+pub fn sudoers_text() -> String {
+    format!(
+        "# pfx: the fleet account may run the agent's dispatcher as root, nothing else.\n{SUDOERS_ENV}\n{SUDOERS_GRANT}\n"
+    )
+}
+
+/// The agent's settings on every unit (the dispatcher takes none from the remote side).
+pub fn agent_config_text() -> String {
+    "# pfx-agent (the fleet's forced command) reads this; root-owned, not writable by others.\n\
+     iface: eth0\n\
+     lower: /media/root-ro\n\
+     player: /usr/bin/pfx-player\n\
+     nic_backend: player\n"
+        .into()
+}
+
+/// The account files with the fleet account added (a system uid/gid, the lowest free from
+/// 100; `*`: no password, yet not "locked", which sshd without PAM would refuse). Pure.
+/// Returns (passwd, group, shadow, gshadow); an existing `pfx` entry is an error (the base
+/// root must not have one we did not make).
+pub fn add_fleet_account(
+    passwd: &str,
+    group: &str,
+    shadow: &str,
+    gshadow: Option<&str>,
+) -> Result<(String, String, String, Option<String>), String> {
+    let ids = |text: &str| -> Vec<u32> {
+        text.lines()
+            .filter_map(|l| l.split(':').nth(2)?.parse().ok())
+            .collect()
+    };
+    let named = |text: &str| {
+        text.lines()
+            .any(|l| l.split(':').next() == Some(FLEET_USER))
+    };
+    if named(passwd) || named(group) || named(shadow) {
+        return Err(format!(
+            "the base root already has a {FLEET_USER:?} account or group"
+        ));
+    }
+    let (used_u, used_g) = (ids(passwd), ids(group));
+    let id = (100..1000u32)
+        .find(|i| !used_u.contains(i) && !used_g.contains(i))
+        .ok_or("no free system uid/gid in 100..999")?;
+    let add = |text: &str, line: String| {
+        let mut t = text.to_string();
+        if !t.is_empty() && !t.ends_with('\n') {
+            t.push('\n');
+        }
+        t + &line + "\n"
+    };
+    Ok((
+        add(
+            passwd,
+            format!("{FLEET_USER}:x:{id}:{id}:pfx fleet agent:{FLEET_HOME}:/bin/sh"),
+        ),
+        add(group, format!("{FLEET_USER}:x:{id}:")),
+        add(shadow, format!("{FLEET_USER}:*:19000:0:99999:7:::")),
+        gshadow.map(|g| add(g, format!("{FLEET_USER}:!::"))),
+    ))
+}
 
 /// Bump when the base-root recipe (mmdebstrap call, initramfs step) changes: it is part of
 /// the cache key.
@@ -231,11 +344,9 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
             0o644,
             "[Match]\nName=eth0\n\n[Network]\nDHCP=yes\n# The unit's own name (pfx-hostname) goes to the DHCP server.\n",
         ),
-        file(
-            "/etc/ssh/sshd_config.d/pfx.conf",
-            0o644,
-            "# pfx units: keys only.\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n",
-        ),
+        file(SSHD_DROPIN, 0o644, sshd_dropin()),
+        file(SUDOERS_FILE, 0o440, sudoers_text()),
+        file(AGENT_CONFIG_FILE, 0o644, agent_config_text()),
         file("/etc/pfx/show.yaml", 0o644, show),
         file("/usr/share/doc/pfx/image.md", 0o644, DOC),
         // raspi-firmware's kernel hook generates config.txt and cmdline.txt from these.
@@ -294,10 +405,14 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
     for (name, bytes) in profiles {
         files.push(file(&format!("/etc/pfx/profiles/{name}"), 0o644, bytes));
     }
+    // The fleet keys go to the fleet account only, each restricted to the dispatcher;
+    // root gets none (and sshd would not let root in anyway).
     if !r.authorized_keys.is_empty() {
-        let mut keys = r.authorized_keys.join("\n");
-        keys.push('\n');
-        files.push(file("/root/.ssh/authorized_keys", 0o600, keys));
+        files.push(file(
+            &format!("{AUTHORIZED_KEYS_DIR}/{FLEET_USER}"),
+            0o644,
+            authorized_keys_text(&r.authorized_keys),
+        ));
     }
     Plan {
         target,
@@ -355,5 +470,339 @@ mod tests {
     fn extra_cmdline_has_no_rw() {
         assert_eq!(extra_cmdline(true), "overlayroot=tmpfs");
         assert!(!extra_cmdline(true).split_whitespace().any(|w| w == "rw"));
+    }
+
+    // --- the fleet account: the plan's files, read back as verify reads them ---------
+
+    const PASSWD: &str = "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n\
+        _apt:x:42:65534::/nonexistent:/usr/sbin/nologin\nmessagebus:x:100:102::/nonexistent:/usr/sbin/nologin\n\
+        systemd-network:x:998:998:systemd Network Management:/:/usr/sbin/nologin\n";
+    const GROUP: &str = "root:x:0:\ndaemon:x:1:\nadm:x:4:\nsudo:x:27:\nshadow:x:42:\nmessagebus:x:102:\nsystemd-network:x:998:\n";
+    const SHADOW: &str = "root:*:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n";
+    const SSHD_CONFIG: &str = "# Debian's\nInclude /etc/ssh/sshd_config.d/*.conf\nKbdInteractiveAuthentication no\nUsePAM yes\n\
+        X11Forwarding yes\nPrintMotd no\nAcceptEnv LANG LC_*\nSubsystem sftp /usr/lib/openssh/sftp-server\n";
+    const SUDOERS: &str = "Defaults\tenv_reset\nDefaults\tuse_pty\nroot\tALL=(ALL:ALL) ALL\n%sudo\tALL=(ALL:ALL) ALL\n@includedir /etc/sudoers.d\n";
+    const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGxfleetkeyfleetkey op@host";
+
+    fn planned(keys: &[&str]) -> Plan {
+        let config = crate::config::parse(
+            "target: vm-arm64\nshow: show.yaml\n",
+            std::path::Path::new("t.yaml"),
+        )
+        .unwrap();
+        let r = Resolved {
+            config,
+            source: "t.yaml".into(),
+            mirror: "http://deb.debian.org/debian".into(),
+            show: "show.yaml".into(),
+            profiles: vec![],
+            authorized_keys: keys.iter().map(|k| k.to_string()).collect(),
+        };
+        plan(&r, b"show".to_vec(), vec![])
+    }
+
+    /// What verify would read from an image built from this plan.
+    fn read_back(p: &Plan) -> verify::AccessFiles {
+        let get = |path: &str| {
+            p.files
+                .iter()
+                .find(|f| f.path == path)
+                .map(|f| (String::from_utf8(f.contents.clone()).unwrap(), (f.mode, 0)))
+        };
+        let (passwd, group, shadow, _) = add_fleet_account(PASSWD, GROUP, SHADOW, None).unwrap();
+        verify::AccessFiles {
+            sshd_configs: vec![
+                (SSHD_DROPIN.into(), get(SSHD_DROPIN).unwrap().0),
+                ("/etc/ssh/sshd_config".into(), SSHD_CONFIG.into()),
+            ],
+            passwd,
+            group,
+            shadow,
+            key_files: get(&format!("{AUTHORIZED_KEYS_DIR}/{FLEET_USER}"))
+                .map(|(t, _)| vec![(FLEET_USER.to_string(), t)])
+                .unwrap_or_default(),
+            root_key_files: get("/root/.ssh/authorized_keys")
+                .map(|_| vec!["/root/.ssh/authorized_keys".to_string()])
+                .unwrap_or_default(),
+            sudoers: SUDOERS.into(),
+            sudoers_d: vec![("README".into(), "# read me\n".into(), Some((0o440, 0))), {
+                let (t, st) = get(SUDOERS_FILE).unwrap();
+                ("pfx-agent".into(), t, Some(st))
+            }],
+            agent_config: get(AGENT_CONFIG_FILE).map(|(t, st)| (t, Some(st))),
+            agent_test_build: false,
+        }
+    }
+
+    use crate::verify;
+
+    #[test]
+    fn the_fleet_key_reaches_only_the_dispatcher() {
+        let p = planned(&[KEY]);
+        assert!(p.packages.iter().any(|x| x == "sudo"));
+        assert!(!p.files.iter().any(|f| f.path.starts_with("/root/")));
+        let a = verify::check_access(&read_back(&p)).unwrap();
+        assert_eq!(a.login_users, vec!["pfx"]);
+        assert_eq!(a.permit_root_login, "no");
+        assert_eq!(a.fleet_keys, 1);
+        assert_eq!(
+            a.key_options,
+            vec![
+                "restrict".to_string(),
+                "command=\"/usr/bin/sudo -n /usr/bin/pfx-agent dispatch\"".to_string()
+            ]
+        );
+        assert_eq!(a.fleet_account.uid, 101, "lowest free system id");
+        assert_eq!(a.fleet_account.password, "*");
+        assert!(a.fleet_account.groups.is_empty());
+        assert_eq!(a.root_authorized_keys, "absent");
+        assert_eq!(
+            a.sudoers_lines.last().map(String::as_str),
+            Some(SUDOERS_GRANT)
+        );
+        // No keys at all is also a closed image (nobody logs in).
+        assert_eq!(
+            verify::check_access(&read_back(&planned(&[])))
+                .unwrap()
+                .fleet_keys,
+            0
+        );
+    }
+
+    #[test]
+    fn an_image_that_lets_the_fleet_key_reach_a_shell_is_refused() {
+        let p = planned(&[KEY]);
+        type Fault = fn(&mut verify::AccessFiles);
+        let cases: Vec<(&str, Fault, &str)> = vec![
+            (
+                "no restrict",
+                |f| f.key_files[0].1 = f.key_files[0].1.replace("restrict,", ""),
+                "lacks `restrict`",
+            ),
+            (
+                "no forced command",
+                |f| f.key_files[0].1 = format!("restrict {KEY}\n"),
+                "must force exactly",
+            ),
+            (
+                "another command",
+                |f| {
+                    f.key_files[0].1 = f.key_files[0]
+                        .1
+                        .replace("pfx-agent dispatch", "pfx-agent dispatch; sh")
+                },
+                "must force exactly",
+            ),
+            (
+                "a second command",
+                |f| {
+                    f.key_files[0].1 = f.key_files[0]
+                        .1
+                        .replace("restrict,", "restrict,command=\"/bin/sh\",")
+                },
+                "must force exactly",
+            ),
+            (
+                "pty re-enabled",
+                |f| f.key_files[0].1 = f.key_files[0].1.replace("restrict,", "restrict,pty,"),
+                "\"pty\" widens",
+            ),
+            (
+                "forwarding re-enabled",
+                |f| {
+                    f.key_files[0].1 = f.key_files[0]
+                        .1
+                        .replace("restrict,", "restrict,port-forwarding,permitopen=\"*:*\",")
+                },
+                "widens",
+            ),
+            (
+                "a plain second key",
+                |f| f.key_files[0].1.push_str(&format!("{KEY}\n")),
+                "lacks `restrict`",
+            ),
+            (
+                "root has keys",
+                |f| f.root_key_files.push("/root/.ssh/authorized_keys".into()),
+                "root must have no authorized keys",
+            ),
+            (
+                "root key file in the key dir",
+                |f| f.key_files.push(("root".into(), format!("{KEY}\n"))),
+                "only pfx may have keys",
+            ),
+            (
+                "root login allowed",
+                |f| {
+                    f.sshd_configs[0].1 = f.sshd_configs[0]
+                        .1
+                        .replace("PermitRootLogin no", "PermitRootLogin prohibit-password")
+                },
+                "permitrootlogin",
+            ),
+            (
+                "root allowed to log in",
+                |f| {
+                    f.sshd_configs[0].1 = f.sshd_configs[0]
+                        .1
+                        .replace("AllowUsers pfx", "AllowUsers pfx root")
+                },
+                "allowusers",
+            ),
+            (
+                "keys from home",
+                |f| f.sshd_configs[0].1 = f.sshd_configs[0].1.replace("AuthorizedKeysFile", "#"),
+                "authorizedkeysfile",
+            ),
+            (
+                "an earlier drop-in wins",
+                |f| {
+                    f.sshd_configs.insert(
+                        0,
+                        (
+                            "/etc/ssh/sshd_config.d/00.conf".into(),
+                            "PermitRootLogin yes\n".into(),
+                        ),
+                    )
+                },
+                "permitrootlogin",
+            ),
+            (
+                "a Match block",
+                |f| {
+                    f.sshd_configs[1]
+                        .1
+                        .push_str("Match User pfx\n  PermitTTY yes\n")
+                },
+                "Match block",
+            ),
+            (
+                "keys from a command",
+                |f| {
+                    f.sshd_configs[1]
+                        .1
+                        .push_str("AuthorizedKeysCommand /bin/keys\n")
+                },
+                "authorizedkeyscommand",
+            ),
+            (
+                "wider sudo",
+                |f| f.sudoers_d[1].1 = "pfx ALL=(ALL) NOPASSWD: ALL\n".into(),
+                "must hold exactly",
+            ),
+            (
+                "sudo with any arguments",
+                |f| f.sudoers_d[1].1 = f.sudoers_d[1].1.replace("dispatch", "*"),
+                "must hold exactly",
+            ),
+            (
+                "a second sudoers file",
+                |f| {
+                    f.sudoers_d.push((
+                        "extra".into(),
+                        "pfx ALL=(ALL) ALL\n".into(),
+                        Some((0o440, 0)),
+                    ))
+                },
+                "only /etc/sudoers.d/pfx-agent",
+            ),
+            (
+                "sudoers writable",
+                |f| f.sudoers_d[1].2 = Some((0o666, 0)),
+                "0440",
+            ),
+            (
+                "main sudoers names pfx",
+                |f| f.sudoers.push_str("pfx ALL=(ALL) ALL\n"),
+                "mentions pfx",
+            ),
+            (
+                "in the sudo group",
+                |f| f.group = f.group.replace("sudo:x:27:", "sudo:x:27:pfx"),
+                "member of",
+            ),
+            (
+                "a password",
+                |f| f.shadow = f.shadow.replace("pfx:*:", "pfx:$6$salt$hash:"),
+                "no password",
+            ),
+            (
+                "a second uid 0",
+                |f| f.passwd.push_str("toor:x:0:0::/root:/bin/sh\n"),
+                "uid 0",
+            ),
+            ("no account", |f| f.passwd = PASSWD.into(), "no pfx account"),
+            (
+                "the mock NIC",
+                |f| {
+                    f.agent_config
+                        .as_mut()
+                        .unwrap()
+                        .0
+                        .push_str("nic_backend: mock\n")
+                },
+                "test suite only",
+            ),
+            (
+                "a test hook",
+                |f| {
+                    f.agent_config
+                        .as_mut()
+                        .unwrap()
+                        .0
+                        .push_str("test_delay_ms: 1\n")
+                },
+                "test suite only",
+            ),
+            (
+                "agent config writable",
+                |f| f.agent_config.as_mut().unwrap().1 = Some((0o666, 0)),
+                "not writable",
+            ),
+            (
+                "a test build of the agent",
+                |f| f.agent_test_build = true,
+                "test (debug) build",
+            ),
+        ];
+        for (name, fault, want) in cases {
+            let mut f = read_back(&p);
+            fault(&mut f);
+            let e = verify::check_access(&f).expect_err(name);
+            assert!(e.contains(want), "{name}: {e}");
+        }
+    }
+
+    #[test]
+    fn key_options_split_outside_quotes() {
+        let (o, k) = verify::key_line_options(&format!(
+            "restrict,command=\"a, b\",from=\"10.0.0.0/8\" {KEY}"
+        ))
+        .unwrap();
+        assert_eq!(
+            o,
+            vec!["restrict", "command=\"a, b\"", "from=\"10.0.0.0/8\""]
+        );
+        assert!(k.starts_with("ssh-ed25519 "));
+        assert!(verify::key_line_options(KEY).unwrap().0.is_empty());
+        assert!(verify::key_line_options("restrict,command=\"x").is_err());
+    }
+
+    #[test]
+    fn fleet_account_takes_a_free_system_id_once() {
+        let (p, g, s, gs) = add_fleet_account(PASSWD, GROUP, SHADOW, Some("root:*::\n")).unwrap();
+        assert!(
+            p.ends_with("pfx:x:101:101:pfx fleet agent:/var/lib/pfx:/bin/sh\n"),
+            "{p}"
+        );
+        assert!(g.ends_with("pfx:x:101:\n") && s.ends_with("pfx:*:19000:0:99999:7:::\n"));
+        assert_eq!(gs.as_deref(), Some("root:*::\npfx:!::\n"));
+        assert!(add_fleet_account(&p, &g, &s, None).is_err(), "twice");
+    }
+
+    #[test]
+    fn debugfs_stat_mode_and_owner() {
+        let t = "Inode: 1234   Type: regular    Mode:  0440   Flags: 0x80000\nGeneration: 0    Version: 0x00000000:00000000\nUser:     0   Group:     0   Project:     0   Size: 98\n";
+        assert_eq!(verify::parse_debugfs_stat(t), Some((0o440, 0)));
     }
 }

@@ -359,6 +359,399 @@ pub fn parse_debugfs_ls(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// `(mode, uid)` from `debugfs -R 'stat PATH'` output (mode without the file type bits).
+pub fn parse_debugfs_stat(text: &str) -> Option<(u32, u32)> {
+    let after = |key: &str| {
+        let w: Vec<&str> = text.split_whitespace().collect();
+        w.iter()
+            .position(|x| *x == key)
+            .and_then(|i| w.get(i + 1).copied())
+    };
+    let mode = u32::from_str_radix(after("Mode:")?, 8).ok()?;
+    let uid = after("User:")?.parse().ok()?;
+    Some((mode & 0o7777, uid))
+}
+
+/// Splits an authorized_keys line into its options and the key. Options are the first
+/// field when it does not start with a key type; commas inside double quotes do not split.
+pub fn key_line_options(line: &str) -> Result<(Vec<String>, String), String> {
+    let line = line.trim();
+    let is_type =
+        |w: &str| w.starts_with("ssh-") || w.starts_with("ecdsa-") || w.starts_with("sk-");
+    if is_type(line) {
+        return Ok((Vec::new(), line.to_string()));
+    }
+    let (mut opts, mut cur, mut quoted) = (Vec::new(), String::new(), false);
+    let mut rest = None;
+    let mut chars = line.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' if quoted => {
+                cur.push(c);
+                if let Some((_, n)) = chars.next() {
+                    cur.push(n);
+                }
+            }
+            '"' => {
+                quoted = !quoted;
+                cur.push(c);
+            }
+            ',' if !quoted => opts.push(std::mem::take(&mut cur)),
+            ' ' | '\t' if !quoted => {
+                rest = Some(line[i..].trim().to_string());
+                break;
+            }
+            _ => cur.push(c),
+        }
+    }
+    opts.push(cur);
+    match rest {
+        Some(k) if !quoted && is_type(&k) => Ok((opts, k)),
+        _ => Err(format!(
+            "not an authorized_keys line: {:?}",
+            line.chars().take(60).collect::<String>()
+        )),
+    }
+}
+
+/// `(mode, uid)` of a file read back from the image.
+pub type Stat = Option<(u32, u32)>;
+
+/// What the image's access files say, read back from the image (see manifest.rs).
+#[derive(Debug, Clone, Default)]
+pub struct AccessFiles {
+    /// sshd's files in the order sshd reads them: the drop-ins (sorted), then sshd_config.
+    pub sshd_configs: Vec<(String, String)>,
+    pub passwd: String,
+    pub group: String,
+    pub shadow: String,
+    /// (file name = user, text) of every file in the authorized keys directory.
+    pub key_files: Vec<(String, String)>,
+    /// Paths of root's own key files that exist (must be none).
+    pub root_key_files: Vec<String>,
+    pub sudoers: String,
+    /// (name, text, (mode, uid)) of every file in /etc/sudoers.d.
+    pub sudoers_d: Vec<(String, String, Stat)>,
+    pub agent_config: Option<(String, Stat)>,
+    /// The agent binary carries the test-backends marker (a debug build).
+    pub agent_test_build: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FleetAccount {
+    pub name: String,
+    pub uid: u32,
+    pub home: String,
+    pub shell: String,
+    pub password: String,
+    pub groups: Vec<String>,
+}
+
+/// Who may log in and what the fleet key can do, as read back from the image.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AccessCheck {
+    pub login_users: Vec<String>,
+    pub permit_root_login: String,
+    pub authorized_keys_file: String,
+    pub sshd: Vec<(String, String)>,
+    pub fleet_account: FleetAccount,
+    pub fleet_keys: usize,
+    pub key_options: Vec<String>,
+    pub forced_command: String,
+    pub root_authorized_keys: String,
+    pub sudoers_file: String,
+    pub sudoers_lines: Vec<String>,
+    /// `visudo -c -f` on the file read back (filled by the I/O side).
+    pub visudo: String,
+    pub agent_config: String,
+}
+
+fn config_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+}
+
+/// Refuses an image whose fleet key could reach anything but the agent's dispatcher: a
+/// shell, a pty, forwarding, another account, root, or a wider sudo. Pure.
+pub fn check_access(f: &AccessFiles) -> Result<AccessCheck, String> {
+    use crate::plan::{
+        AUTHORIZED_KEYS_DIR, FLEET_USER, FORCED_COMMAND, SUDOERS_ENV, SUDOERS_FILE, SUDOERS_GRANT,
+    };
+    let mut errors: Vec<String> = Vec::new();
+
+    // sshd: the first value of a keyword wins, across the files in reading order.
+    let mut sshd: Vec<(String, String)> = Vec::new();
+    for (path, text) in &f.sshd_configs {
+        for line in config_lines(text) {
+            let (k, v) = line
+                .split_once(|c: char| c.is_whitespace() || c == '=')
+                .map(|(k, v)| (k, v.trim_start_matches([' ', '\t', '=']).trim()))
+                .unwrap_or((line, ""));
+            let k = k.to_ascii_lowercase();
+            if k == "include" {
+                continue;
+            }
+            if k == "match" {
+                errors.push(format!(
+                    "{path}: a Match block ({line:?}) could override the fleet account's settings"
+                ));
+                continue;
+            }
+            if !sshd.iter().any(|(have, _)| *have == k) {
+                sshd.push((k, v.to_string()));
+            }
+        }
+    }
+    let get = |k: &str| sshd.iter().find(|(h, _)| h == k).map(|(_, v)| v.as_str());
+    let want_keys_file = format!("{AUTHORIZED_KEYS_DIR}/%u");
+    for (k, want) in [
+        ("permitrootlogin", "no"),
+        ("passwordauthentication", "no"),
+        ("kbdinteractiveauthentication", "no"),
+        ("allowusers", FLEET_USER),
+        ("authorizedkeysfile", want_keys_file.as_str()),
+        ("disableforwarding", "yes"),
+        ("permittty", "no"),
+        ("permituserrc", "no"),
+    ] {
+        match get(k) {
+            Some(v) if v == want => {}
+            v => errors.push(format!("sshd: {k} is {v:?}, must be {want:?}")),
+        }
+    }
+    for k in [
+        "authorizedkeyscommand",
+        "authorizedprincipalsfile",
+        "authorizedprincipalscommand",
+        "trustedusercakeys",
+        "forcecommand",
+        "allowgroups",
+    ] {
+        if let Some(v) = get(k).filter(|v| !v.eq_ignore_ascii_case("none")) {
+            errors.push(format!(
+                "sshd: {k} {v:?} opens a way in beside the fleet keys"
+            ));
+        }
+    }
+    if get("permituserenvironment").is_some_and(|v| v != "no") {
+        errors.push("sshd: permituserenvironment must be no".into());
+    }
+
+    // The account: present, not root, no password, in no group.
+    let pw: Vec<Vec<&str>> = f.passwd.lines().map(|l| l.split(':').collect()).collect();
+    for e in pw
+        .iter()
+        .filter(|e| e.len() > 2 && e[2] == "0" && e[0] != "root")
+    {
+        errors.push(format!("/etc/passwd: {} has uid 0", e[0]));
+    }
+    let account = match pw
+        .iter()
+        .find(|e| e.first() == Some(&FLEET_USER) && e.len() >= 7)
+    {
+        None => {
+            errors.push(format!("/etc/passwd has no {FLEET_USER} account"));
+            None
+        }
+        Some(e) => {
+            let uid: u32 = e[2].parse().unwrap_or(0);
+            let gid = e[3];
+            if uid == 0 || gid == "0" {
+                errors.push(format!(
+                    "{FLEET_USER} has uid {} gid {gid}: it must not be root",
+                    e[2]
+                ));
+            }
+            let password = f
+                .shadow
+                .lines()
+                .map(|l| l.split(':').collect::<Vec<_>>())
+                .find(|s| s.first() == Some(&FLEET_USER))
+                .and_then(|s| s.get(1).map(|p| p.to_string()));
+            match password.as_deref() {
+                Some(p) if p.starts_with('*') || p.starts_with('!') => {}
+                p => errors.push(format!(
+                    "/etc/shadow: {FLEET_USER}'s password field is {:?}: it must have no password (* or !)",
+                    p.map(|p| if p.is_empty() { "" } else { "(a hash)" })
+                )),
+            }
+            let groups: Vec<String> = f
+                .group
+                .lines()
+                .map(|l| l.split(':').collect::<Vec<_>>())
+                .filter(|g| g.len() >= 4 && g[3].split(',').any(|m| m == FLEET_USER))
+                .map(|g| g[0].to_string())
+                .collect();
+            if !groups.is_empty() {
+                errors.push(format!(
+                    "{FLEET_USER} is a member of {groups:?}: it must be in no group"
+                ));
+            }
+            Some(FleetAccount {
+                name: FLEET_USER.into(),
+                uid,
+                home: e[5].into(),
+                shell: e[6].into(),
+                password: password.unwrap_or_default(),
+                groups,
+            })
+        }
+    };
+
+    // The keys: only the fleet account has any, every one restricted to the dispatcher.
+    let mut fleet_keys = 0;
+    let mut key_options: Vec<String> = Vec::new();
+    const ALLOWED: &[&str] = &[
+        "restrict",
+        "no-port-forwarding",
+        "no-agent-forwarding",
+        "no-x11-forwarding",
+        "no-pty",
+        "no-user-rc",
+    ];
+    for (user, text) in &f.key_files {
+        if user != FLEET_USER {
+            errors.push(format!(
+                "{AUTHORIZED_KEYS_DIR}/{user}: only {FLEET_USER} may have keys"
+            ));
+            continue;
+        }
+        for line in config_lines(text) {
+            let opts = match key_line_options(line) {
+                Ok((o, _)) => o,
+                Err(e) => {
+                    errors.push(format!("{AUTHORIZED_KEYS_DIR}/{user}: {e}"));
+                    continue;
+                }
+            };
+            fleet_keys += 1;
+            let want_cmd = format!("command=\"{FORCED_COMMAND}\"");
+            if !opts.iter().any(|o| o == "restrict") {
+                errors.push(format!("{AUTHORIZED_KEYS_DIR}/{user}: key {fleet_keys} lacks `restrict` (pty, forwarding, agent, ~/.ssh/rc would be open)"));
+            }
+            if opts
+                .iter()
+                .filter(|o| o.to_ascii_lowercase().starts_with("command="))
+                .count()
+                != 1
+                || !opts.contains(&want_cmd)
+            {
+                errors.push(format!("{AUTHORIZED_KEYS_DIR}/{user}: key {fleet_keys} must force exactly {want_cmd} (got {opts:?})"));
+            }
+            for o in &opts {
+                let lower = o.to_ascii_lowercase();
+                let fine = ALLOWED.contains(&lower.as_str())
+                    || *o == want_cmd
+                    || lower.starts_with("from=")
+                    || lower.starts_with("expiry-time=");
+                if !fine {
+                    errors.push(format!(
+                        "{AUTHORIZED_KEYS_DIR}/{user}: key option {o:?} widens what the key can do"
+                    ));
+                }
+                if !key_options.contains(o) {
+                    key_options.push(o.clone());
+                }
+            }
+        }
+    }
+    for p in &f.root_key_files {
+        errors.push(format!("{p} exists: root must have no authorized keys"));
+    }
+
+    // sudo: exactly the one grant, in exactly one file.
+    for line in config_lines(&f.sudoers) {
+        if line
+            .split(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_')
+            .any(|w| w == FLEET_USER)
+        {
+            errors.push(format!("/etc/sudoers mentions {FLEET_USER}: {line:?}"));
+        }
+    }
+    let name = SUDOERS_FILE.rsplit('/').next().unwrap_or(SUDOERS_FILE);
+    let mut sudoers_lines = Vec::new();
+    for (n, text, stat) in &f.sudoers_d {
+        if n == "README" {
+            continue;
+        }
+        if n != name {
+            errors.push(format!(
+                "/etc/sudoers.d/{n}: only {SUDOERS_FILE} may be there"
+            ));
+            continue;
+        }
+        match stat {
+            Some((0o440, 0)) => {}
+            s => errors.push(format!("{SUDOERS_FILE}: mode/uid {s:?}, must be 0440 root")),
+        }
+        sudoers_lines = config_lines(text).map(str::to_string).collect();
+        if sudoers_lines != [SUDOERS_ENV, SUDOERS_GRANT] {
+            errors.push(format!("{SUDOERS_FILE} must hold exactly {SUDOERS_ENV:?} and {SUDOERS_GRANT:?}, holds {sudoers_lines:?}"));
+        }
+    }
+    if sudoers_lines.is_empty() && !f.sudoers_d.iter().any(|(n, ..)| n == name) {
+        errors.push(format!(
+            "{SUDOERS_FILE} missing: the dispatcher could not run as root"
+        ));
+    }
+
+    // The agent's own settings: root's, and never the test backends.
+    let agent_config = match &f.agent_config {
+        None => {
+            errors.push("/etc/pfx/agent.yaml missing".into());
+            String::new()
+        }
+        Some((text, stat)) => {
+            if !matches!(stat, Some((m, 0)) if m & 0o022 == 0) {
+                errors.push(format!(
+                    "/etc/pfx/agent.yaml: mode/uid {stat:?}: must be root's, not writable by others"
+                ));
+            }
+            for line in config_lines(text) {
+                let k = line.split(':').next().unwrap_or("").trim();
+                if k.starts_with("test_")
+                    || k == "mock_nic_dir"
+                    || (k == "nic_backend" && !line.ends_with("player"))
+                {
+                    errors.push(format!(
+                        "/etc/pfx/agent.yaml: {line:?} is for the test suite only"
+                    ));
+                }
+            }
+            text.clone()
+        }
+    };
+    if f.agent_test_build {
+        errors.push(
+            "/usr/bin/pfx-agent is a test (debug) build: it could use the mock NIC backend".into(),
+        );
+    }
+
+    match account {
+        Some(fleet_account) if errors.is_empty() => Ok(AccessCheck {
+            login_users: get("allowusers")
+                .unwrap_or("")
+                .split_whitespace()
+                .map(str::to_string)
+                .collect(),
+            permit_root_login: get("permitrootlogin").unwrap_or("").into(),
+            authorized_keys_file: get("authorizedkeysfile").unwrap_or("").into(),
+            sshd: sshd.clone(),
+            fleet_account,
+            fleet_keys,
+            key_options,
+            forced_command: FORCED_COMMAND.into(),
+            root_authorized_keys: "absent".into(),
+            sudoers_file: SUDOERS_FILE.into(),
+            sudoers_lines,
+            visudo: String::new(),
+            agent_config,
+        }),
+        _ => Err(errors.join("; ")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

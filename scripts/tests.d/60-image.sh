@@ -2,6 +2,10 @@
 # Image suite: the systemd units verify; one arm64 base root gives the rpi4-arm64 image and
 # the vm-arm64 image; both are verified from their image files; the VM image boots under
 # qemu-system-aarch64 (TCG, e1000 NIC) and the test asserts from inside it over SSH.
+# The unit's own SSH (port 22) is the image's, untouched: only the fleet account `pfx`, its
+# key forced to the agent's dispatcher; the suite checks that the fleet key reaches nothing
+# else and that root cannot log in. To look inside as root, the COPY it boots gets a second,
+# test-only sshd on port 2222 that takes only the suite's own inspection key.
 #
 # Env: PFX_CACHE (package and base-root cache), PFX_IMAGE_PLAYER (a prebuilt aarch64
 # player instead of cross-compiling the workspace's), PFX_IMAGE_KEEP=1 (keep the work dir).
@@ -143,6 +147,29 @@ profiles:
 image_size_mib: 2048
 YAML
 "$img_bin" build "$work/image-vm.yaml" -o "$work/vm.img" "${player_args[@]}" || fail "vm-arm64 build"
+python3 - "$work/vm.img.manifest.json" <<'PY' || fail "vm manifest: access"
+import json, sys
+a = json.load(open(sys.argv[1]))["access"]
+assert a["login_users"] == ["pfx"] and a["permit_root_login"] == "no", a
+assert a["fleet_keys"] == 1 and "restrict" in a["key_options"], a
+assert a["forced_command"] == "/usr/bin/sudo -n /usr/bin/pfx-agent dispatch", a
+assert a["sudoers_lines"][-1] == "pfx ALL=(root) NOPASSWD: /usr/bin/pfx-agent dispatch", a
+assert "parsed OK" in a["visudo"] and a["root_authorized_keys"] == "absent", a
+print("vm access: %s may log in, key options %s" % (a["login_users"], a["key_options"]))
+PY
+# The copy that boots: the image plus the suite's inspection sshd (port 2222, root, its key only).
+ssh-keygen -q -t ed25519 -N '' -C pfx-image-inspect -f "$work/inspect"
+cp --sparse=always "$work/vm.img" "$work/vm-boot.img"
+mkdir -p "$work/inject"
+cp "$work/inspect.pub" "$work/inject/keys"
+printf 'Port 2222\nHostKey /etc/ssh/ssh_host_ed25519_key\nPidFile /run/pfx-test-inspect.pid\nPermitRootLogin prohibit-password\nAuthorizedKeysFile /etc/ssh/pfx-test-inspect.keys\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM yes\n' > "$work/inject/conf"
+printf '[Unit]\nDescription=pfx image suite: root inspection sshd (the booted test copy only)\nAfter=pfx-ssh-hostkeys.service network.target\nWants=pfx-ssh-hostkeys.service\n\n[Service]\nExecStartPre=/bin/mkdir -p /run/sshd\nExecStart=/usr/sbin/sshd -D -f /etc/ssh/pfx-test-inspect.conf\n' > "$work/inject/unit"
+chmod 600 "$work/inject/keys" "$work/inject/conf"; chmod 644 "$work/inject/unit"
+vm_root_off=$(python3 -c 'import json,sys; p=[x for x in json.load(open(sys.argv[1]))["partitions"] if x["kind"]==0x83][0]; print(p["start_sector"]*512)' "$work/vm.img.manifest.json")
+printf '%s\n' "write $work/inject/keys /etc/ssh/pfx-test-inspect.keys" "write $work/inject/conf /etc/ssh/pfx-test-inspect.conf" \
+  "write $work/inject/unit /etc/systemd/system/pfx-test-inspect.service" \
+  "symlink /etc/systemd/system/multi-user.target.wants/pfx-test-inspect.service /etc/systemd/system/pfx-test-inspect.service" > "$work/inject/cmds"
+debugfs -w -f "$work/inject/cmds" "$work/vm-boot.img?offset=$vm_root_off" > "$work/inject/log" 2>&1 || fail "inject the inspection sshd: $(cat "$work/inject/log")"
 lap "build vm-arm64"
 
 # ---------------------------------------------------------------- 5. boot it
@@ -156,7 +183,7 @@ mcopy -n -i "$work/vm.img@@$boot_off" ::cmdline.txt "$work/cmdline.txt"
 cmdline=$(tr '\n' ' ' < "$work/cmdline.txt")
 echo "booting with the image's own kernel $kfile, initramfs $ifile, cmdline: $cmdline"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-http_port=$(free_port); ssh_port=$(free_port)
+http_port=$(free_port); ssh_port=$(free_port); inspect_port=$(free_port)
 mac=52:54:00:ab:cd:ef
 want_host=pfx-abcdef
 # -snapshot: the guest's writes (its first-boot SSH host keys) last for this QEMU process,
@@ -164,14 +191,16 @@ want_host=pfx-abcdef
 qemu-system-aarch64 -M virt -cpu cortex-a72 -smp 2 -m 1024 -display none -monitor none \
   -serial "file:$work/serial.log" -snapshot \
   -kernel "$work/vmlinuz" -initrd "$work/initrd" -append "$cmdline" \
-  -drive "file=$work/vm.img,if=none,format=raw,id=d0" -device virtio-blk-pci,drive=d0 \
-  -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$http_port-:8080,hostfwd=tcp:127.0.0.1:$ssh_port-:22" \
+  -drive "file=$work/vm-boot.img,if=none,format=raw,id=d0" -device virtio-blk-pci,drive=d0 \
+  -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$http_port-:8080,hostfwd=tcp:127.0.0.1:$ssh_port-:22,hostfwd=tcp:127.0.0.1:$inspect_port-:2222" \
   -device "e1000,netdev=n0,mac=$mac,romfile=" &
 qemu_pid=$!
 boot_start=$(date +%s.%N)
-ssh_opts=(-i "$work/id" -p "$ssh_port" -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=accept-new
+ssh_opts=(-o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=accept-new
           -o UserKnownHostsFile="$work/known_hosts" -o LogLevel=ERROR)
-vm() { ssh "${ssh_opts[@]}" root@127.0.0.1 "$@"; }
+# vm: root on the suite's inspection sshd. fleet_ssh: the fleet key on the unit's own sshd.
+vm() { ssh "${ssh_opts[@]}" -o IdentitiesOnly=yes -i "$work/inspect" -p "$inspect_port" root@127.0.0.1 "$@"; }
+fleet_ssh() { ssh -F /dev/null "${ssh_opts[@]}" -o IdentitiesOnly=yes -i "$work/id" -p "$ssh_port" "$@"; }
 profile_ok() { curl -fsS --max-time 3 "http://127.0.0.1:$http_port/profile" -o "$work/profile.json" 2>/dev/null; }
 # Boot to /profile answering on the forwarded port (the player's first HTTP answer).
 profile_s=""
@@ -194,8 +223,8 @@ done
 [ -n "$frame_s" ] || fail "the player answered /profile but rendered no frame within 120 s: $(head -c 300 "$work/profile.json")"
 echo "BOOT: first frame (/profile frames > 0) $frame_s s after qemu start"
 ssh_up=0
-for _ in $(seq 1 60); do vm true 2>/dev/null && { ssh_up=1; break; }; sleep 2; done
-[ $ssh_up = 1 ] || { tail -50 "$work/serial.log"; fail "ssh did not answer"; }
+for _ in $(seq 1 60); do vm true 2>/dev/null && fleet_ssh pfx@127.0.0.1 status --json > "$work/status0.json" 2>/dev/null && { ssh_up=1; break; }; sleep 2; done
+[ $ssh_up = 1 ] || { tail -50 "$work/serial.log"; fail "ssh did not answer (inspection as root, and the fleet key's status as pfx)"; }
 lap "boot to /profile + ssh"
 
 # ---------------------------------------------------------------- 6. assert from inside
@@ -226,12 +255,10 @@ ok "hostname $host from MAC $mac (image's own: $lower_host)"
 cargo build -q --locked -p pfx-fleet || fail "cargo build pfx-fleet"
 cat > "$work/fleet.yaml" <<YAML
 ssh:
-  user: root
   identity: $work/id
   known_hosts: $work/known_hosts
   connect_timeout_s: 10
   command_timeout_s: 120
-agent_command: /usr/bin/pfx-agent --iface eth0 --lower /media/root-ro
 state_db: $work/fleet.db
 sites:
   - name: vm
@@ -245,6 +272,46 @@ fleet gate fallback --site vm > "$work/gate1.txt" 2>&1 || { cat "$work/gate1.txt
 vm cat /media/root-ro/etc/pfx/nic.d/eth0.yaml > "$work/persisted.yaml" || fail "the agent persisted nothing to the lower root"
 case ",$(vm findmnt -no OPTIONS /media/root-ro)," in *,ro,*) ;; *) fail "lower root left writable after the push" ;; esac
 ok "pfx-fleet push pause-off to the booted unit: verified readback, persisted on the lower root, lower read-only again, gate open"
+# The fleet key opens the agent and nothing else (issue 12): each attempt fails, is logged,
+# and leaves the unit as it was.
+unit_state() { vm 'find /media/root-ro/etc /etc/pfx /var/lib/pfx /root -xdev -printf "%p %s %T@\n" 2>/dev/null | sort | md5sum; findmnt -no OPTIONS /media/root-ro; ls -A /tmp; ethtool -a eth0'; }
+state0=$(unit_state)
+refusals() { vm journalctl -t pfx-agent --no-pager -q 2>/dev/null | grep -c refused || true; }
+r0=$(refusals)
+for cmd in "" "sh -c id" "pfx-agent --player /bin/sh apply pause-off" "touch /tmp/pwned"; do
+  # shellcheck disable=SC2086
+  if fleet_ssh pfx@127.0.0.1 $cmd < /dev/null > "$work/sec.out" 2> "$work/sec.err"; then fail "the fleet key ran '$cmd'"; fi
+  grep -q 'refused' "$work/sec.err" && ! grep -q 'uid=' "$work/sec.out" || fail "'$cmd': $(cat "$work/sec.out" "$work/sec.err")"
+done
+lport=$(free_port)
+fleet_ssh -o ExitOnForwardFailure=yes -N -L "127.0.0.1:$lport:127.0.0.1:8080" pfx@127.0.0.1 < /dev/null 2> /dev/null &
+fwd_pid=$!
+lup=0
+for _ in $(seq 100); do
+  python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2).close()' "$lport" 2> /dev/null && { lup=1; break; }
+  sleep 0.1
+done
+[ $lup = 1 ] || fail "ssh -L: the client never opened its listener (not logged in?)"
+if curl -fsS --max-time 3 "http://127.0.0.1:$lport/profile" > /dev/null 2>&1; then fail "ssh -L through the fleet account reached the unit's 127.0.0.1:8080"; fi
+kill "$fwd_pid" 2>/dev/null || true; wait "$fwd_pid" 2>/dev/null || true
+eval "$(ssh-agent -a "$work/agent.sock")" > /dev/null
+fleet_ssh -A pfx@127.0.0.1 status --json --rate-interval-ms 3000 < /dev/null > "$work/statusA.json" 2>&1 &
+a_pid=$!; sleep 1.5
+agent_dirs=$(vm 'find /tmp -maxdepth 1 -name "ssh-*" -user pfx')
+wait "$a_pid" || fail "status with -A: $(cat "$work/statusA.json")"
+ssh-agent -k > /dev/null || true
+unset SSH_AUTH_SOCK SSH_AGENT_PID
+[ -z "$agent_dirs" ] || fail "ssh -A forwarded an agent to the fleet account: $agent_dirs"
+xfer=(-F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile="$work/known_hosts" -o IdentitiesOnly=yes -i "$work/id" -P "$ssh_port")
+if scp "${xfer[@]}" -q "$work/id.pub" pfx@127.0.0.1:/tmp/pwned-scp < /dev/null 2> /dev/null; then fail "scp into the unit worked"; fi
+if scp -O "${xfer[@]}" -q "$work/id.pub" pfx@127.0.0.1:/tmp/pwned-scp < /dev/null 2> /dev/null; then fail "scp -O into the unit worked"; fi
+if echo "get /etc/shadow $work/pwned-shadow" | sftp "${xfer[@]}" -q -b - pfx@127.0.0.1 > /dev/null 2>&1; then fail "sftp from the unit worked"; fi
+if fleet_ssh root@127.0.0.1 true < /dev/null 2> "$work/root.err"; then fail "root logged in with the fleet key"; fi
+grep -q 'Permission denied' "$work/root.err" || fail "root login: $(cat "$work/root.err")"
+[ "$(unit_state)" = "$state0" ] || fail "an attempt changed the unit: $(unit_state)"
+r1=$(refusals)
+[ $((r1 - r0)) -ge 6 ] || fail "the dispatcher logged $((r1 - r0)) refusals, expected at least 6 (journalctl -t pfx-agent)"
+ok "fleet key: no shell, sh -c id, pfx-agent --player, -L, -A, scp, sftp refused ($((r1 - r0)) logged), root refused, unit unchanged"
 boot1=$(vm cat /proc/sys/kernel/random/boot_id)
 vm 'echo probe > /etc/pfx-overlay-probe && sync && cat /etc/pfx-overlay-probe' | grep -qx probe || fail "cannot write /etc"
 vm systemctl reboot || true
@@ -267,6 +334,8 @@ echo "$pause" | grep -Eq '^Autonegotiate:[[:space:]]+off' && echo "$pause" | gre
   && echo "$pause" | grep -Eq '^TX:[[:space:]]+off' || fail "second boot: PAUSE not off"
 vm cat /media/root-ro/etc/pfx/nic.d/eth0.yaml | cmp -s - "$work/persisted.yaml" || fail "second boot: persisted file changed or gone"
 fleet gate fallback --site vm > "$work/gate2.txt" 2>&1 || { cat "$work/gate2.txt"; fail "gate closed after the reboot"; }
+fleet_ssh pfx@127.0.0.1 status --json < /dev/null > "$work/status2.json" || fail "agent status through the fleet account after the reboot"
+python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s["pause_off"] is True and s["persisted"]["matches"], s' "$work/status2.json" || fail "after the reboot the agent says: $(cat "$work/status2.json")"
 ok "after the reboot: PAUSE still off, the pushed file still on the lower root, gate open"
 vm systemctl poweroff || true
 for _ in $(seq 1 60); do kill -0 "$qemu_pid" 2>/dev/null || break; sleep 1; done

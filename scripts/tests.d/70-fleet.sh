@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Fleet suite: units as network-namespace hosts (veth to a bridge), each with a REAL
-# sshd (own config, host key, authorized_keys) bound to its netns address and the
-# pfx-agent with the MOCK NIC backend (veth has no PAUSE), persisting through a REAL
-# overlay (lower: tmpfs mounted read-only, upper: tmpfs). Poles: fleet/tests/pole_stub.py
+# sshd (own config, host key, authorized_keys) bound to its netns address, in its own
+# mount namespace where the image's fleet account exists (`pfx`, its own passwd, shadow and
+# sudoers bound over /etc): the fleet key carries `restrict,command="sudo -n pfx-agent
+# dispatch ..."` as on an image, the agent's settings come from a root-owned agent.yaml
+# per unit, with the MOCK NIC backend (veth has no PAUSE; a debug build), persisting
+# through a REAL overlay (lower: tmpfs mounted read-only, upper: tmpfs). Poles: fleet/tests/pole_stub.py
 # (a stub of docs/pole-api.md until testbed/pole_sim.py is merged), each in its own netns.
 #
 #   bash scripts/tests.d/70-fleet.sh          # the suite
@@ -13,7 +16,7 @@ if [ "$(id -u)" != 0 ]; then
   echo "skipped: needs root (network namespaces, mounts, sshd)" >&2
   exit 77
 fi
-for t in /usr/sbin/sshd ssh ssh-keygen nsenter findmnt python3 ip; do
+for t in /usr/sbin/sshd ssh ssh-keygen scp sftp ssh-agent nsenter unshare findmnt python3 ip sudo visudo; do
   command -v "$t" >/dev/null || { echo "FAILED: $t missing (scripts/deps/fleet.apt)"; exit 1; }
 done
 bin="${PFX_FLEET_BIN:-$top/target/debug}"
@@ -70,12 +73,45 @@ ssh-keygen -q -t ed25519 -N '' -C pfx-fleet-test -f "$T/id_ed25519"
 cp "$T/id_ed25519.pub" "$T/authorized_keys"
 : > "$T/known_hosts"
 
-start_sshd() { # dir ns addr known(1|0)
+# The image's fleet account, for the units' mount namespaces only (the host's own /etc is
+# never touched): a system-like uid no host account or group uses.
+FUID=61700
+while getent passwd "$FUID" > /dev/null || getent group "$FUID" > /dev/null; do FUID=$((FUID+1)); done
+mkdir -p "$T/etc" "$T/home"
+{ grep -v '^pfx:' /etc/passwd; echo "pfx:x:$FUID:$FUID:pfx fleet agent:$T/home:/bin/sh"; } > "$T/etc/passwd"
+{ grep -v '^pfx:' /etc/group; echo "pfx:x:$FUID:"; } > "$T/etc/group"
+printf 'root:*:19000:0:99999:7:::\npfx:*:19000:0:99999:7:::\n' > "$T/etc/shadow"
+chmod 644 "$T/etc/passwd" "$T/etc/group"; chmod 600 "$T/etc/shadow"
+{
+  echo "Defaults env_reset"
+  echo 'Defaults secure_path="/usr/sbin:/usr/bin:/sbin:/bin"'
+  # The image's two lines (image/src/plan.rs), with this build's agent and each unit's config.
+  echo "Defaults!$AGENT env_keep = \"SSH_ORIGINAL_COMMAND SSH_CLIENT\""
+  echo "root ALL=(ALL:ALL) ALL"
+  for u in u1 u2 u3 u4; do echo "pfx ALL=(root) NOPASSWD: $AGENT dispatch --config $T/$u/agent.yaml"; done
+} > "$T/etc/sudoers"
+chmod 440 "$T/etc/sudoers"
+visudo -c -q -f "$T/etc/sudoers" || { echo "FAILED: visudo refuses the test sudoers"; exit 1; }
+FORCED() { echo "/usr/bin/sudo -n $AGENT dispatch --config $1/agent.yaml"; }
+
+agent_yaml() { # dir unit-id [extra line ...]: the unit's root-owned agent config
+  local d=$1 id=$2; shift 2
+  {
+    echo "iface: eth0"; echo "lower: $d/lower"; echo "nic_backend: mock"; echo "mock_nic_dir: $d/nic"
+    echo "unit_id: $id"; echo "image_version_file: $d/merged/etc/pfx/image-version"; echo "audit_log: $d/dispatch.log"
+    for l in "$@"; do echo "$l"; done
+  } > "$d/agent.yaml.tmp"
+  chmod 644 "$d/agent.yaml.tmp"; mv "$d/agent.yaml.tmp" "$d/agent.yaml"
+}
+
+start_sshd() { # dir ns addr known(1|0) [bench]
   local d=$1 ns=$2 addr=$3
   ssh-keygen -q -t ed25519 -N '' -f "$d/hostkey"
-  cat > "$d/sshd_config" <<CFG
+  if [ "${5:-}" = bench ]; then
+    # The benchmark's 100 units sit behind 4 sshd: one forced command per key cannot pick
+    # a unit, so it measures the operator's pool with root and the agent's CLI instead.
+    cat > "$d/sshd_config" <<CFG
 ListenAddress $addr
-Port 22
 HostKey $d/hostkey
 PidFile $d/sshd.pid
 AuthorizedKeysFile $T/authorized_keys
@@ -88,7 +124,39 @@ MaxStartups 200
 MaxSessions 50
 LogLevel ERROR
 CFG
-  inns "$ns" /usr/sbin/sshd -f "$d/sshd_config" -E "$d/sshd.log" || return 1
+    inns "$ns" /usr/sbin/sshd -f "$d/sshd_config" -E "$d/sshd.log" || return 1
+  else
+    mkdir -p "$d/keys"
+    echo "restrict,command=\"$(FORCED "$d")\" $(cat "$T/id_ed25519.pub")" > "$d/keys/pfx"
+    # As if root had the fleet key too: sshd itself must still refuse root.
+    cp "$T/id_ed25519.pub" "$d/keys/root"
+    # The account part of the image's sshd settings (image/src/plan.rs). Not its
+    # daemon-wide DisableForwarding/PermitTTY/PermitUserRC: the suite shows that the key's
+    # own options close those (pfx-image verify checks both layers on an image).
+    cat > "$d/sshd_config" <<CFG
+ListenAddress $addr
+Port 22
+HostKey $d/hostkey
+PidFile $d/sshd.pid
+PermitRootLogin no
+AllowUsers pfx
+AuthorizedKeysFile $d/keys/%u
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+# The suite's files are under /tmp (mode 1777), which StrictModes refuses; images keep it on.
+StrictModes no
+Subsystem sftp /usr/lib/openssh/sftp-server
+MaxStartups 200
+MaxSessions 50
+LogLevel ERROR
+CFG
+    # Its own mount namespace: the account files bound over /etc there only. The unit's
+    # lower root is mounted before, so this namespace holds its own copy of that mount.
+    inns "$ns" unshare --mount --propagation private -- sh -c '
+      for f in passwd group shadow sudoers; do mount --bind "$1/etc/$f" "/etc/$f" || exit 1; done
+      exec /usr/sbin/sshd -f "$2/sshd_config" -E "$2/sshd.log"' sh "$T" "$d" || return 1
+  fi
   [ "$4" = 1 ] && echo "$addr $(cut -d' ' -f1,2 "$d/hostkey.pub")" >> "$T/known_hosts"
   return 0
 }
@@ -109,7 +177,11 @@ agent_cmd() { # unit-id dir
   echo "$AGENT --lower $2/lower --nic-backend mock --mock-nic-dir $2/nic --unit-id $1 --image-version-file $2/merged/etc/pfx/image-version"
 }
 
-lower_ro() { [ "$(findmnt -n -o OPTIONS -M "$1/lower" | cut -d, -f1)" = ro ]; }
+lower_ro() { # dir: read in the unit's own mount namespace (its sshd's) when it has one
+  local mnt=()
+  [ -s "$1/sshd.pid" ] && mnt=(nsenter --mount="/proc/$(cat "$1/sshd.pid")/ns/mnt" --)
+  [ "$("${mnt[@]}" findmnt -n -o OPTIONS -M "$1/lower" | cut -d, -f1)" = ro ]
+}
 expected_file() {
   printf '%s\n' "# Written by pfx-agent apply pause-off; read at boot by pfx-eth-no-pause@eth0.service." \
     "interface: eth0" "pause:" "  autoneg: false" "  rx: false" "  tx: false"
@@ -133,8 +205,9 @@ for i in 1 2 3 4; do
   d="$T/u$i"; mkdir -p "$d"
   host_ns "u$i" "10.77.0.1$i/16"
   known=1; [ $i = 4 ] && known=0
-  start_sshd "$d" "pfxfl${P}u$i" "10.77.0.1$i" $known || { echo "FAILED: sshd u$i: $(cat "$d/sshd.log")"; exit 1; }
   make_lower "$d"
+  agent_yaml "$d" "u$i"
+  start_sshd "$d" "pfxfl${P}u$i" "10.77.0.1$i" $known || { echo "FAILED: sshd u$i: $(cat "$d/sshd.log")"; exit 1; }
 done
 # --- poles p1 (canary), p2 (accepts the PUT, does not take it), p3 -----------------
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$T/hall-a.token"
@@ -166,17 +239,15 @@ start_pole() { # n [faulty]
 for n in 1 2 3; do host_ns "p$n" "10.77.0.5$n/16"; done
 start_pole 1; start_pole 2 faulty; start_pole 3
 
-write_config() { # file; extra agent args for u2; prefix for every agent command
-  local u2extra=$1 prefix=$2
+write_config() { # the fleet config: pfx-fleet's defaults (user pfx, the bare verb)
   {
-    echo "ssh: {user: root, identity: $T/id_ed25519, known_hosts: $T/known_hosts, connect_timeout_s: 3, command_timeout_s: 30}"
+    echo "ssh: {identity: $T/id_ed25519, known_hosts: $T/known_hosts, connect_timeout_s: 3, command_timeout_s: 30}"
     echo "sites:"
     echo "  - name: hall-a"
     echo "    token_file: $T/hall-a.token"
     echo "    units:"
     for i in 1 2 3; do
-      extra=""; [ $i = 2 ] && extra=$u2extra
-      echo "      - {id: u$i, host: 10.77.0.1$i, agent_command: \"$prefix$(agent_cmd u$i "$T/u$i") $extra\"}"
+      echo "      - {id: u$i, host: 10.77.0.1$i}"
     done
     echo "    poles:"
     echo "      - {id: p2, url: 'http://10.77.0.52:8081'}"
@@ -184,7 +255,7 @@ write_config() { # file; extra agent args for u2; prefix for every agent command
     echo "      - {id: p3, url: 'http://10.77.0.53:8081'}"
     echo "  - name: hall-b"
     echo "    units:"
-    echo "      - {id: u4, host: 10.77.0.14, agent_command: \"$(agent_cmd u4 "$T/u4")\"}"
+    echo "      - {id: u4, host: 10.77.0.14}"
   } > "$T/fleet.yaml"
 }
 fleet() { inns "$OP" "$FLEET" --config "$T/fleet.yaml" --db "$DB" "$@"; }
@@ -192,14 +263,14 @@ DB="$T/fleet.db"
 echo "setup: $(( $(date +%s) - start ))s"
 
 # 1. rollout refuses while the gate is closed (nothing pushed yet) ------------------
-write_config "" ""
+write_config
 fleet rollout fallback --site hall-a > "$T/r0.out" 2>&1; rc=$?
 check "rollout refuses while the gate is closed (exit 3, got $rc)" [ $rc = 3 ]
 check "no pole changed while the gate was closed (fallback off, revision 1)" bash -c "$(declare -f inns pole_get pole_is); OP=$OP; pole_is 1 false 1 && pole_is 2 false 1 && pole_is 3 false 1"
 
 # 2. a unit killed mid-push (SIGKILL of its agent inside the rw window, half-way
 #    through the write): recorded not done, gate closed, lower back read-only, file old.
-write_config "--test-hold-in-write-ms 15000 --test-hold-pidfile $T/u2/hold.pid" ""
+agent_yaml "$T/u2" u2 "test_hold_in_write_ms: 15000" "test_hold_pidfile: $T/u2/hold.pid"
 nsenter --net="/run/netns/$OP" -- "$FLEET" --config "$T/fleet.yaml" --db "$DB" push pause-off --site hall-a --parallel 4 > "$T/push1.out" 2> "$T/push1.err" &
 fpid=$!
 for _ in $(seq 600); do [ -s "$T/u2/hold.pid" ] && break; sleep 0.05; done
@@ -257,7 +328,7 @@ check "u4's agent never ran (no persisted file, mock NIC untouched)" bash -c "[ 
 check "known_hosts not modified" [ "$(md5sum < "$T/known_hosts")" = "$kh_before" ]
 
 # 5. re-run resumes: fresh units skipped, u2 completed, gate opens -------------------
-write_config "" ""
+agent_yaml "$T/u2" u2
 fleet push pause-off --site hall-a > "$T/push2.out" 2> "$T/push2.err"; rc=$?
 check "resumed push exits 0 (got $rc)" [ $rc = 0 ]
 check "resume skipped u1 and u3 (fresh)" bash -c "grep -q 'skip u1' $T/push2.err && grep -q 'skip u3' $T/push2.err && ! grep -q 'recorded u1' $T/push2.err"
@@ -288,7 +359,7 @@ check "p1 changed exactly once over both runs; p2, p3 enabled" bash -c "$(declar
 check "token never printed or stored" bash -c "! grep -rqa '$TOKEN' $T/*.out $T/*.err $T/*.log $DB $T/fleet.db-wal 2>/dev/null"
 
 # 8. kill -9 of pfx-fleet during a push: nothing recorded is lost, nothing invented ----
-write_config "" "sleep 1 && "
+for i in 1 2 3; do agent_yaml "$T/u$i" "u$i" "test_delay_ms: 1000"; done
 DB="$T/kill.db"
 nsenter --net="/run/netns/$OP" -- "$FLEET" --config "$T/fleet.yaml" --db "$DB" push pause-off --site hall-a --parallel 1 > "$T/k1.out" 2> "$T/k1.err" &
 fpid=$!
@@ -307,6 +378,7 @@ nskip=$(grep -c '^skip' "$T/k2.err")
 check "next run resumes: skips the $ndone recorded, completes the rest (exit $rc, skipped $nskip)" bash -c "[ $rc = 0 ] && [ $nskip = $ndone ]"
 fleet gate fallback --site hall-a > /dev/null; rc=$?
 check "gate open on the resumed state (exit $rc)" [ $rc = 0 ]
+for i in 1 2 3; do agent_yaml "$T/u$i" "u$i"; done
 
 # 8b. agent status over SSH: PAUSE state and rate, oneshot, player fps, image, unit id
 nsenter --net="/run/netns/pfxfl${P}u1" -- python3 -c '
@@ -320,7 +392,7 @@ http.server.HTTPServer(("127.0.0.1", 8080), H).serve_forever()' > /dev/null 2>&1
 PIDS+=($!)
 sleep 0.5
 inns "$OP" ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile="$T/known_hosts" \
-  -i "$T/id_ed25519" root@10.77.0.11 -- "$(agent_cmd u1 "$T/u1") status --json --rate-interval-ms 200" > "$T/astatus.json" 2> "$T/astatus.err"; rc=$?
+  -i "$T/id_ed25519" pfx@10.77.0.11 -- status --json --rate-interval-ms 200 > "$T/astatus.json" 2> "$T/astatus.err"; rc=$?
 check "pfx-agent status --json over ssh (exit $rc): pause off, rate, oneshot unknown, player fps, image, unit" python3 -c '
 import json,sys; s=json.load(open(sys.argv[1]))
 assert s["unit"]=="u1" and s["pause_off"] is True, s
@@ -341,6 +413,83 @@ assert any(x[\"target\"]==\"u2\" and x[\"state\"]==\"done\" and x[\"readback\"][
 assert any(x[\"target\"]==\"p2\" and x[\"state\"]==\"failed\" for x in h)
 assert all(x[\"operator\"] for x in h)'"
 
+# 9b. the fleet key opens the agent and nothing else (u1, whose player stub from 8b still
+#     listens on its 127.0.0.1:8080): no shell, no pty, no forwarding, no agent socket, no
+#     file transfer, no root; every attempt refused, logged, and the unit left unchanged.
+d="$T/u1"
+ussh() { inns "$OP" ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile="$T/known_hosts" \
+  -o ConnectTimeout=5 -o LogLevel=ERROR -i "$T/id_ed25519" "$@"; }
+xfer_opts=(-F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile="$T/known_hosts" -o ConnectTimeout=5 -i "$T/id_ed25519")
+snap() { # what an attempt must not change on u1
+  find "$d/lower" "$d/nic" "$d/merged" "$d/home" "$T/home" -printf '%p %s %m %U %T@\n' 2>/dev/null | sort
+  cat "$d"/lower/etc/pfx/nic.d/* "$d"/nic/* 2>/dev/null | md5sum
+  lower_ro "$d" && echo lower-ro
+  ls "$T" | grep pwned
+}
+unchanged() { [ "$(snap)" = "$(cat "$T/snap.before")" ]; }
+nrefused() { local n; n=$(grep -c 'refused' "$d/dispatch.log" 2>/dev/null); echo "${n:-0}"; }
+snap > "$T/snap.before"
+attempt() { # name expected-stderr-word ssh-args...: must fail, say why, log it, change nothing
+  local name=$1 word=$2 logged=1; shift 2
+  [ "$1" = -tt ] && logged=0 # sshd refuses the pty itself, and the client gives up there
+  local before; before=$(nrefused)
+  ussh "$@" < /dev/null > "$T/sec.out" 2> "$T/sec.err"; local rc=$?
+  check "$name: refused (exit $rc), says '$word', nothing ran" bash -c "[ $rc != 0 ] && grep -q -- '$word' $T/sec.err && ! grep -q 'uid=' $T/sec.out"
+  [ $logged = 1 ] && check "$name: logged by the dispatcher" [ "$(nrefused)" -gt "$before" ]
+  check "$name: the unit is unchanged" unchanged
+}
+attempt "ssh unit (no command)" "no command" pfx@10.77.0.11
+attempt "ssh unit sh -c id" "is not an agent verb" pfx@10.77.0.11 sh -c id
+attempt "ssh unit touch (a shell would create a file)" "is not an agent verb" pfx@10.77.0.11 "touch $T/pwned-touch"
+attempt "ssh unit pfx-agent --player /bin/sh apply pause-off" "is not an agent verb" pfx@10.77.0.11 pfx-agent --player /bin/sh apply pause-off
+attempt "ssh unit apply pause-off --player /bin/sh" "unexpected" pfx@10.77.0.11 apply pause-off --json --player /bin/sh
+attempt "ssh -tt unit: no pty" "PTY allocation request failed" -tt pfx@10.77.0.11
+# -L: the listener is the client's; the unit's sshd must refuse to open the channel.
+inns "$OP" ssh "${xfer_opts[@]}" -o LogLevel=ERROR -o ExitOnForwardFailure=yes -N -L 127.0.0.1:18080:127.0.0.1:8080 pfx@10.77.0.11 < /dev/null 2> "$T/sec-L.err" &
+lpid=$!
+# Wait for the client's own listener (it opens it once logged in), so a refusal below is
+# the unit's and not a client that was not ready yet.
+up=0
+for _ in $(seq 100); do
+  inns "$OP" python3 -c 'import socket; socket.create_connection(("127.0.0.1", 18080), 0.2).close()' 2> /dev/null && { up=1; break; }
+  sleep 0.1
+done
+inns "$OP" python3 -c 'import sys,urllib.request; urllib.request.urlopen("http://127.0.0.1:18080/profile", timeout=3).read()' > /dev/null 2>&1; rc=$?
+kill $lpid 2>/dev/null; wait $lpid 2>/dev/null
+check "ssh -L to the unit's 127.0.0.1:8080: logged in, but no data through (listener $up, fetch exit $rc)" bash -c "[ $up = 1 ] && [ $rc != 0 ]"
+timeout 10 nsenter --net="/run/netns/$OP" -- ssh "${xfer_opts[@]}" -o ExitOnForwardFailure=yes -N -R 127.0.0.1:18081:127.0.0.1:22 pfx@10.77.0.11 < /dev/null 2> "$T/sec-R.err"; rc=$?
+check "ssh -R: the unit refuses the remote listener (exit $rc)" bash -c "[ $rc != 0 ] && grep -q 'forwarding failed' $T/sec-R.err"
+check "ssh -L/-R: the unit is unchanged" unchanged
+# -A: a forwarded agent would show up as a socket of the account's under the unit's /tmp.
+inns "$OP" ssh-agent -a "$T/agent.sock" > /dev/null
+ls -d /tmp/ssh-* 2>/dev/null > "$T/ssh-dirs.before"
+SSH_AUTH_SOCK="$T/agent.sock" inns "$OP" ssh "${xfer_opts[@]}" -o LogLevel=ERROR -A pfx@10.77.0.11 status --json --rate-interval-ms 3000 < /dev/null > "$T/sec-A.out" 2>&1 &
+apid=$!
+fwd=0
+for _ in $(seq 25); do
+  [ -n "$(find /tmp -maxdepth 2 -path '/tmp/ssh-*' -uid "$FUID" 2>/dev/null)" ] && fwd=1
+  sleep 0.1
+done
+wait $apid; rc=$?
+SSH_AUTH_SOCK="$T/agent.sock" inns "$OP" ssh-agent -k > /dev/null 2>&1
+check "ssh -A: the agent answers (exit $rc), and no agent socket appears on the unit" bash -c "[ $rc = 0 ] && [ $fwd = 0 ]"
+# scp (SFTP protocol, then the legacy one), sftp: the dispatcher gets the subsystem or scp.
+before=$(nrefused)
+inns "$OP" scp "${xfer_opts[@]}" -q "$T/expected.yaml" "pfx@10.77.0.11:$T/pwned-scp" < /dev/null > /dev/null 2>&1; rc1=$?
+inns "$OP" scp -O "${xfer_opts[@]}" -q "$T/expected.yaml" "pfx@10.77.0.11:$T/pwned-scpO" < /dev/null > /dev/null 2>&1; rc2=$?
+echo "put $T/expected.yaml $T/pwned-sftp" | inns "$OP" sftp "${xfer_opts[@]}" -q -b - pfx@10.77.0.11 > /dev/null 2>&1; rc3=$?
+inns "$OP" scp "${xfer_opts[@]}" -q "pfx@10.77.0.11:$T/etc/passwd" "$T/pwned-get" < /dev/null > /dev/null 2>&1; rc4=$?
+check "scp, scp -O, sftp put, scp get: all fail (exit $rc1 $rc2 $rc3 $rc4), no file moved" bash -c "[ $rc1 != 0 ] && [ $rc2 != 0 ] && [ $rc3 != 0 ] && [ $rc4 != 0 ] && ! ls $T/pwned-* > /dev/null 2>&1"
+check "scp/sftp: refused by the dispatcher, logged ($(( $(nrefused) - before )) lines)" [ $(( $(nrefused) - before )) -ge 4 ]
+check "scp/sftp: the unit is unchanged" unchanged
+# root, with the fleet key in root's key file: sshd refuses before any command.
+ussh root@10.77.0.11 status --json < /dev/null > "$T/sec.out" 2> "$T/sec.err"; rc=$?
+check "root login with the fleet key refused (exit $rc)" bash -c "[ $rc = 255 ] && grep -q 'Permission denied' $T/sec.err && [ ! -s $T/sec.out ]"
+# The one way in still works, and is logged as accepted.
+fleet push pause-off --unit u1 --force > "$T/sec-push.out" 2> "$T/sec-push.err"; rc=$?
+check "pfx-fleet push pause-off through the account still works (exit $rc)" bash -c "[ $rc = 0 ] && grep -q 'recorded u1 done' $T/sec-push.err"
+check "the dispatcher logged the accepted verb" grep -q 'accepted "apply pause-off --json" for pfx' "$d/dispatch.log"
+
 # 10. an offline unit (its sshd stopped): recorded pending with the reason, gate closes
 kill "$(cat "$T/u3/sshd.pid")"; sleep 0.2
 fleet push pause-off --unit u3 --force > "$T/off.out" 2> "$T/off.err"; rc=$?
@@ -354,7 +503,7 @@ if [ "${1:-}" = bench ]; then
   nhosts=4
   for h in $(seq 1 $nhosts); do
     mkdir -p "$B/h$h"; host_ns "b$h" "10.77.1.$h/16"
-    start_sshd "$B/h$h" "pfxfl${P}b$h" "10.77.1.$h" 1 || { echo "FAILED: bench sshd"; exit 1; }
+    start_sshd "$B/h$h" "pfxfl${P}b$h" "10.77.1.$h" 1 bench || { echo "FAILED: bench sshd"; exit 1; }
   done
   {
     echo "ssh: {user: root, identity: $T/id_ed25519, known_hosts: $T/known_hosts, connect_timeout_s: 5, command_timeout_s: 60}"

@@ -13,7 +13,8 @@ use std::time::Duration;
 enum NicBackendKind {
     /// `pfx-player nic ... --json` (the real NIC, through ethtool netlink).
     Player,
-    /// File-backed NIC for tests (veth has no PAUSE): state in --mock-nic-dir.
+    /// File-backed NIC for tests (veth has no PAUSE): state in --mock-nic-dir. Test
+    /// (debug) builds only: a release build, as on every image, refuses it.
     Mock,
 }
 
@@ -70,6 +71,13 @@ enum Cmd {
         #[arg(long, default_value_t = 1000)]
         rate_interval_ms: u64,
     },
+    /// The fleet account's forced command (authorized_keys `command=`): runs only the
+    /// verb in SSH_ORIGINAL_COMMAND (`apply pause-off`, `status`), every setting from the
+    /// root-owned --config; refuses anything else (exit 126) and logs it.
+    Dispatch {
+        #[arg(long, default_value = pfx_fleet::dispatch::DEFAULT_CONFIG)]
+        config: PathBuf,
+    },
     /// Internal: keeps the lower root read-only if the agent dies inside the rw window.
     #[command(hide = true)]
     GuardRo {},
@@ -105,6 +113,19 @@ fn main() -> ExitCode {
             eprintln!("pfx-agent: installing the handler for signal {sig}: {e}");
             return ExitCode::from(2);
         }
+    }
+    if let Cmd::Dispatch { config } = &cli.cmd {
+        let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+        return ExitCode::from(pfx_fleet::dispatch::run(&argv, config, stop));
+    }
+    let test_only = matches!(cli.nic_backend, NicBackendKind::Mock)
+        || cli.test_hold_in_write_ms.is_some()
+        || cli.test_hold_pidfile.is_some();
+    if test_only && !pfx_fleet::dispatch::TEST_BACKENDS {
+        eprintln!(
+            "pfx-agent: --nic-backend mock and --test-* work only in a test (debug) build; this is a release build"
+        );
+        return ExitCode::from(2);
     }
     let backend: Box<dyn NicBackend> = match cli.nic_backend {
         NicBackendKind::Player => Box::new(PlayerBackend {
@@ -154,7 +175,7 @@ fn main() -> ExitCode {
             let good = r.errors.is_empty();
             (serde_json::to_string_pretty(&r), good)
         }
-        Cmd::GuardRo {} => return ExitCode::SUCCESS,
+        Cmd::GuardRo {} | Cmd::Dispatch { .. } => return ExitCode::SUCCESS,
     };
     match text {
         Ok(t) => println!("{t}"),

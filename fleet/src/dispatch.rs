@@ -1,0 +1,539 @@
+//! `pfx-agent dispatch`: the fleet account's forced command. The image puts the fleet's
+//! keys in the `pfx` account's `authorized_keys` as
+//! `restrict,command="/usr/bin/sudo -n /usr/bin/pfx-agent dispatch" KEY`, so whatever a
+//! key holder asks for arrives here in `SSH_ORIGINAL_COMMAND`, and only the agent's own
+//! verbs, with checked arguments, are run. Everything that picks what the agent touches
+//! (interface, lower root, player, NIC backend) comes from a root-owned config file on the
+//! unit, never from the remote command line. See docs/fleet.md, "Security".
+
+use crate::agent::{self, AgentOpts};
+use crate::nic::{MockBackend, NicBackend, PlayerBackend};
+use serde::Deserialize;
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// The unit's agent config (root-owned; the image writes it).
+pub const DEFAULT_CONFIG: &str = "/etc/pfx/agent.yaml";
+/// Exit status of a refused command (distinct from the agent's 0/1/2 and 128+N).
+pub const REFUSED: u8 = 126;
+/// Whether this build may pick the test-only parts (the mock NIC backend, the test hooks).
+/// Only debug builds can: the image builds the agent with `--release`, so no image can.
+pub const TEST_BACKENDS: bool = cfg!(debug_assertions);
+
+/// Present in the binary only when it was built with the test backends; `pfx-image verify`
+/// refuses an image whose agent contains it.
+#[cfg(debug_assertions)]
+pub static TEST_BUILD_MARKER: &str = "PFX-AGENT-TEST-BACKENDS-ENABLED";
+
+/// What the verbs accept, for the refusal message.
+pub const USAGE: &str = "allowed: `apply pause-off [--json]`, `status [--json] [--rate-interval-ms N]` (N 10..=10000); \
+     everything else (interface, lower root, player) comes from the unit's root-owned agent config";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Player,
+    Mock,
+}
+
+fn d_iface() -> String {
+    "eth0".into()
+}
+fn d_lower() -> PathBuf {
+    "/media/root-ro".into()
+}
+fn d_player() -> PathBuf {
+    "/usr/bin/pfx-player".into()
+}
+fn d_image_version() -> PathBuf {
+    "/etc/pfx/image-version".into()
+}
+fn d_profile_url() -> String {
+    "http://127.0.0.1:8080/profile".into()
+}
+fn d_true() -> bool {
+    true
+}
+fn d_backend() -> Backend {
+    Backend::Player
+}
+
+/// `/etc/pfx/agent.yaml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    #[serde(default = "d_iface")]
+    pub iface: String,
+    #[serde(default = "d_lower")]
+    pub lower: PathBuf,
+    #[serde(default = "d_player")]
+    pub player: PathBuf,
+    /// Default: /etc/pfx/unit-id, else the host name.
+    #[serde(default)]
+    pub unit_id: Option<String>,
+    #[serde(default = "d_image_version")]
+    pub image_version_file: PathBuf,
+    #[serde(default = "d_profile_url")]
+    pub profile_url: String,
+    /// Ask systemd over D-Bus for the oneshot's result.
+    #[serde(default = "d_true")]
+    pub systemd: bool,
+    /// Also append one line per decision here (syslog always gets it).
+    #[serde(default)]
+    pub audit_log: Option<PathBuf>,
+    /// TEST BUILDS ONLY: `mock` (file-backed NIC in `mock_nic_dir`).
+    #[serde(default = "d_backend")]
+    pub nic_backend: Backend,
+    #[serde(default)]
+    pub mock_nic_dir: Option<PathBuf>,
+    /// TEST BUILDS ONLY: hold half-way through the write, inside the rw window.
+    #[serde(default)]
+    pub test_hold_in_write_ms: Option<u64>,
+    #[serde(default)]
+    pub test_hold_pidfile: Option<PathBuf>,
+    /// TEST BUILDS ONLY: wait this long before running the verb (a slow unit).
+    #[serde(default)]
+    pub test_delay_ms: Option<u64>,
+}
+
+impl AgentConfig {
+    /// Parses and checks the file's text. `test_backends`: whether this build may use the
+    /// test-only keys.
+    pub fn parse(text: &str, test_backends: bool) -> Result<AgentConfig, String> {
+        let c: AgentConfig = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+        let iface_ok = !c.iface.is_empty()
+            && c.iface.len() <= 15
+            && c.iface
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        if !iface_ok {
+            return Err(format!("iface {:?} is not an interface name", c.iface));
+        }
+        for (k, p) in [
+            ("lower", &c.lower),
+            ("player", &c.player),
+            ("image_version_file", &c.image_version_file),
+        ] {
+            if !p.is_absolute() {
+                return Err(format!("{k}: {} must be an absolute path", p.display()));
+            }
+        }
+        let mut test_only = Vec::new();
+        if c.nic_backend == Backend::Mock {
+            test_only.push("nic_backend: mock");
+        }
+        if c.mock_nic_dir.is_some() {
+            test_only.push("mock_nic_dir");
+        }
+        if c.test_hold_in_write_ms.is_some() || c.test_hold_pidfile.is_some() {
+            test_only.push("test_hold_*");
+        }
+        if c.test_delay_ms.is_some() {
+            test_only.push("test_delay_ms");
+        }
+        if !test_only.is_empty() && !test_backends {
+            return Err(format!(
+                "{} only work in a test build of pfx-agent (a debug build); this is a release build, as on every image",
+                test_only.join(", ")
+            ));
+        }
+        if c.nic_backend == Backend::Mock && c.mock_nic_dir.is_none() {
+            return Err("nic_backend: mock needs mock_nic_dir".into());
+        }
+        Ok(c)
+    }
+}
+
+/// One accepted request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verb {
+    ApplyPauseOff { json: bool },
+    Status { json: bool, rate_interval_ms: u64 },
+}
+
+/// Parses `SSH_ORIGINAL_COMMAND`. Pure. Words are split on white space and never given to
+/// a shell; every word must be one the verb expects, each flag at most once.
+pub fn parse_command(cmd: Option<&str>) -> Result<Verb, String> {
+    let cmd = cmd.map(str::trim).unwrap_or("");
+    if cmd.is_empty() {
+        return Err("no command: this account runs only the agent's verbs (no shell)".into());
+    }
+    let words: Vec<&str> = cmd.split_ascii_whitespace().collect();
+    let flag_once = |seen: &mut bool, w: &str| -> Result<(), String> {
+        if std::mem::replace(seen, true) {
+            Err(format!("{w} given twice"))
+        } else {
+            Ok(())
+        }
+    };
+    match words.as_slice() {
+        ["apply", "pause-off", rest @ ..] => {
+            let mut json = false;
+            for w in rest {
+                match *w {
+                    "--json" => flag_once(&mut json, w)?,
+                    _ => return Err(format!("apply pause-off: unexpected {w:?}")),
+                }
+            }
+            Ok(Verb::ApplyPauseOff { json })
+        }
+        ["status", rest @ ..] => {
+            let (mut json, mut rate) = (false, None);
+            let mut it = rest.iter();
+            while let Some(w) = it.next() {
+                match *w {
+                    "--json" => flag_once(&mut json, w)?,
+                    "--rate-interval-ms" if rate.is_none() => {
+                        let n = it
+                            .next()
+                            .and_then(|v| v.parse::<u64>().ok())
+                            .filter(|n| (10..=10_000).contains(n))
+                            .ok_or("status: --rate-interval-ms needs a number 10..=10000")?;
+                        rate = Some(n);
+                    }
+                    _ => return Err(format!("status: unexpected {w:?}")),
+                }
+            }
+            Ok(Verb::Status {
+                json,
+                rate_interval_ms: rate.unwrap_or(1000),
+            })
+        }
+        [first, ..] => Err(format!("{first:?} is not an agent verb")),
+        [] => Err("no command".into()),
+    }
+}
+
+/// Whether a file or directory may decide what root runs: owned by root and not writable
+/// by group or others (a sticky directory such as /tmp is allowed: only root may rename
+/// root's entries in it). Pure.
+pub fn trusted(uid: u32, mode: u32, is_dir: bool) -> bool {
+    uid == 0 && (mode & 0o022 == 0 || (is_dir && mode & 0o1000 != 0))
+}
+
+/// The config file and every directory above it must be [`trusted`].
+pub fn check_trusted_path(path: &Path) -> Result<(), String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_file() || !trusted(meta.uid(), meta.mode(), false) {
+        return Err(format!(
+            "{} must be a regular file owned by root and not writable by group or others (it is uid {}, mode {:o})",
+            path.display(),
+            meta.uid(),
+            meta.mode() & 0o7777
+        ));
+    }
+    let mut dir = path.parent();
+    while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
+        let m = std::fs::metadata(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        if !trusted(m.uid(), m.mode(), true) {
+            return Err(format!(
+                "{} (above {}) must be owned by root and not writable by group or others (it is uid {}, mode {:o})",
+                d.display(),
+                path.display(),
+                m.uid(),
+                m.mode() & 0o7777
+            ));
+        }
+        dir = d.parent();
+    }
+    Ok(())
+}
+
+/// How a remote command is shown in logs: escaped, at most 200 characters.
+fn shown(cmd: Option<&str>) -> String {
+    match cmd {
+        None => "(none)".into(),
+        Some(c) => {
+            let mut s = format!("{:?}", c.chars().take(200).collect::<String>());
+            if c.chars().count() > 200 {
+                s.push_str("...");
+            }
+            s
+        }
+    }
+}
+
+/// To syslog (auth facility: the journal on a unit), and to the audit file when configured.
+fn log(priority: libc::c_int, audit: Option<&Path>, line: &str) {
+    let msg = std::ffi::CString::new(line.replace('\0', " ")).unwrap_or_default();
+    // SAFETY: a static NUL-terminated ident and format; `msg` lives across the call.
+    unsafe {
+        libc::openlog(c"pfx-agent".as_ptr(), libc::LOG_PID, libc::LOG_AUTH);
+        libc::syslog(priority, c"%s".as_ptr(), msg.as_ptr());
+        libc::closelog();
+    }
+    if let Some(p) = audit
+        && let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+    {
+        let _ = writeln!(f, "{} pfx-agent dispatch: {line}", agent::now_ms());
+    }
+}
+
+fn default_unit_id() -> String {
+    if let Ok(s) = std::fs::read_to_string("/etc/pfx/unit-id") {
+        let s = s.trim();
+        if !s.is_empty() {
+            return s.to_string();
+        }
+    }
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// The forced command. `argv` is the agent's own command line without the program name;
+/// it must be exactly `dispatch [--config PATH]` (no option may ride along). Returns the
+/// exit status.
+pub fn run(argv: &[OsString], config: &Path, stop: Arc<AtomicUsize>) -> u8 {
+    // Invalid UTF-8 becomes U+FFFD here, which no verb matches: refused, and logged readably.
+    let original =
+        std::env::var_os("SSH_ORIGINAL_COMMAND").map(|s| s.to_string_lossy().into_owned());
+    let from = std::env::var("SSH_CLIENT").unwrap_or_else(|_| "local".into());
+    let who = std::env::var("SUDO_USER").unwrap_or_else(|_| "?".into());
+    let argv_ok = match argv {
+        [d] => d == "dispatch",
+        [d, c, _] => d == "dispatch" && c == "--config",
+        _ => false,
+    };
+    if !argv_ok {
+        eprintln!(
+            "pfx-agent dispatch: takes no options but --config; every setting comes from the config file"
+        );
+        log(
+            libc::LOG_WARNING,
+            None,
+            &format!("refused: options on the dispatch command line ({argv:?})"),
+        );
+        return REFUSED;
+    }
+    let cfg = check_trusted_path(config).and_then(|_| {
+        let text =
+            std::fs::read_to_string(config).map_err(|e| format!("{}: {e}", config.display()))?;
+        AgentConfig::parse(&text, TEST_BACKENDS).map_err(|e| format!("{}: {e}", config.display()))
+    });
+    let cfg = match cfg {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("pfx-agent dispatch: agent config refused: {e}");
+            log(
+                libc::LOG_ERR,
+                None,
+                &format!("config refused, nothing run: {e}"),
+            );
+            return 2;
+        }
+    };
+    let audit = cfg.audit_log.as_deref();
+    let verb = match parse_command(original.as_deref()) {
+        Ok(v) => v,
+        Err(why) => {
+            eprintln!(
+                "pfx-agent: refused {}: {why}; {USAGE}",
+                shown(original.as_deref())
+            );
+            log(
+                libc::LOG_WARNING,
+                audit,
+                &format!(
+                    "refused {} for {who} from {from}: {why}",
+                    shown(original.as_deref())
+                ),
+            );
+            return REFUSED;
+        }
+    };
+    log(
+        libc::LOG_INFO,
+        audit,
+        &format!(
+            "accepted {} for {who} from {from}",
+            shown(original.as_deref())
+        ),
+    );
+    if let Some(ms) = cfg.test_delay_ms {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+    let backend: Box<dyn NicBackend> = match (cfg.nic_backend, &cfg.mock_nic_dir) {
+        (Backend::Mock, Some(dir)) if TEST_BACKENDS => Box::new(MockBackend { dir: dir.clone() }),
+        _ => Box::new(PlayerBackend {
+            player: cfg.player.clone(),
+        }),
+    };
+    let guardian_exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("pfx-agent: cannot find own executable for the guardian: {e}");
+            return 2;
+        }
+    };
+    let opts = AgentOpts {
+        iface: cfg.iface.clone(),
+        lower: cfg.lower.clone(),
+        backend,
+        unit_id: cfg.unit_id.clone().unwrap_or_else(default_unit_id),
+        image_version_file: cfg.image_version_file.clone(),
+        guardian_exe,
+        systemd: cfg.systemd,
+        profile_url: cfg.profile_url.clone(),
+        stop: Arc::clone(&stop),
+        hold_in_write: cfg.test_hold_in_write_ms.map(Duration::from_millis),
+        hold_pidfile: cfg.test_hold_pidfile.clone(),
+    };
+    let (text, good) = match verb {
+        Verb::ApplyPauseOff { json } => {
+            let r = agent::apply_pause_off(&opts);
+            let text = if json {
+                serde_json::to_string_pretty(&r)
+            } else {
+                Ok(format!("{}: {}: {}", r.unit, r.interface, r.message))
+            };
+            (text, r.verified)
+        }
+        Verb::Status {
+            rate_interval_ms, ..
+        } => {
+            let r = agent::status(&opts, Duration::from_millis(rate_interval_ms));
+            let good = r.errors.is_empty();
+            (serde_json::to_string_pretty(&r), good)
+        }
+    };
+    match text {
+        Ok(t) => println!("{t}"),
+        Err(e) => {
+            eprintln!("pfx-agent: encoding the answer: {e}");
+            return 2;
+        }
+    }
+    #[cfg(debug_assertions)]
+    std::hint::black_box(TEST_BUILD_MARKER);
+    match stop.load(Ordering::SeqCst) {
+        0 if good => 0,
+        0 => 1,
+        sig => (128 + sig) as u8,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_agent_verbs_with_checked_arguments() {
+        assert_eq!(
+            parse_command(Some("apply pause-off --json")),
+            Ok(Verb::ApplyPauseOff { json: true })
+        );
+        assert_eq!(
+            parse_command(Some(" apply  pause-off ")),
+            Ok(Verb::ApplyPauseOff { json: false })
+        );
+        assert_eq!(
+            parse_command(Some("status --json --rate-interval-ms 200")),
+            Ok(Verb::Status {
+                json: true,
+                rate_interval_ms: 200
+            })
+        );
+        assert_eq!(
+            parse_command(Some("status")),
+            Ok(Verb::Status {
+                json: false,
+                rate_interval_ms: 1000
+            })
+        );
+        for bad in [
+            None,
+            Some(""),
+            Some("   "),
+            Some("sh -c id"),
+            Some("id"),
+            Some("pfx-agent --player /bin/sh apply pause-off"),
+            Some("/usr/bin/pfx-agent apply pause-off --json"),
+            Some("apply pause-off --json; id"),
+            Some("apply pause-off --json --player /bin/sh"),
+            Some("apply pause-off --lower /"),
+            Some("apply pause-off --json --json"),
+            Some("apply pause-on"),
+            Some("apply"),
+            Some("status --rate-interval-ms"),
+            Some("status --rate-interval-ms 0"),
+            Some("status --rate-interval-ms 99999999"),
+            Some("status --rate-interval-ms 100 --rate-interval-ms 100"),
+            Some("status --nic-backend mock"),
+            Some("guard-ro --lower /"),
+            Some("dispatch"),
+            Some("scp -t /tmp"),
+            Some("/usr/lib/openssh/sftp-server"),
+            Some("internal-sftp"),
+        ] {
+            assert!(parse_command(bad).is_err(), "{bad:?} accepted");
+        }
+        let e = parse_command(Some("sh -c id")).unwrap_err();
+        assert!(e.contains("\"sh\" is not an agent verb"), "{e}");
+    }
+
+    #[test]
+    fn config_test_keys_only_in_test_builds() {
+        let c = AgentConfig::parse("iface: eth0\n", false).unwrap();
+        assert_eq!(c.lower, Path::new("/media/root-ro"));
+        assert_eq!(c.player, Path::new("/usr/bin/pfx-player"));
+        assert_eq!(c.nic_backend, Backend::Player);
+        for text in [
+            "nic_backend: mock\nmock_nic_dir: /run/x\n",
+            "test_delay_ms: 5\n",
+            "test_hold_in_write_ms: 5\n",
+        ] {
+            let e = AgentConfig::parse(text, false).unwrap_err();
+            assert!(e.contains("release build"), "{e}");
+            AgentConfig::parse(text, true).unwrap();
+        }
+        assert!(AgentConfig::parse("nic_backend: mock\n", true).is_err());
+        assert!(AgentConfig::parse("iface: 'eth0; id'\n", true).is_err());
+        assert!(AgentConfig::parse("player: bin/sh\n", true).is_err());
+        assert!(AgentConfig::parse("players: /bin/sh\n", true).is_err());
+    }
+
+    #[test]
+    fn only_root_owned_unwritable_files_are_trusted() {
+        assert!(trusted(0, 0o100644, false));
+        assert!(trusted(0, 0o40755, true));
+        assert!(trusted(0, 0o41777, true), "sticky /tmp");
+        assert!(!trusted(0, 0o100666, false));
+        assert!(!trusted(0, 0o100664, false));
+        assert!(!trusted(0, 0o40777, true));
+        assert!(!trusted(1000, 0o100644, false));
+        assert!(
+            !trusted(0, 0o101777, false),
+            "sticky means nothing on a file"
+        );
+    }
+
+    #[test]
+    fn trusted_path_checks_the_file_and_every_directory_above() {
+        // Running as non-root, the temp files are not root's: both refused; as root the
+        // mode decides.
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("agent.yaml");
+        std::fs::write(&f, "iface: eth0\n").unwrap();
+        let root = unsafe { libc::geteuid() } == 0;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(check_trusted_path(&f).is_ok(), root);
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(check_trusted_path(&f).is_err());
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = check_trusted_path(&f).unwrap_err();
+        assert!(e.contains("not writable by group or others"), "{e}");
+        assert!(check_trusted_path(&d.path().join("missing.yaml")).is_err());
+    }
+}
