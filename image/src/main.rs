@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -192,6 +193,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
             target,
             no_overlay,
         } => {
+            // An image that cannot be opened is an error (2); one that opens and does
+            // not verify is a clean no (1).
+            std::fs::File::open(&image)
+                .with_context(|| format!("opening the image {}", image.display()))?;
             let scratch = tempdir()?;
             let expect = manifest::Expect {
                 target,
