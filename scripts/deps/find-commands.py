@@ -476,26 +476,39 @@ def main():
         seen.add(p)
         text = p.read_text()
         scan_shell(rel(p), text, reserved, found)
-        # Scripts of the checkout that this one runs: "$top/testbed/bench.py", "$tb/testbed".
-        for m in re.finditer(r"\$(?:\{?(?:top|PFX_TOP|tb)\}?)/([A-Za-z0-9_./-]+)", text):
-            q = top / m.group(1)
-            if m.group(1).startswith("testbed") and not m.group(1).startswith("testbed/"):
-                q = top / "testbed" / m.group(1)
-            if q.is_dir() or not q.is_file() or m.group(1).startswith("target/"):
+        # Directories of the checkout the script names: `tb="$top/testbed"`.
+        dirs = {"top": top, "PFX_TOP": top}
+        for m in re.finditer(r"^\s*(\w+)=[\"']?\$\{?(?:top|PFX_TOP)\}?/([A-Za-z0-9_./-]+)", text, re.M):
+            dirs[m.group(1)] = top / m.group(2)
+        names = "|".join(map(re.escape, dirs))
+        # Scripts of the checkout that this one runs ("$top/testbed/bench.py", "$tb/testbed"),
+        # and the trees it hands to pytest.
+        for m in re.finditer(r"(pytest\b[^\n]*?)?\$\{?(%s)\}?/([A-Za-z0-9_./-]*)" % names, text):
+            q = dirs[m.group(2)] / m.group(3)
+            if m.group(1) and q.is_dir():
+                python += sorted(q.rglob("*.py"))
+                continue
+            if q.is_dir() or not q.is_file() or "target" in q.relative_to(top).parts[:1]:
                 continue
             head = q.read_text(errors="replace")[:200]
             if "\0" in head or not (q.suffix in (".sh", ".py") or head.startswith("#!")):
                 continue
             (python if q.suffix == ".py" or "python" in head.split("\n")[0] else shell).append(q)
-        # A suite's python tree: pytest over testbed/tests runs every module of testbed/.
-        for m in re.finditer(r"pytest\b.*?\$(?:\{?(?:top|PFX_TOP|tb)\}?)/?([A-Za-z0-9_./-]*)", text):
-            d = top / m.group(1) if m.group(1) else top / "testbed"
-            if "tb" in m.group(0).split("/")[0]:
-                d = top / "testbed" / m.group(1)
-            python += sorted(d.rglob("*.py")) + sorted((top / "testbed").glob("*.py"))
-    for p in sorted(set(python)):
-        scan_python(rel(p), p.read_text(), found)
-        # Shell scripts a Python helper starts from the checkout are found by their path.
+    # Python modules those import from beside them (bench.py imports netns.py).
+    todo, done = list(python), set()
+    while todo:
+        p = todo.pop()
+        if p in done:
+            continue
+        done.add(p)
+        text = p.read_text()
+        scan_python(rel(p), text, found)
+        for m in re.finditer(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w., ]+))", text, re.M):
+            for mod in (m.group(1) or m.group(2)).replace(" ", "").split(","):
+                for d in (p.parent, p.parent.parent):
+                    q = d / (mod.replace(".", "/") + ".py")
+                    if q.is_file():
+                        todo.append(q)
     for d in ["image/src", "player/src", "player/tests", "fleet/src", "fleet/tests"]:
         for p in sorted((top / d).rglob("*.rs")):
             scan_rust(rel(p), p.read_text(), found)
