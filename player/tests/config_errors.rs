@@ -37,6 +37,35 @@ fn fps_fast_says_what_was_expected_where() {
 }
 
 #[test]
+fn brightness_and_the_other_numbers_say_what_was_expected() {
+    // Sneaks the field in beside fps (which stays valid).
+    for (line, want) in [
+        (
+            "brightness: bright",
+            "brightness: expected a number from 0.0 (dark) to 1.0 (full) such as 0.8, found \"bright\"",
+        ),
+        (
+            "multicast_ttl: many",
+            "multicast_ttl: expected a whole number of router hops",
+        ),
+        (
+            "profile_window_s: 2.5",
+            "profile_window_s: expected a whole number of seconds such as 10, found 2.5",
+        ),
+    ] {
+        let (code, err) = run_with_fps(&format!("60\n{line}"));
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains(want), "{line}: {err}");
+        assert!(err.contains(" --> FILE:3:"), "{line}: {err}");
+    }
+    // A whole number is a fine brightness: parsing passes it on to the range checks (a
+    // window of 0 stops the run there, before any show starts).
+    let (code, err) = run_with_fps("60\nbrightness: 1\nprofile_window_s: 0");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("profile_window_s: 0 is outside"), "{err}");
+}
+
+#[test]
 fn help_gives_the_exit_codes() {
     let out = Command::new(env!("CARGO_BIN_EXE_pfx-player"))
         .arg("--help")

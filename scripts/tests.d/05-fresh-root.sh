@@ -56,11 +56,12 @@ mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 
 mirror=${mirror:-http://deb.debian.org/debian}
 sec=${mirror%/debian}/debian-security
 # The .debs are kept across runs, like the image builds' (sync-in before, sync-out after).
-# The root is thrown away: dpkg need not fsync, nor unpack manuals and translations.
+# The root is thrown away: dpkg need not fsync, nor unpack manuals and translations; the
+# package lists stay, so install-deps' apt-get update only revalidates them.
 mmdebstrap --mode=root --variant=minbase --arch=amd64 --skip=essential/unlink \
   --aptopt='Acquire::Retries "3"' --dpkgopt=force-unsafe-io \
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
-  --dpkgopt='path-exclude=/usr/share/locale/*' \
+  --dpkgopt='path-exclude=/usr/share/locale/*' --skip=cleanup/apt/lists \
   --setup-hook='mkdir -p "$1/var/cache/apt/archives"' \
   --setup-hook="sync-in '$debs/base' /var/cache/apt/archives/" \
   --customize-hook="sync-out /var/cache/apt/archives '$debs/base'" \

@@ -15,7 +15,10 @@ pub struct ShowConfig {
     #[serde(default = "default_fps", deserialize_with = "super::yaml::fps")]
     pub fps: u32,
     /// Global brightness, 0.0..=1.0, applied in geometry.
-    #[serde(default = "default_brightness")]
+    #[serde(
+        default = "default_brightness",
+        deserialize_with = "super::yaml::brightness"
+    )]
     pub brightness: f32,
     /// HTTP listen address for /profile, /metrics, /health and the dashboard.
     #[serde(default = "default_http")]

@@ -132,3 +132,46 @@ pub(crate) fn profile_window_s<'de, D: serde::Deserializer<'de>>(d: D) -> Result
         "a whole number of seconds such as 10",
     )
 }
+
+/// `brightness:` of the show config: a number, whole or not (`1` is as good as `1.0`).
+pub(crate) fn brightness<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f32, D::Error> {
+    struct Fraction;
+    impl Fraction {
+        fn wrong<E: serde::de::Error>(found: impl std::fmt::Display) -> E {
+            E::custom(format!(
+                "brightness: expected a number from 0.0 (dark) to 1.0 (full) such as 0.8, found {found}"
+            ))
+        }
+    }
+    impl<'de> serde::de::Visitor<'de> for Fraction {
+        type Value = f32;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a number from 0.0 to 1.0")
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<f32, E> {
+            Ok(v as f32)
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<f32, E> {
+            Ok(v as f32)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<f32, E> {
+            Ok(v as f32)
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<f32, E> {
+            Err(Self::wrong(format_args!("{v:?}")))
+        }
+        fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<f32, E> {
+            Err(Self::wrong(v))
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<f32, E> {
+            Err(Self::wrong("nothing"))
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, _: A) -> Result<f32, A::Error> {
+            Err(Self::wrong("a list"))
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, _: A) -> Result<f32, A::Error> {
+            Err(Self::wrong("a mapping"))
+        }
+    }
+    d.deserialize_any(Fraction)
+}
