@@ -1,7 +1,7 @@
 //! `pfx-fleet`: the operator side. See docs/fleet.md.
 
 use anyhow::{Context, Result, bail};
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use pfx_fleet::agent::now_ms;
 use pfx_fleet::config::FleetConfig;
 use pfx_fleet::gate::{self, human_age};
@@ -15,9 +15,14 @@ use std::time::Duration;
 #[command(
     name = "pfx-fleet",
     version,
-    about = "pfx fleet tool: push PAUSE-off, verify it, gate the poles' fallback"
+    about = "pfx fleet tool: push PAUSE-off, verify it, gate the poles' fallback",
+    after_help = pfx_api::exit::help(
+        "push: a unit is pending or failed; gate: closed; rollout: stopped at a pole",
+        &[("3", "rollout refused: the gate of the site is closed (nothing was changed)")],
+    )
 )]
 struct Cli {
+    /// The fleet config: sites, their units and poles, SSH settings (docs/fleet.md).
     #[arg(long, default_value = "/etc/pfx/fleet/fleet.yaml", global = true)]
     config: PathBuf,
     /// State database (default: the config's state_db, else /var/lib/pfx-fleet/fleet.db).
@@ -27,12 +32,28 @@ struct Cli {
     cmd: Cmd,
 }
 
+/// What `push` sets on the units.
+#[derive(Clone, Copy, ValueEnum)]
+enum PushWhat {
+    /// Ethernet PAUSE off on the unit's interface, now and across reboots.
+    PauseOff,
+}
+
+/// What `gate` and `rollout` act on.
+#[derive(Clone, Copy, ValueEnum)]
+enum PoleWhat {
+    /// The poles' 10BASE-T fallback.
+    Fallback,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Find units over mDNS (_pfx._tcp) and record them with their site.
     Discover {
+        /// Seconds to listen for answers.
         #[arg(long, default_value_t = 3)]
         timeout_s: u64,
+        /// UDP port to browse on (5353 is mDNS; tests use another).
         #[arg(long, default_value_t = 5353)]
         mdns_port: u16,
         /// Browse on loopback only (tests).
@@ -41,26 +62,34 @@ enum Cmd {
         /// SSH port recorded for discovered units.
         #[arg(long)]
         ssh_port: Option<u16>,
+        /// Print the units found as JSON.
         #[arg(long)]
         json: bool,
     },
     /// One row per unit: its latest recorded state.
     Status {
+        /// Only the units of this site.
         #[arg(long)]
         site: Option<String>,
+        /// A readback older than this is not fresh (a number with ms, s, m, h or d).
         #[arg(long, default_value = "24h")]
         max_age: String,
+        /// Print the rows as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Push a setting to units over SSH and record each unit's own readback.
     Push {
-        #[arg(value_parser = ["pause-off"])]
-        what: String,
+        /// The setting to push.
+        #[arg(value_enum)]
+        what: PushWhat,
+        /// Every unit of this site.
         #[arg(long, conflicts_with = "unit")]
         site: Option<String>,
+        /// This unit (repeat for more); default: every known unit.
         #[arg(long)]
         unit: Vec<String>,
+        /// How many units to push to at once.
         #[arg(long, default_value_t = 8)]
         parallel: usize,
         /// Units verified more recently than this are skipped (resume).
@@ -69,37 +98,49 @@ enum Cmd {
         /// Push even to units already verified fresh.
         #[arg(long)]
         force: bool,
+        /// Print the run's summary as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Open only when every unit of the site has a fresh verified PAUSE-off readback.
     Gate {
-        #[arg(value_parser = ["fallback"])]
-        what: String,
+        /// The gate to decide.
+        #[arg(value_enum)]
+        what: PoleWhat,
+        /// The site whose units must all be verified.
         #[arg(long)]
         site: String,
+        /// A readback older than this does not count (a number with ms, s, m, h or d).
         #[arg(long, default_value = "24h")]
         max_age: String,
+        /// Print the decision and its blockers as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Enable the poles' 10BASE-T fallback (gate must be open), canary first.
     Rollout {
-        #[arg(value_parser = ["fallback"])]
-        what: String,
+        /// What to roll out.
+        #[arg(value_enum)]
+        what: PoleWhat,
+        /// The site whose poles to change.
         #[arg(long)]
         site: String,
+        /// The gate's window: a readback older than this does not count.
         #[arg(long, default_value = "24h")]
         max_age: String,
+        /// Seconds to wait for each pole's HTTP answer.
         #[arg(long, default_value_t = 10)]
         timeout_s: u64,
+        /// Print the run's summary as JSON.
         #[arg(long)]
         json: bool,
     },
     /// What was pushed where, when, by whom, and what came back.
     History {
+        /// At most this many records, newest first.
         #[arg(long, default_value_t = 200)]
         limit: usize,
+        /// Print the records as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -452,9 +493,6 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(c) => ExitCode::from(c),
-        Err(e) => {
-            eprintln!("pfx-fleet: {e:#}");
-            ExitCode::from(2)
-        }
+        Err(e) => pfx_api::exit::report("pfx-fleet", e.as_ref()),
     }
 }

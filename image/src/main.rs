@@ -13,13 +13,18 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
     name = "pfx-image",
     version,
-    about = "Build the read-only pfx unit image (Debian + overlayroot + the player)"
+    about = "Build the read-only pfx unit image (Debian + overlayroot + the player)",
+    after_help = pfx_api::exit::help(
+        "the image did not verify (verify)",
+        &[],
+    )
 )]
 struct Cli {
     #[command(subcommand)]
@@ -67,12 +72,32 @@ enum Cmd {
     /// Verify an existing image file and print its manifest.
     Verify {
         image: PathBuf,
+        /// The target the image was built for: rpi4-arm64, vm-arm64 or vm-amd64.
         #[arg(long, value_parser = parse_target)]
         target: config::Target,
         /// The image was built with `overlay: false`.
         #[arg(long)]
         no_overlay: bool,
     },
+    /// List the host tools a build needs, for every target: command and Debian package
+    /// (scripts/tests.d/05-fresh-root.sh checks that scripts/deps installs them).
+    Tools {
+        /// Print [{"target", "command", "package"}] as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Why `run` failed: the command ran and the answer is no, or an error stopped it.
+enum Failure {
+    No(anyhow::Error),
+    Error(anyhow::Error),
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure::Error(e.into())
+    }
 }
 
 fn parse_target(s: &str) -> Result<config::Target, String> {
@@ -94,14 +119,15 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("pfx-image: error: {e}");
-            ExitCode::FAILURE
+        Err(Failure::Error(e)) => pfx_api::exit::report("pfx-image", e.as_ref()),
+        Err(Failure::No(e)) => {
+            eprintln!("{}", pfx_api::exit::message("pfx-image", e.as_ref()));
+            ExitCode::from(pfx_api::exit::NO)
         }
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(cli: Cli) -> Result<(), Failure> {
     match cli.cmd {
         Cmd::Build {
             config,
@@ -117,9 +143,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             keep_staging,
         } => {
             if unsafe_geteuid() != 0 {
-                anyhow::bail!(
+                return Err(anyhow::anyhow!(
                     "building an image needs root (mmdebstrap --mode=root, chroot, binfmt)"
-                );
+                )
+                .into());
             }
             let resolved = config::load(&config)?;
             let opts = build::Options {
@@ -166,6 +193,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             target,
             no_overlay,
         } => {
+            // An image that cannot be opened is an error (2); one that opens and does
+            // not verify is a clean no (1).
+            std::fs::File::open(&image)
+                .with_context(|| format!("opening the image {}", image.display()))?;
             let scratch = tempdir()?;
             let expect = manifest::Expect {
                 target,
@@ -174,8 +205,35 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let m = manifest::verify_image(&image, &expect, &scratch);
             let _ = std::fs::remove_dir_all(&scratch);
-            let m = m.map_err(anyhow::Error::msg)?;
+            let m = m.map_err(|e| Failure::No(anyhow::Error::msg(e)))?;
             println!("{}", serde_json::to_string_pretty(&m)?);
+            Ok(())
+        }
+        Cmd::Tools { json } => {
+            let all = [
+                config::Target::Rpi4Arm64,
+                config::Target::VmArm64,
+                config::Target::VmAmd64,
+            ];
+            let rows: Vec<_> = all
+                .iter()
+                .flat_map(|&t| {
+                    tools::required(t, true)
+                        .into_iter()
+                        .map(move |(c, p)| (t.name(), c, p))
+                })
+                .collect();
+            if json {
+                let v: Vec<_> = rows
+                    .iter()
+                    .map(|(t, c, p)| serde_json::json!({"target": t, "command": c, "package": p}))
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                for (t, c, p) in rows {
+                    println!("{t:<12} {c:<34} {p}");
+                }
+            }
             Ok(())
         }
     }

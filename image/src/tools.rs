@@ -4,7 +4,17 @@ use std::path::Path;
 
 use crate::config::Target;
 
-/// (command, Debian package).
+/// The Debian architecture of the machine this runs on.
+pub fn host_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "aarch64" => "arm64",
+        "x86_64" => "amd64",
+        other => other,
+    }
+}
+
+/// (command, Debian package). `a|b` means either command will do. The tools' own needs
+/// count: mmdebstrap refuses a root of a foreign architecture without arch-test.
 pub fn required(target: Target, building_player: bool) -> Vec<(&'static str, &'static str)> {
     let mut t = vec![
         ("mmdebstrap", "mmdebstrap"),
@@ -32,6 +42,9 @@ pub fn required(target: Target, building_player: bool) -> Vec<(&'static str, &'s
             "binutils"
         },
     ));
+    if target.arch() != host_arch() {
+        t.push(("arch-test", "arch-test"));
+    }
     if target.arch() == "arm64" {
         t.push(("qemu-aarch64-static|qemu-aarch64", "qemu-user-static"));
         if building_player {
@@ -106,6 +119,14 @@ pub fn check(target: Target, building_player: bool) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_foreign_root_needs_arch_test() {
+        let has = |t: Target| required(t, false).iter().any(|(c, _)| *c == "arch-test");
+        // The build machines are amd64: an arm64 root is foreign there.
+        assert_eq!(has(Target::Rpi4Arm64), host_arch() != "arm64");
+        assert_eq!(has(Target::VmAmd64), host_arch() != "amd64");
+    }
 
     #[test]
     fn one_message_lists_packages_once() {

@@ -14,15 +14,7 @@ use pfx_player::cli;
     about,
     long_about = None,
     max_term_width = 100,
-    after_help = "\
-Signals (run, demo): SIGTERM/SIGINT stop within a second, after sACN stream-terminated packets;
-SIGHUP reloads the config (a bad one is refused, the current show keeps playing).
-
-Files: /etc/pfx/show.yaml (docs/show-config.md), /usr/share/pfx/profiles/*.yaml (docs/profiles.md).
-Logs go to stderr (the journal under systemd); PFX_LOG=debug for more.
-
-Exit status: 0 ok; 1 findings (doctor) or the driver refused (nic); 2 bad input, unreachable
-unit, or could not measure. HTTP (read-only): /, /profile, /metrics, /health, /history."
+    after_help = after_help()
 )]
 struct Cli {
     #[command(subcommand)]
@@ -46,6 +38,21 @@ enum Cmd {
     Profile(cli::profile::ProfileArgs),
 }
 
+fn after_help() -> String {
+    format!(
+        "\
+Signals (run, demo): SIGTERM/SIGINT stop within a second, after sACN stream-terminated packets;
+SIGHUP reloads the config (a bad one is refused, the current show keeps playing).
+
+Files: /etc/pfx/show.yaml (docs/show-config.md), /usr/share/pfx/profiles/*.yaml (docs/profiles.md).
+Logs go to stderr (the journal under systemd); PFX_LOG=debug for more.
+HTTP (read-only): /, /profile, /metrics, /health, /history.
+
+{}",
+        pfx_api::exit::help("findings (doctor), or the driver refused (nic)", &[])
+    )
+}
+
 fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();
@@ -59,10 +66,7 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("pfx-player: error: {e:#}");
-            ExitCode::from(2)
-        }
+        Err(e) => pfx_api::exit::report("pfx-player", e.as_ref()),
     }
 }
 

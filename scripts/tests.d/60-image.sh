@@ -272,7 +272,7 @@ fleet gate fallback --site vm > "$work/gate1.txt" 2>&1 || { cat "$work/gate1.txt
 vm cat /media/root-ro/etc/pfx/nic.d/eth0.yaml > "$work/persisted.yaml" || fail "the agent persisted nothing to the lower root"
 case ",$(vm findmnt -no OPTIONS /media/root-ro)," in *,ro,*) ;; *) fail "lower root left writable after the push" ;; esac
 ok "pfx-fleet push pause-off to the booted unit: verified readback, persisted on the lower root, lower read-only again, gate open"
-# The fleet key opens the agent and nothing else (issue 12): each attempt fails, is logged,
+# The fleet key opens the agent and nothing else: each attempt fails, is logged,
 # and leaves the unit as it was.
 unit_state() { vm 'find /media/root-ro/etc /etc/pfx /var/lib/pfx /root -xdev -printf "%p %s %T@\n" 2>/dev/null | sort | md5sum; findmnt -no OPTIONS /media/root-ro; ls -A /tmp; ethtool -a eth0'; }
 state0=$(unit_state)

@@ -1,6 +1,7 @@
 //! `pfx-agent`: run on a unit over SSH by `pfx-fleet`. See docs/fleet.md.
 
 use clap::{Parser, Subcommand, ValueEnum};
+use pfx_api::exit;
 use pfx_fleet::agent::{self, AgentOpts};
 use pfx_fleet::nic::{MockBackend, NicBackend, PlayerBackend};
 use std::path::PathBuf;
@@ -22,25 +23,35 @@ enum NicBackendKind {
 #[command(
     name = "pfx-agent",
     version,
-    about = "pfx unit-side agent: apply and verify PAUSE-off"
+    about = "pfx unit-side agent: apply and verify PAUSE-off",
+    after_help = pfx_api::exit::help(
+        "apply: not verified; status: the report has errors",
+        &[("128+N", "interrupted by signal N (the rw window is closed first)")],
+    )
 )]
 struct Cli {
+    /// The unit's Ethernet interface.
     #[arg(long, default_value = "eth0", global = true)]
     iface: String,
     /// The read-only lower root (overlayroot's).
     #[arg(long, default_value = "/media/root-ro", global = true)]
     lower: PathBuf,
+    /// How to read and set the NIC.
     #[arg(long, value_enum, default_value = "player", global = true)]
     nic_backend: NicBackendKind,
+    /// The player binary the `player` backend runs.
     #[arg(long, default_value = "/usr/bin/pfx-player", global = true)]
     player: PathBuf,
+    /// Where the `mock` backend keeps its NIC state (tests).
     #[arg(long, default_value = "/run/pfx-agent/mock-nic", global = true)]
     mock_nic_dir: PathBuf,
     /// Unit id; default: /etc/pfx/unit-id, else the host name.
     #[arg(long, global = true)]
     unit_id: Option<String>,
+    /// The file holding the image version reported in `status`.
     #[arg(long, default_value = "/etc/pfx/image-version", global = true)]
     image_version_file: PathBuf,
+    /// The player's /profile, read for its fps in `status`.
     #[arg(long, default_value = "http://127.0.0.1:8080/profile", global = true)]
     profile_url: String,
     /// Do not ask systemd over D-Bus (the oneshot is then reported unknown).
@@ -59,15 +70,24 @@ struct Cli {
     cmd: Cmd,
 }
 
+/// What `apply` sets.
+#[derive(Clone, Copy, ValueEnum)]
+enum ApplyWhat {
+    /// Ethernet PAUSE off on --iface, now and in the lower root's nic.d.
+    PauseOff,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Apply a setting now and persist it through the read-only root.
     Apply {
-        #[arg(value_parser = ["pause-off"])]
-        what: String,
+        /// The setting to apply.
+        #[arg(value_enum)]
+        what: ApplyWhat,
     },
     /// PAUSE state and frames/s, the oneshot, player fps, image version, unit id.
     Status {
+        /// Milliseconds between the two counter reads the PAUSE frames/s come from.
         #[arg(long, default_value_t = 1000)]
         rate_interval_ms: u64,
     },
@@ -110,8 +130,9 @@ fn main() -> ExitCode {
         signal_hook::consts::SIGHUP,
     ] {
         if let Err(e) = signal_hook::flag::register_usize(sig, Arc::clone(&stop), sig as usize) {
-            eprintln!("pfx-agent: installing the handler for signal {sig}: {e}");
-            return ExitCode::from(2);
+            return fail(
+                anyhow::Error::new(e).context(format!("installing the handler for signal {sig}")),
+            );
         }
     }
     if let Cmd::Dispatch { config } = &cli.cmd {
@@ -138,8 +159,9 @@ fn main() -> ExitCode {
     let guardian_exe = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("pfx-agent: cannot find own executable for the guardian: {e}");
-            return ExitCode::from(2);
+            return fail(
+                anyhow::Error::new(e).context("finding our own executable for the guardian"),
+            );
         }
     };
     let (hold, pidfile) = (
@@ -179,18 +201,15 @@ fn main() -> ExitCode {
     };
     match text {
         Ok(t) => println!("{t}"),
-        Err(e) => {
-            eprintln!("pfx-agent: encoding the answer: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return fail(anyhow::Error::new(e).context("encoding the answer")),
     }
     let sig = stop.load(std::sync::atomic::Ordering::SeqCst);
     if sig != 0 {
-        return ExitCode::from((128 + sig) as u8);
+        return ExitCode::from(exit::signal(sig));
     }
-    if good {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    ExitCode::from(if good { exit::SUCCESS } else { exit::NO })
+}
+
+fn fail(e: anyhow::Error) -> ExitCode {
+    exit::report("pfx-agent", e.as_ref())
 }

@@ -13,15 +13,21 @@ use crate::nic::txqueue::Parent;
 pub struct ShowConfig {
     /// Network interface the show goes out of, by name (e.g. `eth0`).
     pub interface: String,
-    #[serde(default = "default_fps")]
+    #[serde(default = "default_fps", deserialize_with = "super::yaml::fps")]
     pub fps: u32,
     /// Global brightness, 0.0..=1.0, applied in geometry.
-    #[serde(default = "default_brightness")]
+    #[serde(
+        default = "default_brightness",
+        deserialize_with = "super::yaml::brightness"
+    )]
     pub brightness: f32,
     /// HTTP listen address for /profile, /metrics, /health and the dashboard.
     #[serde(default = "default_http")]
     pub http: SocketAddr,
-    #[serde(default = "default_ttl")]
+    #[serde(
+        default = "default_ttl",
+        deserialize_with = "super::yaml::multicast_ttl"
+    )]
     pub multicast_ttl: u32,
     /// Loop our own multicast back to this host (needed when poles run on the same host).
     #[serde(default)]
@@ -31,7 +37,10 @@ pub struct ShowConfig {
     #[serde(default)]
     pub profiles_dir: Option<PathBuf>,
     /// Profiler window in seconds.
-    #[serde(default = "default_window")]
+    #[serde(
+        default = "default_window",
+        deserialize_with = "super::yaml::profile_window_s"
+    )]
     pub profile_window_s: u32,
     /// Name of this unit as it appears in mDNS, sACN source names and the fleet tool.
     /// Default: the host name.
