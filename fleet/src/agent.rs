@@ -389,3 +389,98 @@ mod tests {
         );
     }
 }
+
+/// The agent's answers as `pfx-agent ... --json` prints them, byte for byte against
+/// `api/tests/golden/agent-*.json`, and read back the way `pfx-fleet push` reads them.
+#[cfg(test)]
+mod golden_tests {
+    use super::*;
+
+    fn readback() -> NicReading {
+        NicReading {
+            interface: "eth0".into(),
+            pause: Some(nic::Pause::OFF),
+            pause_error: None,
+            pause_rx_frames: Some(2_400_000),
+            backend: "pfx-player".into(),
+        }
+    }
+
+    fn persisted() -> Persisted {
+        Persisted {
+            path: "/media/root-ro/etc/pfx/nic.d/eth0.yaml".into(),
+            matches: true,
+            lower_readonly: true,
+        }
+    }
+
+    pub(crate) fn golden_apply() -> ApplyReport {
+        ApplyReport {
+            unit: "gen3-7".into(),
+            interface: "eth0".into(),
+            action: "apply pause-off",
+            ok: true,
+            verified: true,
+            changed: true,
+            changed_nic: true,
+            changed_persisted: true,
+            removed_stale_temps: 1,
+            lower_found_rw: false,
+            message: "applied and verified".into(),
+            readback: Some(readback()),
+            persisted: Some(persisted()),
+            oneshot: Oneshot::Known {
+                unit: "pfx-eth-no-pause@eth0.service".into(),
+                active_state: "active".into(),
+                result: "success".into(),
+                exec_main_status: 0,
+            },
+            image_version: Some("2026.12.1".into()),
+            agent_version: "0.1.0",
+            read_at_unix_ms: 1_764_547_200_000,
+            errors: vec![],
+        }
+    }
+
+    pub(crate) fn golden_status() -> StatusReport {
+        StatusReport {
+            unit: "gen3-7".into(),
+            interface: "eth0".into(),
+            pause: Some(nic::Pause::OFF),
+            pause_off: true,
+            pause_error: None,
+            pause_rx_frames_total: Some(2_400_000),
+            pause_rx_frames_per_s: Some(0.0),
+            rate_interval_s: 1.0,
+            persisted: Some(persisted()),
+            oneshot: Oneshot::Unknown {
+                unit: "pfx-eth-no-pause@eth0.service".into(),
+                reason: "no systemd bus".into(),
+            },
+            player: PlayerInfo {
+                reachable: true,
+                fps: Some(60.0),
+                deadline_misses: Some(0),
+                reason: None,
+            },
+            image_version: None,
+            agent_version: "0.1.0",
+            read_at_unix_ms: 1_764_547_200_000,
+            errors: vec!["example error".into()],
+        }
+    }
+
+    #[test]
+    fn apply_report_matches_the_golden_file() {
+        let text = serde_json::to_string_pretty(&golden_apply()).unwrap() + "\n";
+        pfx_api::golden::check("agent-apply.json", &text);
+        // What `push` keeps of it and what the gate trusts.
+        assert!(crate::gate::readback_verified(&text));
+    }
+
+    #[test]
+    fn status_report_matches_the_golden_file() {
+        let text = serde_json::to_string_pretty(&golden_status()).unwrap() + "\n";
+        pfx_api::golden::check("agent-status.json", &text);
+    }
+}

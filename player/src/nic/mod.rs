@@ -110,3 +110,59 @@ pub struct NicStatus {
     /// Set when this reading failed as a whole (the monitor keeps going).
     pub error: Option<String>,
 }
+
+/// A reading with every field set, for the golden-JSON tests (`api/tests/golden/nic.json`
+/// and the `nic` object of `profile.json`).
+#[cfg(test)]
+pub(crate) fn golden_status() -> NicStatus {
+    NicStatus {
+        interface: "eth0".into(),
+        host: "gen3-7".into(),
+        read_at_unix_ms: 1_764_547_200_000,
+        pause: Some(PauseSettings {
+            autoneg: false,
+            rx: false,
+            tx: true,
+        }),
+        pause_error: None,
+        pause_rx_frames: CounterReading {
+            source: "standard".into(),
+            total: Some(2_400_000),
+            per_s: Some(130.0),
+        },
+        pause_tx_frames: CounterReading::unsupported(),
+        tx_timeouts: CounterReading {
+            source: "sysfs".into(),
+            total: Some(0),
+            per_s: Some(0.0),
+        },
+        speed_mbps: Some(1000),
+        duplex: Some("full".into()),
+        link: link::LinkStats {
+            carrier: Some(true),
+            carrier_changes: Some(1),
+            rx_packets: Some(10),
+            tx_packets: Some(216_000),
+            rx_bytes: Some(640),
+            tx_bytes: Some(165_369_600),
+            tx_dropped: Some(0),
+            tx_errors: Some(2),
+        },
+        qdisc: Some("pfifo_head_drop".into()),
+        qdisc_drops: Some(7),
+        qdisc_backlog_bytes: Some(0),
+        driver: Some("bcmgenet".into()),
+        error: None,
+    }
+}
+
+#[cfg(test)]
+mod golden_tests {
+    /// `pfx-player nic status --json` prints `to_string_pretty` and a newline: the golden
+    /// file is those bytes, and the fleet reads the same file back (fleet/src/nic.rs).
+    #[test]
+    fn nic_status_json_matches_the_golden_file() {
+        let text = serde_json::to_string_pretty(&super::golden_status()).unwrap() + "\n";
+        pfx_api::golden::check("nic.json", &text);
+    }
+}
