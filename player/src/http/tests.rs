@@ -212,8 +212,8 @@ async fn serves_over_a_real_loopback_socket() {
         .await
         .unwrap()
         .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
-    let table = crate::cli::profile::render(&v);
+    let doc: ProfileDoc = serde_json::from_slice(&body).unwrap();
+    let table = crate::cli::profile::render(&doc);
     assert!(
         table.contains("wire_send         150.0    80000.0    80000.0    80000.0       60"),
         "{table}"
