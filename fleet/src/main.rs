@@ -152,6 +152,24 @@ fn sync_config_units(store: &Store, cfg: &FleetConfig) -> Result<()> {
     Ok(())
 }
 
+/// One row of `pfx-fleet status --json`. The fields are in alphabetical order because that
+/// is the order the JSON has always had (it was a sorted `serde_json` map); `readback` is
+/// the agent's answer as recorded, possibly from an older agent, so it stays untyped.
+#[derive(serde::Serialize)]
+struct StatusRow {
+    host: String,
+    port: u16,
+    reason: Option<String>,
+    readback: Option<serde_json::Value>,
+    recorded_ms: Option<u64>,
+    site: Option<String>,
+    source: String,
+    state: String,
+    unit: String,
+    verified_fresh: bool,
+    version: Option<String>,
+}
+
 fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
@@ -262,15 +280,26 @@ fn run(cli: Cli) -> Result<u8> {
             for u in store.units(site.as_deref())? {
                 let l = store.latest_unit(&u.unit_id)?;
                 let verified = l.as_ref().map(|l| gate::fresh_verified(l, now, ma));
-                out.push(serde_json::json!({
-                    "unit": u.unit_id, "site": u.site, "host": u.host, "port": u.port,
-                    "source": u.source, "version": u.version,
-                    "state": l.as_ref().map(|l| l.state.as_str()).unwrap_or("never"),
-                    "recorded_ms": l.as_ref().map(|l| l.recorded_ms),
-                    "reason": l.as_ref().and_then(|l| l.reason.clone()),
-                    "verified_fresh": matches!(verified, Some(Ok(()))),
-                    "readback": l.as_ref().and_then(|l| l.readback.as_deref()).and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok()),
-                }));
+                out.push(StatusRow {
+                    host: u.host,
+                    port: u.port,
+                    reason: l.as_ref().and_then(|l| l.reason.clone()),
+                    readback: l
+                        .as_ref()
+                        .and_then(|l| l.readback.as_deref())
+                        .and_then(|r| serde_json::from_str(r).ok()),
+                    recorded_ms: l.as_ref().map(|l| l.recorded_ms),
+                    site: u.site,
+                    source: u.source,
+                    state: l
+                        .as_ref()
+                        .map(|l| l.state.as_str())
+                        .unwrap_or("never")
+                        .into(),
+                    unit: u.unit_id,
+                    verified_fresh: matches!(verified, Some(Ok(()))),
+                    version: u.version,
+                });
             }
             if json {
                 print_json(&out)?;
@@ -280,23 +309,19 @@ fn run(cli: Cli) -> Result<u8> {
                     "unit", "site", "host", "state", "fresh", "age"
                 );
                 for r in &out {
-                    let age = r["recorded_ms"]
-                        .as_u64()
+                    let age = r
+                        .recorded_ms
                         .map(|t| human_age(now.saturating_sub(t)))
                         .unwrap_or_else(|| "-".into());
                     println!(
                         "{:<16} {:<10} {:<21} {:<8} {:<6} {:<8} {}",
-                        r["unit"].as_str().unwrap_or(""),
-                        r["site"].as_str().unwrap_or("-"),
-                        format!("{}:{}", r["host"].as_str().unwrap_or(""), r["port"]),
-                        r["state"].as_str().unwrap_or(""),
-                        if r["verified_fresh"].as_bool() == Some(true) {
-                            "yes"
-                        } else {
-                            "no"
-                        },
+                        r.unit,
+                        r.site.as_deref().unwrap_or("-"),
+                        format!("{}:{}", r.host, r.port),
+                        r.state,
+                        if r.verified_fresh { "yes" } else { "no" },
                         age,
-                        r["reason"].as_str().unwrap_or("")
+                        r.reason.as_deref().unwrap_or("")
                     );
                 }
             }
