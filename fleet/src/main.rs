@@ -159,8 +159,8 @@ fn sync_config_units(store: &Store, cfg: &FleetConfig) -> Result<()> {
 struct StatusRow {
     host: String,
     port: u16,
-    reason: Option<String>,
     readback: Option<serde_json::Value>,
+    reason: Option<String>,
     recorded_ms: Option<u64>,
     site: Option<String>,
     source: String,
@@ -283,11 +283,11 @@ fn run(cli: Cli) -> Result<u8> {
                 out.push(StatusRow {
                     host: u.host,
                     port: u.port,
-                    reason: l.as_ref().and_then(|l| l.reason.clone()),
                     readback: l
                         .as_ref()
                         .and_then(|l| l.readback.as_deref())
                         .and_then(|r| serde_json::from_str(r).ok()),
+                    reason: l.as_ref().and_then(|l| l.reason.clone()),
                     recorded_ms: l.as_ref().map(|l| l.recorded_ms),
                     site: u.site,
                     source: u.source,
@@ -481,5 +481,31 @@ fn main() -> ExitCode {
             eprintln!("pfx-fleet: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `status --json` keeps the key order it had as a sorted map.
+    #[test]
+    fn status_row_keys_are_in_the_old_sorted_order() {
+        let row = StatusRow {
+            host: "10.0.0.1".into(),
+            port: 22,
+            readback: Some(serde_json::json!({"verified": true})),
+            reason: Some("applied and verified".into()),
+            recorded_ms: Some(1),
+            site: Some("hall-a".into()),
+            source: "config".into(),
+            state: "done".into(),
+            unit: "u1".into(),
+            verified_fresh: true,
+            version: None,
+        };
+        let typed = serde_json::to_string(&row).unwrap();
+        let sorted = serde_json::to_value(&row).unwrap().to_string();
+        assert_eq!(typed, sorted);
     }
 }
