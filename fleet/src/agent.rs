@@ -3,13 +3,16 @@
 
 use crate::atomic;
 use crate::mountguard::{self, RwWindow};
-use crate::nic::{self, NicBackend, NicReading};
+use crate::nic::{self, NicBackend};
 use crate::oneshot::{self, Oneshot};
-use serde::Serialize;
+use pfx_api::profile::ProfileDoc;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+/// The reports are the contract with `pfx-fleet`, defined once in pfx-api.
+pub use pfx_api::agent::{ApplyReport, Persisted, PlayerInfo, StatusReport};
 
 pub struct AgentOpts {
     pub iface: String,
@@ -42,38 +45,6 @@ pub fn persisted_contents(iface: &str) -> String {
          interface: {iface}\n\
          pause:\n  autoneg: false\n  rx: false\n  tx: false\n"
     )
-}
-
-#[derive(Debug, Serialize)]
-pub struct Persisted {
-    pub path: PathBuf,
-    /// The file on the lower root holds exactly the expected bytes (read back after the write).
-    pub matches: bool,
-    pub lower_readonly: bool,
-}
-
-#[derive(Debug, Serialize)]
-pub struct ApplyReport {
-    pub unit: String,
-    pub interface: String,
-    pub action: &'static str,
-    pub ok: bool,
-    /// PAUSE off in the NIC readback, the lower file exact, the lower read-only, and the
-    /// oneshot not known to have failed.
-    pub verified: bool,
-    pub changed: bool,
-    pub changed_nic: bool,
-    pub changed_persisted: bool,
-    pub removed_stale_temps: usize,
-    pub lower_found_rw: bool,
-    pub message: String,
-    pub readback: Option<NicReading>,
-    pub persisted: Option<Persisted>,
-    pub oneshot: Oneshot,
-    pub image_version: Option<String>,
-    pub agent_version: &'static str,
-    pub read_at_unix_ms: u64,
-    pub errors: Vec<String>,
 }
 
 pub fn now_ms() -> u64 {
@@ -254,7 +225,7 @@ pub fn apply_pause_off(o: &AgentOpts) -> ApplyReport {
     ApplyReport {
         unit: o.unit_id.clone(),
         interface: o.iface.clone(),
-        action: "apply pause-off",
+        action: "apply pause-off".into(),
         ok: errors.is_empty(),
         verified,
         changed,
@@ -267,38 +238,10 @@ pub fn apply_pause_off(o: &AgentOpts) -> ApplyReport {
         persisted,
         oneshot,
         image_version: read_trimmed(&o.image_version_file),
-        agent_version: env!("CARGO_PKG_VERSION"),
+        agent_version: env!("CARGO_PKG_VERSION").into(),
         read_at_unix_ms: now_ms(),
         errors,
     }
-}
-
-#[derive(Debug, Serialize)]
-pub struct PlayerInfo {
-    pub reachable: bool,
-    pub fps: Option<f64>,
-    pub deadline_misses: Option<u64>,
-    pub reason: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct StatusReport {
-    pub unit: String,
-    pub interface: String,
-    pub pause: Option<nic::Pause>,
-    pub pause_off: bool,
-    pub pause_error: Option<String>,
-    pub pause_rx_frames_total: Option<u64>,
-    /// Over `rate_interval_s`; None when the driver has no PAUSE counter.
-    pub pause_rx_frames_per_s: Option<f64>,
-    pub rate_interval_s: f64,
-    pub persisted: Option<Persisted>,
-    pub oneshot: Oneshot,
-    pub player: PlayerInfo,
-    pub image_version: Option<String>,
-    pub agent_version: &'static str,
-    pub read_at_unix_ms: u64,
-    pub errors: Vec<String>,
 }
 
 pub fn player_info(url: &str) -> PlayerInfo {
@@ -309,17 +252,28 @@ pub fn player_info(url: &str) -> PlayerInfo {
         reason: Some(reason),
     };
     match crate::http::request("GET", url, &[], None, Duration::from_secs(2)) {
-        Ok(r) if r.status == 200 => match serde_json::from_slice::<serde_json::Value>(&r.body) {
-            Ok(v) => PlayerInfo {
-                reachable: true,
-                fps: v.get("fps").and_then(|x| x.as_f64()),
-                deadline_misses: v.get("deadline_misses").and_then(|x| x.as_u64()),
-                reason: None,
-            },
-            Err(e) => fail(format!("{url}: not JSON: {e}")),
-        },
+        Ok(r) if r.status == 200 => player_info_from(url, &r.body),
         Ok(r) => fail(format!("{url}: HTTP {}", r.status)),
         Err(e) => fail(e.to_string()),
+    }
+}
+
+/// What the agent reports from a `/profile` body: read as the typed document the player
+/// serves, so a renamed field is an error here, not a silent `null`.
+pub fn player_info_from(url: &str, body: &[u8]) -> PlayerInfo {
+    match serde_json::from_slice::<ProfileDoc>(body) {
+        Ok(d) => PlayerInfo {
+            reachable: true,
+            fps: Some(d.snapshot.fps),
+            deadline_misses: Some(d.snapshot.deadline_misses),
+            reason: None,
+        },
+        Err(e) => PlayerInfo {
+            reachable: false,
+            fps: None,
+            deadline_misses: None,
+            reason: Some(format!("{url}: not a pfx-player /profile document: {e}")),
+        },
     }
 }
 
@@ -367,7 +321,7 @@ pub fn status(o: &AgentOpts, rate_interval: Duration) -> StatusReport {
         oneshot: read_oneshot(o),
         player: player_info(&o.profile_url),
         image_version: read_trimmed(&o.image_version_file),
-        agent_version: env!("CARGO_PKG_VERSION"),
+        agent_version: env!("CARGO_PKG_VERSION").into(),
         read_at_unix_ms: now_ms(),
         errors,
     }
@@ -386,6 +340,137 @@ mod tests {
         assert_eq!(
             persisted_path(Path::new("/media/root-ro"), "eth0"),
             Path::new("/media/root-ro/etc/pfx/nic.d/eth0.yaml")
+        );
+    }
+}
+
+/// The agent's answers as `pfx-agent ... --json` prints them, byte for byte against
+/// `api/tests/golden/agent-*.json`, and read back the way `pfx-fleet push` reads them.
+#[cfg(test)]
+mod golden_tests {
+    use super::*;
+    use pfx_api::agent::NicReading;
+    use pfx_api::nic::PauseSettings;
+
+    fn readback() -> NicReading {
+        NicReading {
+            interface: "eth0".into(),
+            pause: Some(PauseSettings::OFF),
+            pause_error: None,
+            pause_rx_frames: Some(2_400_000),
+            backend: "pfx-player".into(),
+        }
+    }
+
+    fn persisted() -> Persisted {
+        Persisted {
+            path: "/media/root-ro/etc/pfx/nic.d/eth0.yaml".into(),
+            matches: true,
+            lower_readonly: true,
+        }
+    }
+
+    pub(crate) fn golden_apply() -> ApplyReport {
+        ApplyReport {
+            unit: "gen3-7".into(),
+            interface: "eth0".into(),
+            action: "apply pause-off".into(),
+            ok: true,
+            verified: true,
+            changed: true,
+            changed_nic: true,
+            changed_persisted: true,
+            removed_stale_temps: 1,
+            lower_found_rw: false,
+            message: "applied and verified".into(),
+            readback: Some(readback()),
+            persisted: Some(persisted()),
+            oneshot: Oneshot::Known {
+                unit: "pfx-eth-no-pause@eth0.service".into(),
+                active_state: "active".into(),
+                result: "success".into(),
+                exec_main_status: 0,
+            },
+            image_version: Some("2026.12.1".into()),
+            agent_version: "0.1.0".into(),
+            read_at_unix_ms: 1_764_547_200_000,
+            errors: vec![],
+        }
+    }
+
+    pub(crate) fn golden_status() -> StatusReport {
+        StatusReport {
+            unit: "gen3-7".into(),
+            interface: "eth0".into(),
+            pause: Some(PauseSettings::OFF),
+            pause_off: true,
+            pause_error: None,
+            pause_rx_frames_total: Some(2_400_000),
+            pause_rx_frames_per_s: Some(0.0),
+            rate_interval_s: 1.0,
+            persisted: Some(persisted()),
+            oneshot: Oneshot::Unknown {
+                unit: "pfx-eth-no-pause@eth0.service".into(),
+                reason: "no systemd bus".into(),
+            },
+            player: PlayerInfo {
+                reachable: true,
+                fps: Some(60.0),
+                deadline_misses: Some(0),
+                reason: None,
+            },
+            image_version: None,
+            agent_version: "0.1.0".into(),
+            read_at_unix_ms: 1_764_547_200_000,
+            errors: vec!["example error".into()],
+        }
+    }
+
+    #[test]
+    fn apply_report_matches_the_golden_file() {
+        let text = serde_json::to_string_pretty(&golden_apply()).unwrap() + "\n";
+        pfx_api::golden::check("agent-apply.json", &text);
+        // What `push` keeps of it and what the gate trusts.
+        assert!(crate::gate::readback_verified(&text));
+    }
+
+    #[test]
+    fn status_report_matches_the_golden_file() {
+        let text = serde_json::to_string_pretty(&golden_status()).unwrap() + "\n";
+        pfx_api::golden::check("agent-status.json", &text);
+    }
+
+    /// What `pfx-fleet push` gets back over SSH reads as the typed report.
+    #[test]
+    fn the_golden_apply_report_reads_back() {
+        let a: ApplyReport =
+            serde_json::from_str(&pfx_api::golden::read("agent-apply.json")).unwrap();
+        assert_eq!(a, golden_apply());
+    }
+
+    /// The player's golden `/profile` (written by the player's server test) gives the
+    /// agent its fps and deadline misses.
+    #[test]
+    fn reads_fps_from_the_players_golden_profile() {
+        let body = pfx_api::golden::read("profile.json");
+        let p = player_info_from("http://127.0.0.1:8080/profile", body.as_bytes());
+        assert_eq!(
+            p,
+            PlayerInfo {
+                reachable: true,
+                fps: Some(60.00000002033898),
+                deadline_misses: Some(0),
+                reason: None,
+            }
+        );
+        let renamed = body.replacen("\"deadline_misses\"", "\"misses\"", 1);
+        let p = player_info_from("http://u/profile", renamed.as_bytes());
+        assert!(!p.reachable, "{p:?}");
+        assert!(
+            p.reason
+                .as_deref()
+                .is_some_and(|r| r.contains("missing field `deadline_misses`")),
+            "{p:?}"
         );
     }
 }

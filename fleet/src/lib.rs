@@ -7,7 +7,8 @@ pub mod config;
 pub mod discover;
 pub mod dispatch;
 pub mod gate;
-pub mod http;
+/// The one HTTP/1.1 client, shared with the player.
+pub use pfx_api::http;
 pub mod mountguard;
 pub mod nic;
 pub mod oneshot;

@@ -193,6 +193,24 @@ fn sync_config_units(store: &Store, cfg: &FleetConfig) -> Result<()> {
     Ok(())
 }
 
+/// One row of `pfx-fleet status --json`. The fields are in alphabetical order because that
+/// is the order the JSON has always had (it was a sorted `serde_json` map); `readback` is
+/// the agent's answer as recorded, possibly from an older agent, so it stays untyped.
+#[derive(serde::Serialize)]
+struct StatusRow {
+    host: String,
+    port: u16,
+    readback: Option<serde_json::Value>,
+    reason: Option<String>,
+    recorded_ms: Option<u64>,
+    site: Option<String>,
+    source: String,
+    state: String,
+    unit: String,
+    verified_fresh: bool,
+    version: Option<String>,
+}
+
 fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
@@ -303,15 +321,26 @@ fn run(cli: Cli) -> Result<u8> {
             for u in store.units(site.as_deref())? {
                 let l = store.latest_unit(&u.unit_id)?;
                 let verified = l.as_ref().map(|l| gate::fresh_verified(l, now, ma));
-                out.push(serde_json::json!({
-                    "unit": u.unit_id, "site": u.site, "host": u.host, "port": u.port,
-                    "source": u.source, "version": u.version,
-                    "state": l.as_ref().map(|l| l.state.as_str()).unwrap_or("never"),
-                    "recorded_ms": l.as_ref().map(|l| l.recorded_ms),
-                    "reason": l.as_ref().and_then(|l| l.reason.clone()),
-                    "verified_fresh": matches!(verified, Some(Ok(()))),
-                    "readback": l.as_ref().and_then(|l| l.readback.as_deref()).and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok()),
-                }));
+                out.push(StatusRow {
+                    host: u.host,
+                    port: u.port,
+                    readback: l
+                        .as_ref()
+                        .and_then(|l| l.readback.as_deref())
+                        .and_then(|r| serde_json::from_str(r).ok()),
+                    reason: l.as_ref().and_then(|l| l.reason.clone()),
+                    recorded_ms: l.as_ref().map(|l| l.recorded_ms),
+                    site: u.site,
+                    source: u.source,
+                    state: l
+                        .as_ref()
+                        .map(|l| l.state.as_str())
+                        .unwrap_or("never")
+                        .into(),
+                    unit: u.unit_id,
+                    verified_fresh: matches!(verified, Some(Ok(()))),
+                    version: u.version,
+                });
             }
             if json {
                 print_json(&out)?;
@@ -321,23 +350,19 @@ fn run(cli: Cli) -> Result<u8> {
                     "unit", "site", "host", "state", "fresh", "age"
                 );
                 for r in &out {
-                    let age = r["recorded_ms"]
-                        .as_u64()
+                    let age = r
+                        .recorded_ms
                         .map(|t| human_age(now.saturating_sub(t)))
                         .unwrap_or_else(|| "-".into());
                     println!(
                         "{:<16} {:<10} {:<21} {:<8} {:<6} {:<8} {}",
-                        r["unit"].as_str().unwrap_or(""),
-                        r["site"].as_str().unwrap_or("-"),
-                        format!("{}:{}", r["host"].as_str().unwrap_or(""), r["port"]),
-                        r["state"].as_str().unwrap_or(""),
-                        if r["verified_fresh"].as_bool() == Some(true) {
-                            "yes"
-                        } else {
-                            "no"
-                        },
+                        r.unit,
+                        r.site.as_deref().unwrap_or("-"),
+                        format!("{}:{}", r.host, r.port),
+                        r.state,
+                        if r.verified_fresh { "yes" } else { "no" },
                         age,
-                        r["reason"].as_str().unwrap_or("")
+                        r.reason.as_deref().unwrap_or("")
                     );
                 }
             }
@@ -494,5 +519,31 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(c) => ExitCode::from(c),
         Err(e) => pfx_api::exit::report("pfx-fleet", e.as_ref()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `status --json` keeps the key order it had as a sorted map.
+    #[test]
+    fn status_row_keys_are_in_the_old_sorted_order() {
+        let row = StatusRow {
+            host: "10.0.0.1".into(),
+            port: 22,
+            readback: Some(serde_json::json!({"verified": true})),
+            reason: Some("applied and verified".into()),
+            recorded_ms: Some(1),
+            site: Some("hall-a".into()),
+            source: "config".into(),
+            state: "done".into(),
+            unit: "u1".into(),
+            verified_fresh: true,
+            version: None,
+        };
+        let typed = serde_json::to_string(&row).unwrap();
+        let sorted = serde_json::to_value(&row).unwrap().to_string();
+        assert_eq!(typed, sorted);
     }
 }

@@ -2,39 +2,14 @@
 //! through `pfx-player nic ... --json` on a unit, or a file-backed mock in tests
 //! (veth refuses PAUSE with EOPNOTSUPP, so there is no real NIC to test against).
 
+use pfx_api::nic::{NicStatus, PauseOffOutcome, PauseSettings};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Pause {
-    pub autoneg: bool,
-    pub rx: bool,
-    pub tx: bool,
-}
-
-impl Pause {
-    pub const OFF: Pause = Pause {
-        autoneg: false,
-        rx: false,
-        tx: false,
-    };
-    pub fn is_off(&self) -> bool {
-        *self == Self::OFF
-    }
-}
-
-/// One reading, as read back from the NIC (never what we asked for).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NicReading {
-    pub interface: String,
-    /// None when the driver does not report PAUSE settings.
-    pub pause: Option<Pause>,
-    pub pause_error: Option<String>,
-    /// Total PAUSE frames received; None = unsupported (never a silent 0).
-    pub pause_rx_frames: Option<u64>,
-    pub backend: String,
-}
+/// The agent's reading, as it goes into its reports (defined in pfx-api).
+pub use pfx_api::agent::NicReading;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NicError {
@@ -52,35 +27,22 @@ pub trait NicBackend {
     fn pause_off(&self, iface: &str) -> Result<NicReading, NicError>;
 }
 
-/// Parses `pfx-player nic status|pause-off IFACE --json`.
-pub fn parse_player_json(text: &str) -> Result<NicReading, String> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    let interface = v
-        .get("interface")
-        .and_then(|x| x.as_str())
-        .ok_or("no \"interface\" field")?
-        .to_string();
-    let pause = match v.get("pause") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(p) => {
-            Some(serde_json::from_value::<Pause>(p.clone()).map_err(|e| format!("pause: {e}"))?)
-        }
-    };
-    let pause_error = v
-        .get("pause_error")
-        .and_then(|x| x.as_str())
-        .map(str::to_string);
-    let pause_rx_frames = v
-        .get("pause_rx_frames")
-        .and_then(|c| c.get("total"))
-        .and_then(|t| t.as_u64());
-    Ok(NicReading {
-        interface,
-        pause,
-        pause_error,
-        pause_rx_frames,
+/// What the agent keeps of `pfx-player nic status IFACE --json`.
+pub fn reading_from_status(s: NicStatus) -> NicReading {
+    NicReading {
+        interface: s.interface,
+        pause: s.pause,
+        pause_error: s.pause_error,
+        pause_rx_frames: s.pause_rx_frames.total,
         backend: "pfx-player".into(),
-    })
+    }
+}
+
+/// Parses `pfx-player nic status IFACE --json` as the typed `NicStatus` it prints.
+pub fn parse_player_json(text: &str) -> Result<NicReading, String> {
+    serde_json::from_str::<NicStatus>(text)
+        .map(reading_from_status)
+        .map_err(|e| e.to_string())
 }
 
 pub struct PlayerBackend {
@@ -88,7 +50,9 @@ pub struct PlayerBackend {
 }
 
 impl PlayerBackend {
-    fn run(&self, args: &[&str]) -> Result<NicReading, NicError> {
+    /// Runs `pfx-player ARGS` and reads its stdout as `T`; when that fails and the exit
+    /// status says failure, the error carries the player's stderr instead.
+    fn run<T: DeserializeOwned>(&self, args: &[&str]) -> Result<T, NicError> {
         let cmd = format!("{} {}", self.player.display(), args.join(" "));
         let out = Command::new(&self.player)
             .args(args)
@@ -99,9 +63,12 @@ impl PlayerBackend {
                 detail: e.to_string(),
             })?;
         let text = String::from_utf8_lossy(&out.stdout);
-        match parse_player_json(&text) {
+        match serde_json::from_str::<T>(&text) {
             Ok(r) => Ok(r),
-            Err(detail) if out.status.success() => Err(NicError::Parse { cmd, detail }),
+            Err(e) if out.status.success() => Err(NicError::Parse {
+                cmd,
+                detail: e.to_string(),
+            }),
             Err(_) => Err(NicError::Run {
                 cmd,
                 detail: format!(
@@ -116,10 +83,11 @@ impl PlayerBackend {
 
 impl NicBackend for PlayerBackend {
     fn read(&self, iface: &str) -> Result<NicReading, NicError> {
-        self.run(&["nic", "status", iface, "--json"])
+        self.run::<NicStatus>(&["nic", "status", iface, "--json"])
+            .map(reading_from_status)
     }
     fn pause_off(&self, iface: &str) -> Result<NicReading, NicError> {
-        self.run(&["nic", "pause-off", iface, "--json"])?;
+        self.run::<PauseOffOutcome>(&["nic", "pause-off", iface, "--json"])?;
         // Verify with a separate read: the set's own answer is not a readback.
         self.read(iface)
     }
@@ -135,7 +103,7 @@ pub struct MockBackend {
 
 #[derive(Debug, Serialize, Deserialize)]
 struct MockState {
-    pause: Pause,
+    pause: PauseSettings,
     #[serde(default)]
     pause_rx_frames: u64,
     #[serde(default)]
@@ -153,7 +121,7 @@ impl MockBackend {
                 detail: e.to_string(),
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(MockState {
-                pause: Pause {
+                pause: PauseSettings {
                     autoneg: true,
                     rx: true,
                     tx: true,
@@ -187,7 +155,7 @@ impl NicBackend for MockBackend {
         let p = self.path(iface);
         let mut s = self.load(&p)?;
         if !s.stuck && !s.pause.is_off() {
-            s.pause = Pause::OFF;
+            s.pause = PauseSettings::OFF;
             let text = serde_json::to_vec(&s).map_err(|e| NicError::Mock {
                 path: p.clone(),
                 detail: e.to_string(),
@@ -202,29 +170,55 @@ impl NicBackend for MockBackend {
 }
 
 /// PAUSE frames per second between two readings, t read right after the counters. A
-/// backward step (driver reset) counts as zero, not as a negative or huge rate.
+/// backward step (driver reset) counts as zero, not as a negative or huge rate: the
+/// player's own rule (`pfx_api::nic::rate_per_s`).
 pub fn frames_per_s(before: Option<u64>, after: Option<u64>, dt_s: f64) -> Option<f64> {
-    match (before, after) {
-        (Some(a), Some(b)) if dt_s > 0.0 => Some(b.saturating_sub(a) as f64 / dt_s),
-        _ => None,
-    }
+    pfx_api::nic::rate_per_s(before?, after?, dt_s)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// `nic status --json` as the player prints it (api/tests/golden/nic.json, written by
+    /// the player's own test).
+    fn golden_status() -> NicStatus {
+        serde_json::from_str(&pfx_api::golden::read("nic.json")).unwrap()
+    }
+
+    #[test]
+    fn reads_the_players_golden_status() {
+        let r = parse_player_json(&pfx_api::golden::read("nic.json")).unwrap();
+        assert_eq!(
+            r,
+            NicReading {
+                interface: "eth0".into(),
+                pause: Some(PauseSettings {
+                    autoneg: false,
+                    rx: false,
+                    tx: true
+                }),
+                pause_error: None,
+                pause_rx_frames: Some(2_400_000),
+                backend: "pfx-player".into(),
+            }
+        );
+    }
+
     #[test]
     fn parses_player_status_json() {
-        let r = parse_player_json(
-            r#"{"interface":"eth0","host":"u1","pause":{"autoneg":false,"rx":false,"tx":true},
-               "pause_error":null,"pause_rx_frames":{"source":"standard","total":42,"per_s":null}}"#,
-        )
-        .unwrap();
+        let mut s = golden_status();
+        s.pause = Some(PauseSettings {
+            autoneg: false,
+            rx: false,
+            tx: true,
+        });
+        s.pause_rx_frames.total = Some(42);
+        let r = parse_player_json(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(r.interface, "eth0");
         assert_eq!(
             r.pause,
-            Some(Pause {
+            Some(PauseSettings {
                 autoneg: false,
                 rx: false,
                 tx: true
@@ -232,10 +226,16 @@ mod tests {
         );
         assert!(!r.pause.unwrap().is_off());
         assert_eq!(r.pause_rx_frames, Some(42));
-        let r = parse_player_json(r#"{"interface":"eth0","pause":null,"pause_error":"EOPNOTSUPP","pause_rx_frames":{"source":"unsupported","total":null}}"#).unwrap();
+        s.pause = None;
+        s.pause_error = Some("EOPNOTSUPP".into());
+        s.pause_rx_frames = pfx_api::nic::CounterReading::unsupported();
+        let r = parse_player_json(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(r.pause, None);
         assert_eq!(r.pause_rx_frames, None);
         assert!(parse_player_json("garbage").is_err());
+        // A document that is not a NicStatus (a key renamed) is an error, not a reading.
+        let renamed = pfx_api::golden::read("nic.json").replace("\"pause_tx_frames\"", "\"ptx\"");
+        assert!(parse_player_json(&renamed).is_err());
     }
 
     #[test]
@@ -255,20 +255,49 @@ mod tests {
     }
 
     /// The real `pfx-player nic` cannot run here (no PAUSE-capable NIC): a MOCK script
-    /// that speaks its JSON checks the invocation and the separate readback.
+    /// that prints the player's real JSON (golden `NicStatus`, a `PauseOffOutcome`) checks
+    /// the invocation and the separate readback.
     #[test]
     fn player_backend_with_a_mock_pfx_player_script() {
         use std::os::unix::fs::PermissionsExt;
         let d = tempfile::tempdir().unwrap();
+        let on = PauseSettings {
+            autoneg: true,
+            rx: true,
+            tx: true,
+        };
+        let mut st = golden_status();
+        st.pause = Some(on);
+        st.pause_rx_frames.total = Some(5);
+        let write = |name: &str, text: String| std::fs::write(d.path().join(name), text).unwrap();
+        write("on.json", serde_json::to_string_pretty(&st).unwrap());
+        st.pause = Some(PauseSettings::OFF);
+        write("off.json", serde_json::to_string_pretty(&st).unwrap());
+        let outcome = PauseOffOutcome {
+            interface: "eth0".into(),
+            driver: "bcmgenet".into(),
+            before: on,
+            after: PauseSettings::OFF,
+            changed: true,
+            retries: 0,
+            waited_s: 0.5,
+            carrier: Some(true),
+            note: None,
+        };
+        write(
+            "outcome.json",
+            serde_json::to_string_pretty(&outcome).unwrap(),
+        );
         let exe = d.path().join("pfx-player");
         std::fs::write(
             &exe,
             r#"#!/bin/sh
+dir=$(dirname "$0")
 echo "$@" >> "$0.calls"
 [ "$3" = bad0 ] && { echo "no such interface" >&2; exit 1; }
 case "$2" in
-  pause-off) echo '{"interface":"'$3'","pause":{"autoneg":false,"rx":false,"tx":false}}' > "$0.state"; echo '{"interface":"'$3'"}' ;;
-  status) if [ -f "$0.state" ]; then cat "$0.state"; else echo '{"interface":"'$3'","pause":{"autoneg":true,"rx":true,"tx":true},"pause_rx_frames":{"source":"standard","total":5,"per_s":null}}'; fi ;;
+  pause-off) cp "$dir/off.json" "$0.state"; cat "$dir/outcome.json" ;;
+  status) if [ -f "$0.state" ]; then cat "$0.state"; else cat "$dir/on.json"; fi ;;
 esac
 "#,
         )

@@ -1,29 +1,8 @@
 //! The boot-time oneshot (`pfx-eth-no-pause@IFACE.service`) as systemd reports it over
 //! D-Bus. No systemd on the bus (containers, tests) is reported as unknown, explicitly.
 
-use serde::Serialize;
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum Oneshot {
-    Known {
-        unit: String,
-        active_state: String,
-        result: String,
-        exec_main_status: i32,
-    },
-    Unknown {
-        unit: String,
-        reason: String,
-    },
-}
-
-impl Oneshot {
-    /// A oneshot known to have failed means PAUSE will be back on after a reboot.
-    pub fn failed(&self) -> bool {
-        matches!(self, Oneshot::Known { result, exec_main_status, .. } if result != "success" || *exec_main_status != 0)
-    }
-}
+/// As it goes into the agent's reports (defined in pfx-api, with `failed()`).
+pub use pfx_api::agent::Oneshot;
 
 pub fn unit_name(iface: &str) -> String {
     format!("pfx-eth-no-pause@{iface}.service")

@@ -381,14 +381,16 @@ check "gate open on the resumed state (exit $rc)" [ $rc = 0 ]
 for i in 1 2 3; do agent_yaml "$T/u$i" "u$i"; done
 
 # 8b. agent status over SSH: PAUSE state and rate, oneshot, player fps, image, unit id
+# The fake player serves a real /profile document (the golden file), with its own numbers.
 nsenter --net="/run/netns/pfxfl${P}u1" -- python3 -c '
-import http.server, json
+import http.server, json, sys
 class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a): pass
     def do_GET(self):
-        b = json.dumps({"fps": 59.94, "deadline_misses": 3, "frames": 1000}).encode()
+        d = json.load(open(sys.argv[1])); d.update({"fps": 59.94, "deadline_misses": 3, "frames": 1000})
+        b = json.dumps(d).encode()
         self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
-http.server.HTTPServer(("127.0.0.1", 8080), H).serve_forever()' > /dev/null 2>&1 &
+http.server.HTTPServer(("127.0.0.1", 8080), H).serve_forever()' "$top/api/tests/golden/profile.json" > /dev/null 2>&1 &
 PIDS+=($!)
 sleep 0.5
 inns "$OP" ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile="$T/known_hosts" \

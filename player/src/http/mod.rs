@@ -16,7 +16,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
-use crate::profiler::{HistoryPoint, ProfilerHandle, Snapshot};
+use crate::profiler::{HistoryPoint, ProfilerHandle};
 
 /// The dashboard: one self-contained page (inline JS and SVG, nothing from the internet).
 pub const DASHBOARD_HTML: &str = include_str!("dashboard.html");
@@ -33,16 +33,8 @@ pub struct HttpState {
     pub version: &'static str,
 }
 
-/// `GET /profile`: the snapshot plus who answered.
-#[derive(Debug, Clone, Serialize)]
-pub struct ProfileDoc {
-    pub unit: String,
-    pub version: String,
-    /// "ok", or the reason the loop is not on time (as GET /health says it).
-    pub health: String,
-    #[serde(flatten)]
-    pub snapshot: Snapshot,
-}
+/// `GET /profile`: the snapshot plus who answered (the contract, in pfx-api).
+pub use pfx_api::profile::ProfileDoc;
 
 /// `GET /history`.
 #[derive(Debug, Clone, Serialize)]

@@ -212,8 +212,8 @@ async fn serves_over_a_real_loopback_socket() {
         .await
         .unwrap()
         .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
-    let table = crate::cli::profile::render(&v);
+    let doc: ProfileDoc = serde_json::from_slice(&body).unwrap();
+    let table = crate::cli::profile::render(&doc);
     assert!(
         table.contains("wire_send         150.0    80000.0    80000.0    80000.0       60"),
         "{table}"
@@ -252,4 +252,88 @@ async fn a_silent_client_is_disconnected() {
         t.elapsed()
     );
     server.abort();
+}
+
+/// `/profile` as the real profiler and router serve it, byte for byte against
+/// `api/tests/golden/profile.json` (pretty there, compact on the wire). Only the fields that
+/// differ on every run (uptime, CPU time, frame age, and health, which a loaded machine
+/// could turn "stalled") are masked to the golden values.
+#[tokio::test]
+async fn profile_json_matches_the_golden_file() {
+    use crate::output::counters::OutputCounters;
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering::Relaxed;
+    let counters = Arc::new(OutputCounters::default());
+    counters.packets.store(432_000, Relaxed);
+    counters.bytes.store(275_616_000, Relaxed);
+    counters.frames_sent.store(215_990, Relaxed);
+    counters.frames_dropped.store(10, Relaxed);
+    for _ in 0..10 {
+        counters.count_errno(libc::EAGAIN);
+    }
+    counters.count_errno(libc::EIO);
+    let (mut sink, profiler) = profiler::start(
+        ProfilerConfig {
+            window: Duration::from_secs(5),
+            fps: 60,
+        },
+        vec![profiler::OutputInfo {
+            name: "poles-a".into(),
+            protocol: "sacn".into(),
+            destination: "239.255.0.1:5568".into(),
+            counters,
+        }],
+    );
+    let st = HttpState {
+        profiler,
+        unit_id: "gen3-7".into(),
+        version: "0.1.0",
+    };
+    st.profiler.set_nic(crate::nic::golden_status());
+    // Rates need two readings, one second apart; the frames come after them, so the
+    // window still holds every frame when /profile is read.
+    for _ in 0..200 {
+        if st
+            .profiler
+            .snapshot()
+            .outputs
+            .first()
+            .is_some_and(|o| o.rates.is_some())
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    feed(&mut sink, &st, 60);
+    let (status, _, body) = get(&st, "/profile").await;
+    assert_eq!(status, StatusCode::OK);
+    let mut wire = body;
+    for (k, v) in [
+        ("health", "\"ok\""),
+        ("last_frame_age_ms", "12.5"),
+        ("uptime_s", "3.25"),
+        ("profiler_cpu_s", "0.01"),
+    ] {
+        wire = pfx_api::golden::mask(&wire, k, v);
+    }
+    if std::env::var_os("PFX_UPDATE_GOLDEN").is_some_and(|v| v == "1") {
+        // Pretty-print in the wire's own key order (a serde_json::Value would sort it).
+        let mut doc = ProfileDoc {
+            unit: st.unit_id.clone(),
+            version: st.version.into(),
+            health: "ok".into(),
+            snapshot: st.profiler.snapshot(),
+        };
+        doc.snapshot.last_frame_age_ms = Some(12.5);
+        doc.snapshot.uptime_s = 3.25;
+        doc.snapshot.profiler_cpu_s = 0.01;
+        let pretty = serde_json::to_string_pretty(&doc).unwrap() + "\n";
+        assert_eq!(pfx_api::golden::minify(&pretty), wire, "snapshot moved on");
+        pfx_api::golden::check("profile.json", &pretty);
+    }
+    let golden = pfx_api::golden::minify(&pfx_api::golden::read("profile.json"));
+    assert!(
+        golden == wire,
+        "/profile differs from api/tests/golden/profile.json\n--- golden\n{golden}\n--- served\n{wire}"
+    );
 }

@@ -19,18 +19,8 @@ pub struct LinkInfo {
     pub stats: LinkStats,
 }
 
-/// Carrier and IFLA_STATS64 counters of a link; `None` where the kernel did not say.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct LinkStats {
-    pub carrier: Option<bool>,
-    pub carrier_changes: Option<u64>,
-    pub rx_packets: Option<u64>,
-    pub tx_packets: Option<u64>,
-    pub rx_bytes: Option<u64>,
-    pub tx_bytes: Option<u64>,
-    pub tx_dropped: Option<u64>,
-    pub tx_errors: Option<u64>,
-}
+/// Carrier and IFLA_STATS64 counters of a link (part of `NicStatus`, in pfx-api).
+pub use pfx_api::nic::LinkStats;
 
 /// The interface's index, or a clear error naming it and listing the existing ones.
 pub fn require_interface(iface: &str) -> Result<u32, NicError> {

@@ -16,7 +16,6 @@ use ethtool::{
 use futures::StreamExt;
 use netlink_packet_core::{NLM_F_ACK, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload};
 use netlink_packet_generic::GenlMessage;
-use serde::Serialize;
 
 use super::{NicError, PauseSettings, driver_stats, link};
 
@@ -218,20 +217,8 @@ pub fn carrier_wait(
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct PauseOffOutcome {
-    pub interface: String,
-    pub driver: String,
-    pub before: PauseSettings,
-    pub after: PauseSettings,
-    /// False when the settings were already off and nothing was sent.
-    pub changed: bool,
-    /// How many transient refusals were retried before the set went through.
-    pub retries: u32,
-    pub waited_s: f64,
-    pub carrier: Option<bool>,
-    pub note: Option<String>,
-}
+/// `nic pause-off --json` (defined in pfx-api, read by the fleet agent).
+pub use pfx_api::nic::PauseOffOutcome;
 
 /// How long after a set with no carrier change we assume the driver did not renegotiate.
 const CARRIER_QUIET: Duration = Duration::from_secs(3);

@@ -33,7 +33,8 @@ impl CounterRate {
                 }
                 self.since_baseline = self.since_baseline.saturating_add(delta);
                 let dt = at.saturating_duration_since(prev_t).as_secs_f64();
-                (dt > 0.0).then(|| delta as f64 / dt)
+                // The same clamp the fleet uses on its two readings (pfx-api).
+                pfx_api::nic::rate_per_s(prev_v, value, dt)
             }
         };
         self.prev = Some((value, at));

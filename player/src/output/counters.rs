@@ -1,5 +1,8 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+/// One reading of the counters, as `/profile` carries it (defined in pfx-api).
+pub use pfx_api::profile::CountersSnapshot;
+
 /// errnos counted by name; anything else lands in `other`.
 pub const ERRNOS: [(i32, &str); 8] = [
     (libc::EAGAIN, "EAGAIN"),
@@ -65,15 +68,4 @@ impl OutputCounters {
                 .collect(),
         }
     }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct CountersSnapshot {
-    pub packets: u64,
-    pub bytes: u64,
-    pub frames_sent: u64,
-    pub frames_dropped: u64,
-    pub frames_failed: u64,
-    /// errno name → count.
-    pub errors: std::collections::BTreeMap<String, u64>,
 }

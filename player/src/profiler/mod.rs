@@ -18,7 +18,10 @@ use serde::Serialize;
 
 use crate::engine::FrameSample;
 use crate::nic::NicStatus;
-use crate::output::counters::{CountersSnapshot, OutputCounters};
+use crate::output::counters::OutputCounters;
+
+/// The snapshot types are the `/profile` contract, defined once in pfx-api.
+pub use pfx_api::profile::{OutputRates, OutputStats, SinceStart, Snapshot, StageStats};
 
 use aggregator::{Aggregator, RateTracker};
 use window::{N_SERIES, SERIES, Summary};
@@ -71,77 +74,6 @@ impl crate::engine::FrameSink for SampleSink {
     fn push(&mut self, s: FrameSample) {
         SampleSink::push(self, s)
     }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct StageStats {
-    pub p50_us: f64,
-    pub p95_us: f64,
-    pub p99_us: f64,
-    pub max_us: f64,
-    pub count: u64,
-}
-
-/// Δcounter/Δt of one output's counters over the last ~1 s.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct OutputRates {
-    pub packets_per_s: f64,
-    pub bytes_per_s: f64,
-    pub frames_sent_per_s: f64,
-    pub frames_dropped_per_s: f64,
-    pub frames_failed_per_s: f64,
-}
-
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct OutputStats {
-    pub name: String,
-    pub protocol: String,
-    pub destination: String,
-    #[serde(flatten)]
-    pub counters: CountersSnapshot,
-    /// None until two readings exist.
-    pub rates: Option<OutputRates>,
-}
-
-/// Since the profiler started.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct SinceStart {
-    pub stages: BTreeMap<String, StageStats>,
-    pub frames: u64,
-    pub deadline_misses: u64,
-    pub skipped_ticks: u64,
-    pub fps: f64,
-    /// Loop-clock seconds between the first and the newest frame.
-    pub loop_s: f64,
-}
-
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Snapshot {
-    /// The rolling window's span; `stages`, `frames`, `deadline_misses`, `skipped_ticks`
-    /// and `fps` cover the frames that started within it.
-    pub window_s: f64,
-    pub stages: BTreeMap<String, StageStats>,
-    pub frames: u64,
-    pub deadline_misses: u64,
-    pub skipped_ticks: u64,
-    pub fps: f64,
-    pub fps_target: u32,
-    pub since_start: SinceStart,
-    /// Samples the render thread could not hand over (ring full).
-    pub samples_lost: u64,
-    /// Since start: frames whose sequence data was not decoded in time, so the previous
-    /// frame went out again.
-    pub source_late: u64,
-    /// Since start: frames lost to a decode error (a corrupt block), so the previous frame
-    /// went out again.
-    pub source_errors: u64,
-    /// Wall time since the profiler thread last received a frame (None before the first).
-    pub last_frame_age_ms: Option<f64>,
-    pub uptime_s: f64,
-    /// CPU time the profiler thread itself has used.
-    pub profiler_cpu_s: f64,
-    pub outputs: Vec<OutputStats>,
-    pub nic: Option<NicStatus>,
 }
 
 /// p50/p95/p99/max of one series over one history interval, in µs.
