@@ -77,7 +77,7 @@ pub fn expected_enable_links() -> Vec<(String, String)> {
 }
 
 /// Packages every unit gets. busybox is not optional: without it overlayroot's initramfs
-/// script finds no `grep` and silently boots a writable root (notes/images.md).
+/// script finds no `grep` and silently boots a writable root (the verifier checks for it).
 const BASE_PACKAGES: &[&str] = &[
     "systemd-sysv",
     "udev",
@@ -94,7 +94,7 @@ const BASE_PACKAGES: &[&str] = &[
 
 /// Bump when the base-root recipe (mmdebstrap call, initramfs step) changes: it is part of
 /// the cache key.
-const BASE_RECIPE_VERSION: u32 = 1;
+const BASE_RECIPE_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileSpec {
@@ -234,7 +234,9 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
         file(
             "/etc/ssh/sshd_config.d/pfx.conf",
             0o644,
-            "# pfx units: keys only.\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n",
+            "# pfx units: keys only.\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n\
+             # One host key, made on the first boot by pfx-ssh-hostkeys (no RSA: slow to make).\n\
+             HostKey /etc/ssh/ssh_host_ed25519_key\n",
         ),
         file("/etc/pfx/show.yaml", 0o644, show),
         file("/usr/share/doc/pfx/image.md", 0o644, DOC),

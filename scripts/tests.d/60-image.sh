@@ -160,13 +160,15 @@ http_port=$(free_port); ssh_port=$(free_port)
 mac=52:54:00:ab:cd:ef
 want_host=pfx-abcdef
 # -snapshot: the guest's writes (its first-boot SSH host keys) last for this QEMU process,
-# across the guest reboot below, and the image file stays as verified.
+# across the guest reboot below, and the image file stays as verified. virtio-rng: the
+# guest's entropy comes from the host, as a Pi's comes from its hardware RNG.
 qemu-system-aarch64 -M virt -cpu cortex-a72 -smp 2 -m 1024 -display none -monitor none \
   -serial "file:$work/serial.log" -snapshot \
   -kernel "$work/vmlinuz" -initrd "$work/initrd" -append "$cmdline" \
   -drive "file=$work/vm.img,if=none,format=raw,id=d0" -device virtio-blk-pci,drive=d0 \
   -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$http_port-:8080,hostfwd=tcp:127.0.0.1:$ssh_port-:22" \
-  -device "e1000,netdev=n0,mac=$mac,romfile=" &
+  -device "e1000,netdev=n0,mac=$mac,romfile=" \
+  -object rng-random,filename=/dev/urandom,id=rng0 -device virtio-rng-pci,rng=rng0 &
 qemu_pid=$!
 boot_start=$(date +%s.%N)
 ssh_opts=(-i "$work/id" -p "$ssh_port" -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=accept-new
@@ -196,6 +198,16 @@ echo "BOOT: first frame (/profile frames > 0) $frame_s s after qemu start"
 ssh_up=0
 for _ in $(seq 1 60); do vm true 2>/dev/null && { ssh_up=1; break; }; sleep 2; done
 [ $ssh_up = 1 ] || { tail -50 "$work/serial.log"; fail "ssh did not answer"; }
+# Where the boot time went, from inside the guest (for docs/perf/image.md).
+echo "BOOT: $(vm systemd-analyze time 2>&1 | head -1)"
+echo "BOOT: systemd-analyze critical-chain pfx-player.service:"
+vm systemd-analyze critical-chain --no-pager pfx-player.service 2>&1 | sed 's/^/  /' \
+  || echo "  (systemd-analyze critical-chain failed: boot not finished?)"
+echo "BOOT: slowest units (systemd-analyze blame):"
+vm systemd-analyze blame --no-pager 2>&1 | head -12 | sed 's/^/  /' || true
+host_keys=$(vm 'ls /media/root-ro/etc/ssh/ | grep "^ssh_host_.*_key$"' | tr '\n' ' ')
+[ "$host_keys" = "ssh_host_ed25519_key " ] || fail "first boot made host keys '$host_keys', expected the ed25519 key only"
+ok "first boot made the ed25519 host key only, in the real root"
 lap "boot to /profile + ssh"
 
 # ---------------------------------------------------------------- 6. assert from inside
