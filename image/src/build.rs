@@ -713,6 +713,11 @@ fn customize(
         .arg("enable")
         .args(plan::ENABLED_UNITS);
     cx.run(&mut cmd)?;
+    let mut cmd = Command::new("systemctl");
+    cmd.arg(format!("--root={}", root.display()))
+        .arg("mask")
+        .args(plan::MASKED_UNITS);
+    cx.run(&mut cmd)?;
     let mut cmd = Command::new("systemd-analyze");
     cmd.arg("verify").arg(format!("--root={}", root.display()));
     cmd.args([

@@ -49,6 +49,19 @@ pub const ENABLED_UNITS: &[&str] = &[
     "ssh.service",
 ];
 
+/// Units of the base packages a unit has no use for, masked: on a read-only root with a
+/// tmpfs overlay, apt's download/upgrade timers, man-db's and dpkg's database jobs only
+/// spend CPU and RAM (into the tmpfs) during a show, and e2scrub is for LVM snapshots.
+/// e2scrub_reap runs on every boot.
+pub const MASKED_UNITS: &[&str] = &[
+    "e2scrub_reap.service",
+    "e2scrub_all.timer",
+    "apt-daily.timer",
+    "apt-daily-upgrade.timer",
+    "man-db.timer",
+    "dpkg-db-backup.timer",
+];
+
 /// Where each enabled unit's symlink must be, relative to /etc/systemd/system.
 pub fn expected_enable_links() -> Vec<(String, String)> {
     vec![
