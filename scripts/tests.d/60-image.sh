@@ -120,7 +120,24 @@ mcopy -n -i "$work/bad.img@@$rpi_boot_off" "::$rpi_initrd" "$work/initrd.good"
 case "$(od -An -tx1 -N2 "$work/initrd.good" | tr -d ' ')" in
   1f8b) dec="gzip -dc" ;; 28b5) dec="zstd -dc" ;; *) fail "unexpected initramfs compression" ;;
 esac
-(cd "$work/unpacked" && $dec "$work/initrd.good" | cpio -idm --quiet && rm -f usr/bin/busybox bin/busybox \
+# The initramfs is several concatenated archives (the arm64 module part is appended), and
+# cpio stops at the first trailer: split the stream and unpack each, later ones over earlier.
+$dec "$work/initrd.good" > "$work/initrd.cpio"
+python3 - "$work/initrd.cpio" <<'PY'
+import sys
+d = open(sys.argv[1], "rb").read(); pos = start = n = 0
+while True:
+    while pos < len(d) and d[pos] == 0: pos += 1
+    if d[pos:pos + 6] != b"070701": break
+    f = lambda i: int(d[pos + 6 + i * 8:pos + 14 + i * 8], 16)
+    name_end = pos + 110 + f(11); body = (name_end + 3) & ~3
+    trailer = d[pos + 110:name_end - 1] == b"TRAILER!!!"
+    pos = (body + f(6) + 3) & ~3
+    if trailer:
+        open("%s.%d" % (sys.argv[1], n), "wb").write(d[start:pos].lstrip(b"\0")); n += 1; start = pos
+PY
+(cd "$work/unpacked" && for a in "$work"/initrd.cpio.*; do cpio -idmu --quiet < "$a"; done \
+  && rm -f usr/bin/busybox bin/busybox \
   && find . | cpio -o -H newc --quiet | gzip -1 > "$work/initrd.nobusybox")
 mcopy -o -n -i "$work/bad.img@@$rpi_boot_off" "$work/initrd.nobusybox" "::$rpi_initrd"
 if "$img_bin" verify "$work/bad.img" --target rpi4-arm64 > /dev/null 2> "$work/bad.err"; then fail "verify accepted an initramfs without busybox"; fi
