@@ -548,7 +548,7 @@ fn write_stage(cx: &Ctx, d: &Dest, stage: &Path) -> Result<(), BuildError> {
     Ok(())
 }
 
-/// Reads a tree back into nodes, paths relative to `base` prefixed with `prefix`.
+/// Reads a tree back into nodes, named `rel/...` (the path of `dir` in the initramfs).
 fn read_tree(dir: &Path, rel: &str, out: &mut BTreeMap<String, Node>) -> std::io::Result<()> {
     for e in fs::read_dir(dir)? {
         let e = e?;
