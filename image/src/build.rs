@@ -14,6 +14,8 @@ use crate::manifest::{self, Expect, Manifest};
 use crate::plan::{self, BOOT_LABEL, Plan, ROOT_LABEL};
 use crate::tools;
 
+mod initramfs;
+
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     #[error("{0}")]
@@ -488,7 +490,8 @@ fn sh_quote(s: &str) -> String {
 }
 
 /// The base root: a cached copy when one exists for this exact recipe, else mmdebstrap with
-/// the .deb cache, initramfs generation deferred to one run at the end.
+/// the .deb cache, initramfs generation deferred to one run at the end, its kernel-module
+/// part built natively (initramfs.rs).
 fn base_root(cx: &Ctx, plan: &Plan, opts: &Options, root: &Path) -> Result<String, BuildError> {
     let cache_dir = opts.cache.join("roots").join(&plan.base_key);
     let marker = cache_dir.join(".pfx-complete");
@@ -534,9 +537,9 @@ fn base_root(cx: &Ctx, plan: &Plan, opts: &Options, root: &Path) -> Result<Strin
     let divert = "chroot \"$1\" dpkg-divert --quiet --local --rename --add /usr/sbin/update-initramfs \
                   && printf '#!/bin/sh\\necho \"pfx: update-initramfs deferred\"\\n' > \"$1/usr/sbin/update-initramfs\" \
                   && chmod 755 \"$1/usr/sbin/update-initramfs\"";
+    // The one real initramfs run comes after mmdebstrap (initramfs::generate).
     let undivert = "rm -f \"$1/usr/sbin/update-initramfs\" \
-                    && chroot \"$1\" dpkg-divert --quiet --local --rename --remove /usr/sbin/update-initramfs \
-                    && chroot \"$1\" update-initramfs -c -k all";
+                    && chroot \"$1\" dpkg-divert --quiet --local --rename --remove /usr/sbin/update-initramfs";
     let mut cmd = Command::new("mmdebstrap");
     cmd.args([
         "--mode=root",
@@ -557,7 +560,37 @@ fn base_root(cx: &Ctx, plan: &Plan, opts: &Options, root: &Path) -> Result<Strin
     ]);
     cmd.arg(root);
     cmd.args(&sources);
+    let t = Instant::now();
     cx.run(&mut cmd)?;
+    let mmdebstrap_s = t.elapsed().as_secs_f64();
+    let scratch = root
+        .parent()
+        .ok_or_else(|| cx.fail("the root has no parent directory"))?;
+    let t = Instant::now();
+    let (appended, emulated_s) = if plan.arch == "arm64" {
+        initramfs::generate(cx, root, scratch)?
+    } else {
+        // Native: mkinitramfs is quick as it is.
+        in_chroot(cx, root, "update-initramfs -c -k all")?;
+        (Vec::new(), t.elapsed().as_secs_f64())
+    };
+    let initramfs_s = t.elapsed().as_secs_f64();
+    let parts: Vec<String> = appended
+        .iter()
+        .map(|a| {
+            format!(
+                "{}: {} modules + {} firmware files appended natively ({} KiB)",
+                a.version,
+                a.modules,
+                a.firmware,
+                a.bytes / 1024
+            )
+        })
+        .collect();
+    eprintln!(
+        "    mmdebstrap {mmdebstrap_s:.1} s; initramfs {initramfs_s:.1} s (emulated part {emulated_s:.1} s); {}",
+        parts.join("; ")
+    );
     // Save for the next build (the .pfx-complete marker is written last).
     let tmp = opts
         .cache
@@ -704,6 +737,11 @@ fn customize(
     cmd.arg(format!("--root={}", root.display()))
         .arg("enable")
         .args(plan::ENABLED_UNITS);
+    cx.run(&mut cmd)?;
+    let mut cmd = Command::new("systemctl");
+    cmd.arg(format!("--root={}", root.display()))
+        .arg("mask")
+        .args(plan::MASKED_UNITS);
     cx.run(&mut cmd)?;
     let mut cmd = Command::new("systemd-analyze");
     cmd.arg("verify").arg(format!("--root={}", root.display()));

@@ -49,6 +49,19 @@ pub const ENABLED_UNITS: &[&str] = &[
     "ssh.service",
 ];
 
+/// Units of the base packages a unit has no use for, masked: on a read-only root with a
+/// tmpfs overlay, apt's download/upgrade timers, man-db's and dpkg's database jobs only
+/// spend CPU and RAM (into the tmpfs) during a show, and e2scrub is for LVM snapshots.
+/// e2scrub_reap runs on every boot.
+pub const MASKED_UNITS: &[&str] = &[
+    "e2scrub_reap.service",
+    "e2scrub_all.timer",
+    "apt-daily.timer",
+    "apt-daily-upgrade.timer",
+    "man-db.timer",
+    "dpkg-db-backup.timer",
+];
+
 /// Where each enabled unit's symlink must be, relative to /etc/systemd/system.
 pub fn expected_enable_links() -> Vec<(String, String)> {
     vec![
@@ -77,7 +90,7 @@ pub fn expected_enable_links() -> Vec<(String, String)> {
 }
 
 /// Packages every unit gets. busybox is not optional: without it overlayroot's initramfs
-/// script finds no `grep` and silently boots a writable root (docs/image.md).
+/// script finds no `grep` and silently boots a writable root (the verifier checks for it).
 const BASE_PACKAGES: &[&str] = &[
     "systemd-sysv",
     "udev",
@@ -128,7 +141,9 @@ pub fn sshd_dropin() -> String {
          PermitTTY no\n\
          PermitUserRC no\n\
          PermitTunnel no\n\
-         PermitUserEnvironment no\n"
+         PermitUserEnvironment no\n\
+         # One host key, made on the first boot by pfx-ssh-hostkeys (no RSA: slow to make).\n\
+         HostKey /etc/ssh/ssh_host_ed25519_key\n"
     )
 }
 
@@ -207,7 +222,7 @@ pub fn add_fleet_account(
 
 /// Bump when the base-root recipe (mmdebstrap call, initramfs step) changes: it is part of
 /// the cache key.
-const BASE_RECIPE_VERSION: u32 = 1;
+const BASE_RECIPE_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileSpec {

@@ -47,6 +47,11 @@ pub fn required(target: Target, building_player: bool) -> Vec<(&'static str, &'s
     }
     if target.arch() == "arm64" {
         t.push(("qemu-aarch64-static|qemu-aarch64", "qemu-user-static"));
+        // The initramfs's module part is resolved and indexed natively, with the host's kmod
+        // reading the target root (build/initramfs.rs).
+        t.push(("modprobe", "kmod"));
+        t.push(("modinfo", "kmod"));
+        t.push(("depmod", "kmod"));
         if building_player {
             t.push((
                 "aarch64-linux-gnu-gcc",

@@ -124,7 +124,24 @@ mcopy -n -i "$work/bad.img@@$rpi_boot_off" "::$rpi_initrd" "$work/initrd.good"
 case "$(od -An -tx1 -N2 "$work/initrd.good" | tr -d ' ')" in
   1f8b) dec="gzip -dc" ;; 28b5) dec="zstd -dc" ;; *) fail "unexpected initramfs compression" ;;
 esac
-(cd "$work/unpacked" && $dec "$work/initrd.good" | cpio -idm --quiet && rm -f usr/bin/busybox bin/busybox \
+# The initramfs is several concatenated archives (the arm64 module part is appended), and
+# cpio stops at the first trailer: split the stream and unpack each, later ones over earlier.
+$dec "$work/initrd.good" > "$work/initrd.cpio"
+python3 - "$work/initrd.cpio" <<'PY'
+import sys
+d = open(sys.argv[1], "rb").read(); pos = start = n = 0
+while True:
+    while pos < len(d) and d[pos] == 0: pos += 1
+    if d[pos:pos + 6] != b"070701": break
+    f = lambda i: int(d[pos + 6 + i * 8:pos + 14 + i * 8], 16)
+    name_end = pos + 110 + f(11); body = (name_end + 3) & ~3
+    trailer = d[pos + 110:name_end - 1] == b"TRAILER!!!"
+    pos = (body + f(6) + 3) & ~3
+    if trailer:
+        open("%s.%d" % (sys.argv[1], n), "wb").write(d[start:pos].lstrip(b"\0")); n += 1; start = pos
+PY
+(cd "$work/unpacked" && for a in "$work"/initrd.cpio.*; do cpio -idmu --quiet < "$a"; done \
+  && rm -f usr/bin/busybox bin/busybox \
   && find . | cpio -o -H newc --quiet | gzip -1 > "$work/initrd.nobusybox")
 mcopy -o -n -i "$work/bad.img@@$rpi_boot_off" "$work/initrd.nobusybox" "::$rpi_initrd"
 if "$img_bin" verify "$work/bad.img" --target rpi4-arm64 > /dev/null 2> "$work/bad.err"; then fail "verify accepted an initramfs without busybox"; fi
@@ -187,13 +204,15 @@ http_port=$(free_port); ssh_port=$(free_port); inspect_port=$(free_port)
 mac=52:54:00:ab:cd:ef
 want_host=pfx-abcdef
 # -snapshot: the guest's writes (its first-boot SSH host keys) last for this QEMU process,
-# across the guest reboot below, and the image file stays as verified.
+# across the guest reboot below, and the image file stays as verified. virtio-rng: the
+# guest's entropy comes from the host, as a Pi's comes from its hardware RNG.
 qemu-system-aarch64 -M virt -cpu cortex-a72 -smp 2 -m 1024 -display none -monitor none \
   -serial "file:$work/serial.log" -snapshot \
   -kernel "$work/vmlinuz" -initrd "$work/initrd" -append "$cmdline" \
   -drive "file=$work/vm-boot.img,if=none,format=raw,id=d0" -device virtio-blk-pci,drive=d0 \
   -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$http_port-:8080,hostfwd=tcp:127.0.0.1:$ssh_port-:22,hostfwd=tcp:127.0.0.1:$inspect_port-:2222" \
-  -device "e1000,netdev=n0,mac=$mac,romfile=" &
+  -device "e1000,netdev=n0,mac=$mac,romfile=" \
+  -object rng-random,filename=/dev/urandom,id=rng0 -device virtio-rng-pci,rng=rng0 &
 qemu_pid=$!
 boot_start=$(date +%s.%N)
 ssh_opts=(-o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=accept-new
@@ -225,6 +244,19 @@ echo "BOOT: first frame (/profile frames > 0) $frame_s s after qemu start"
 ssh_up=0
 for _ in $(seq 1 60); do vm true 2>/dev/null && fleet_ssh pfx@127.0.0.1 status --json > "$work/status0.json" 2>/dev/null && { ssh_up=1; break; }; sleep 2; done
 [ $ssh_up = 1 ] || { tail -50 "$work/serial.log"; fail "ssh did not answer (inspection as root, and the fleet key's status as pfx)"; }
+# Where the boot time went, from inside the guest (for docs/perf/image.md).
+echo "BOOT: $(vm systemd-analyze time 2>&1 | head -1)"
+echo "BOOT: systemd-analyze critical-chain pfx-player.service:"
+vm systemd-analyze critical-chain --no-pager pfx-player.service 2>&1 | sed 's/^/  /' \
+  || echo "  (systemd-analyze critical-chain failed: boot not finished?)"
+echo "BOOT: slowest units (systemd-analyze blame):"
+vm systemd-analyze blame --no-pager 2>&1 | head -12 | sed 's/^/  /' || true
+host_keys=$(vm 'ls /media/root-ro/etc/ssh/ | grep "^ssh_host_.*_key$"' | tr '\n' ' ')
+[ "$host_keys" = "ssh_host_ed25519_key " ] || fail "first boot made host keys '$host_keys', expected the ed25519 key only"
+ok "first boot made the ed25519 host key only, in the real root"
+masked=$(vm systemctl is-enabled e2scrub_reap.service apt-daily.timer apt-daily-upgrade.timer 2>/dev/null | sort -u || true)
+[ "$masked" = masked ] || fail "units the image masks are '$masked', not masked"
+ok "apt timers and e2scrub_reap masked"
 lap "boot to /profile + ssh"
 
 # ---------------------------------------------------------------- 6. assert from inside
