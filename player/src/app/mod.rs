@@ -12,9 +12,11 @@
 //! - `services`: the threads beside the render loop; dropping them stops them.
 //! - `tx_queue`: the head-drop queue on the show interface, put in place and removed.
 //! - `play`: the supervisor loop (signals, reload, stop).
+//! - `schedule`: follows the show's schedule, switching engines at its starts and ends.
 
 pub mod build;
 pub mod play;
+pub mod schedule;
 pub mod services;
 pub mod tx_queue;
 
