@@ -61,9 +61,17 @@ pub struct Checked {
 /// Opens everything the show needs (sockets, files, first frames) and closes it again.
 pub fn check(show: &crate::config::show::Show, opts: &RunOptions) -> anyhow::Result<Checked> {
     let engine = build_engine(show, opts)?;
+    let mut items = engine.items.len();
+    drop(engine);
+    // A scheduled show opens every playlist it may play, one at a time.
+    if show.schedule.is_some() {
+        for list in show.playlists.values() {
+            items += build::build_engine_for(show, list, true, opts)?.items.len();
+        }
+    }
     Ok(Checked {
-        outputs: engine.outputs.len(),
-        items: engine.items.len(),
+        outputs: show.outputs.len(),
+        items,
         tx_queue: tx_queue::describe(show),
     })
 }

@@ -248,6 +248,16 @@ mod schedule_tests {
     }
 
     #[test]
+    fn the_scheduled_example_loads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scheduled-show.yaml");
+        let show = ShowConfig::load(&path).unwrap();
+        let s = show.schedule.unwrap();
+        assert_eq!(s.entries.len(), 3);
+        assert_eq!(s.entries[0].days, Days::WEEKEND);
+        assert_eq!(show.playlists.len(), 3);
+    }
+
+    #[test]
     fn a_config_without_a_schedule_still_needs_content() {
         let e = load(BASE).unwrap_err();
         assert!(e.contains("content.playlist: empty"), "{e}");

@@ -8,8 +8,8 @@
 //! A local time that does not exist (skipped by spring-forward) happens as far after the
 //! change as it would have been after the hour before it (02:30 → 03:30 on a one-hour
 //! change); a local time that exists twice (fall-back) happens at its first occurrence.
-//! A sun event that does not happen on a date (polar day or night) means the entry does
-//! not occur on that date.
+//! A sun event is its first moment in the local day (midnight to midnight); one that does
+//! not happen on a date (polar day or night) means the entry does not occur on that date.
 //!
 //! - `sun`: sun times for a place and date.
 //! - `spec`: parsing the config's words (`sunset+15`, `weekdays`, `mon`).
@@ -133,7 +133,9 @@ impl Schedule {
         match at {
             At::Clock(time) => self.tz.to_timestamp(date.to_datetime(time)).ok(),
             At::Sun { event, offset_min } => {
-                let t = self.place?.event(date, event)?;
+                let midnight = |d: Date| self.tz.to_timestamp(d.to_datetime(Time::midnight())).ok();
+                let (start, end) = (midnight(date)?, midnight(date.tomorrow().ok()?)?);
+                let t = self.place?.event(start, end, event)?;
                 t.checked_add(jiff::SignedDuration::from_mins(i64::from(offset_min)))
                     .ok()
             }

@@ -1,8 +1,10 @@
-//! Sun times for one place and one local date, from the `sunrise` crate (the sunrise
-//! equation; dawn and dusk are civil twilight, the sun 6° below the horizon). Pure.
+//! Sun times for one place and one local day, from the `solar-positioning` crate (NREL's
+//! SPA, with a numerical search for the moment the sun crosses a given elevation). Dawn
+//! and dusk are civil twilight, the sun's centre 6° below the horizon; sunrise and sunset
+//! allow for refraction and the sun's radius. Pure: the day is passed in.
 
 use jiff::Timestamp;
-use jiff::civil::Date;
+use solar_positioning::{Horizon, Location, SolarEvents, delta_t};
 
 /// Where the unit stands, in degrees (north and east positive).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -33,47 +35,86 @@ impl SunEvent {
     }
 }
 
+/// The Julian date (UT) of the Unix epoch.
+const UNIX_EPOCH_JD: f64 = 2_440_587.5;
+
+fn julian(t: Timestamp) -> f64 {
+    t.as_second() as f64 / 86_400.0 + UNIX_EPOCH_JD
+}
+
 impl Place {
     /// A place, or None when the coordinates are out of range.
     pub fn new(latitude: f64, longitude: f64) -> Option<Place> {
-        sunrise::Coordinates::new(latitude, longitude)?;
-        Some(Place {
+        let ok = (-90.0..=90.0).contains(&latitude) && (-180.0..=180.0).contains(&longitude);
+        ok.then_some(Place {
             latitude,
             longitude,
         })
     }
 
-    /// When `event` happens on the solar day around local noon of `date` at this place;
-    /// None when it does not happen that day (polar day or night: the sun never sets, or
-    /// never rises, or never gets 6° below the horizon).
-    pub fn event(&self, date: Date, event: SunEvent) -> Option<Timestamp> {
-        let coord = sunrise::Coordinates::new(self.latitude, self.longitude)?;
-        let day = chrono::NaiveDate::from_ymd_opt(
-            i32::from(date.year()),
-            u32::try_from(date.month()).ok()?,
-            u32::try_from(date.day()).ok()?,
-        )?;
-        use sunrise::{DawnType, SolarEvent};
-        let ev = match event {
-            SunEvent::Dawn => SolarEvent::Dawn(DawnType::Civil),
-            SunEvent::Sunrise => SolarEvent::Sunrise,
-            SunEvent::Sunset => SolarEvent::Sunset,
-            SunEvent::Dusk => SolarEvent::Dusk(DawnType::Civil),
+    /// The first moment `event` happens from `day_start` (included) to `day_end` (the
+    /// local day, midnight to midnight); None when it does not happen in that day (polar
+    /// day or night: the sun never sets, never rises, or never gets 6° below the horizon).
+    pub fn event(
+        &self,
+        day_start: Timestamp,
+        day_end: Timestamp,
+        event: SunEvent,
+    ) -> Option<Timestamp> {
+        let location = Location {
+            latitude: self.latitude,
+            longitude: self.longitude,
         };
-        let t = sunrise::SolarDay::new(coord, day).event_time(ev)?;
-        Timestamp::from_second(t.timestamp()).ok()
+        let (start, end) = (julian(day_start), julian(day_end));
+        let year = 2000.0 + (start - 2_451_545.0) / 365.25;
+        let dt = delta_t::estimate(year).ok()?;
+        let events = SolarEvents::new();
+        // The search excludes its start; a hair earlier includes midnight itself.
+        let from = start - 1e-7;
+        let found = match event {
+            SunEvent::Dawn => {
+                events.next_rise_from_julian(from, end, location, dt, Horizon::CivilTwilight)
+            }
+            SunEvent::Sunrise => {
+                events.next_rise_from_julian(from, end, location, dt, Horizon::SunriseSunset)
+            }
+            SunEvent::Sunset => {
+                events.next_set_from_julian(from, end, location, dt, Horizon::SunriseSunset)
+            }
+            SunEvent::Dusk => {
+                events.next_set_from_julian(from, end, location, dt, Horizon::CivilTwilight)
+            }
+        };
+        let jd = found.ok()??;
+        let unix = ((jd - UNIX_EPOCH_JD) * 86_400.0).round();
+        Timestamp::from_second(unix as i64).ok()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jiff::civil::date;
+    use jiff::civil::{Date, date};
     use jiff::tz::TimeZone;
 
-    fn local(place: Place, d: Date, ev: SunEvent, tz: &str) -> String {
+    /// Midnight to midnight of `d` in `tz`.
+    fn day(d: Date, tz: &TimeZone) -> (Timestamp, Timestamp) {
+        let m = |d: Date| {
+            tz.to_timestamp(d.to_datetime(jiff::civil::Time::midnight()))
+                .unwrap()
+        };
+        (m(d), m(d.tomorrow().unwrap()))
+    }
+
+    fn at(place: Place, d: Date, ev: SunEvent, tz: &str) -> Option<Timestamp> {
         let tz = TimeZone::get(tz).unwrap();
-        let t = place.event(d, ev).unwrap();
+        let (a, b) = day(d, &tz);
+        place.event(a, b, ev)
+    }
+
+    fn local(place: Place, d: Date, ev: SunEvent, tz: &str) -> String {
+        let t = at(place, d, ev, tz).unwrap();
+        let tz = TimeZone::get(tz).unwrap();
         tz.to_datetime(t).time().strftime("%H:%M").to_string()
     }
 
@@ -108,11 +149,15 @@ mod tests {
     #[test]
     fn polar_day_and_night_have_no_sunset_or_sunrise() {
         let tromso = Place::new(69.6492, 18.9553).unwrap();
-        assert_eq!(tromso.event(date(2026, 6, 21), SunEvent::Sunset), None);
-        assert_eq!(tromso.event(date(2026, 6, 21), SunEvent::Dusk), None);
-        assert_eq!(tromso.event(date(2026, 12, 21), SunEvent::Sunrise), None);
-        // The polar night still has civil twilight at noon in Tromsø.
-        assert!(tromso.event(date(2026, 12, 21), SunEvent::Dawn).is_some());
+        let oslo = "Europe/Oslo";
+        assert_eq!(at(tromso, date(2026, 6, 21), SunEvent::Sunset, oslo), None);
+        assert_eq!(at(tromso, date(2026, 6, 21), SunEvent::Dusk, oslo), None);
+        assert_eq!(
+            at(tromso, date(2026, 12, 21), SunEvent::Sunrise, oslo),
+            None
+        );
+        // The polar night still has civil twilight around noon in Tromsø.
+        assert!(at(tromso, date(2026, 12, 21), SunEvent::Dawn, oslo).is_some());
     }
 
     #[test]

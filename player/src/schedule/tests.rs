@@ -177,9 +177,13 @@ fn sun_entries_follow_the_sun_and_skip_a_polar_day() {
     // The spring equinox: sunset + 15 minutes, early evening local time.
     let o = s.occurrence(0, date(2026, 3, 20)).unwrap();
     let sunset = s
-        .place
-        .unwrap()
-        .event(date(2026, 3, 20), SunEvent::Sunset)
+        .resolve(
+            At::Sun {
+                event: SunEvent::Sunset,
+                offset_min: 0,
+            },
+            date(2026, 3, 20),
+        )
         .unwrap();
     assert_eq!(o.start.duration_since(sunset).as_mins(), 15);
     let local = s.tz.to_datetime(o.start);
