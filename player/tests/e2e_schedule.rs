@@ -148,3 +148,64 @@ fn sighup_applies_a_new_schedule_without_restarting() {
     // Packets from before the SIGHUP and after the reload's black both count as before.
     assert_window(&got, start as f64, end as f64, 0.3, &stderr);
 }
+
+#[test]
+fn the_schedule_subcommand_lists_starts_and_stops_across_a_dst_change() {
+    // Berlin, the weekend the clocks go forward (2026-03-29): a 19:00 start is 19:00 CET
+    // on Saturday and 19:00 CEST on Sunday; a sunset start moves with the sun, an hour
+    // later on the clock. The first entry wins over the second from 19:00.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("show.yaml");
+    std::fs::write(
+        &cfg,
+        "interface: lo\noutputs:\n  - name: a\n    profile: bench-ddp\nplaylists:\n  show:\n    - pattern: rainbow\nschedule:\n  timezone: Europe/Berlin\n  latitude: 52.52\n  longitude: 13.405\n  entries:\n    - name: evening\n      playlist: show\n      start: \"19:00\"\n      end: \"22:00\"\n      stop: hard\n    - name: dusk\n      playlist: show\n      start: sunset-60\n      end: \"19:00\"\n",
+    )
+    .expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pfx-player"))
+        .args(["schedule", "--config"])
+        .arg(&cfg)
+        .args(["--from", "2026-03-28", "--days", "2", "--json"])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let changes: Vec<(String, String)> = doc["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .map(|c| {
+            (
+                c["at"].as_str().expect("at").to_string(),
+                c["to"]["entry"].as_str().unwrap_or("idle").to_string(),
+            )
+        })
+        .collect();
+    let at: Vec<&str> = changes.iter().map(|(a, _)| a.as_str()).collect();
+    let to: Vec<&str> = changes.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(
+        to,
+        ["dusk", "evening", "idle", "dusk", "evening", "idle"],
+        "{at:?}"
+    );
+    assert_eq!(at[1], "2026-03-28T19:00:00+01:00");
+    assert_eq!(at[2], "2026-03-28T22:00:00+01:00");
+    assert_eq!(at[4], "2026-03-29T19:00:00+02:00");
+    // An hour before sunset: about 17:30 CET on the 28th, 18:30 CEST on the 29th.
+    assert!(at[0].starts_with("2026-03-28T17:"), "{at:?}");
+    assert!(at[3].starts_with("2026-03-29T18:"), "{at:?}");
+    let text = std::process::Command::new(env!("CARGO_BIN_EXE_pfx-player"))
+        .args(["schedule", "--config"])
+        .arg(&cfg)
+        .args(["--from", "2026-03-28", "--days", "1"])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("2026-03-28 Sat 19:00:00 CET  start evening (playlist show, repeat, stop hard), over dusk"),
+        "{text}"
+    );
+}
