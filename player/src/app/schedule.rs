@@ -147,3 +147,64 @@ impl Follower {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::show::ShowConfig;
+
+    fn scheduled(stop: &str) -> Show {
+        let text = format!(
+            "interface: lo\noutputs:\n  - name: a\n    profile: bench-ddp\n    destination: 127.0.0.1:9\nplaylists:\n  early:\n    - pattern: id\n  late:\n    - pattern: rainbow\nschedule:\n  timezone: UTC\n  entries:\n    - playlist: late\n      start: \"19:30\"\n      end: \"21:00\"\n      stop: {stop}\n    - playlist: early\n      start: \"19:00\"\n      end: \"20:00\"\n      repeat: false\n"
+        );
+        ShowConfig::from_str(&text, Path::new("s.yaml")).unwrap()
+    }
+
+    fn opts() -> RunOptions {
+        RunOptions {
+            http: None,
+            blocking_send: false,
+            duration: None,
+            send_buffer: None,
+            mdns: false,
+            summary: None,
+            config: None,
+        }
+    }
+
+    /// Unix microseconds of 2026-07-01 at `h:m` UTC.
+    fn at(h: i64, m: i64) -> i64 {
+        (1_782_864_000 + h * 3600 + m * 60) * 1_000_000
+    }
+
+    #[test]
+    fn the_follower_switches_at_each_change_and_the_outgoing_entry_decides_how() {
+        let graceful_show = scheduled("graceful");
+        let show = &graceful_show;
+        let opts = opts();
+        let (mut f, engine) = Follower::start(show, at(18, 59), &opts).unwrap();
+        assert_eq!((f.current, engine.items.len()), (None, 0), "idle is black");
+        // 19:00: `early` starts, from idle: at once; it plays once.
+        let s = f.poll(show, at(19, 0), &opts).expect("a switch at 19:00");
+        assert!(!s.graceful);
+        assert!(!s.engine.looped);
+        assert_eq!(f.current, Some(1));
+        assert!(f.poll(show, at(19, 0) + 500_000, &opts).is_none());
+        // 19:30: `late`, listed first, takes over; `early` ends gracefully by default.
+        let s = f.poll(show, at(19, 30), &opts).expect("a switch at 19:30");
+        assert!(s.graceful && s.engine.looped);
+        assert_eq!(f.current, Some(0));
+        // 20:00 changes nothing: `late` still wins. 21:00: idle, `late` stops gracefully.
+        assert!(f.poll(show, at(20, 0), &opts).is_none());
+        let s = f.poll(show, at(21, 0), &opts).expect("a switch at 21:00");
+        assert!(s.graceful);
+        assert_eq!((f.current, s.engine.items.len()), (None, 0));
+        // With `stop: hard` the same end switches at once.
+        let hard = scheduled("hard");
+        let (mut f, _) = Follower::start(&hard, at(20, 59), &opts).unwrap();
+        let s = f.poll(&hard, at(21, 0), &opts).expect("a switch at 21:00");
+        assert!(!s.graceful);
+    }
+}
