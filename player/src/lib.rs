@@ -19,6 +19,7 @@ pub mod mdns;
 pub mod nic;
 pub mod output;
 pub mod profiler;
+pub mod schedule;
 pub mod source;
 pub mod sys;
 pub mod wire;

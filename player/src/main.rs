@@ -36,6 +36,8 @@ enum Cmd {
     Doctor(cli::doctor::DoctorArgs),
     /// Per-stage timing percentiles and NIC PAUSE counters of a running unit.
     Profile(cli::profile::ProfileArgs),
+    /// List a show's upcoming scheduled starts and stops, and which entry wins.
+    Schedule(cli::schedule::ScheduleArgs),
 }
 
 fn after_help() -> String {
@@ -63,6 +65,7 @@ fn main() -> ExitCode {
         Cmd::Profile(a) => cli::profile::run(a),
         Cmd::Nic(a) => cli::nic::run(a),
         Cmd::Doctor(a) => cli::doctor::run(a),
+        Cmd::Schedule(a) => cli::schedule::run(a),
     };
     match result {
         Ok(code) => code,

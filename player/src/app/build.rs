@@ -30,6 +30,17 @@ pub fn unit_id(show: &Show) -> String {
 
 /// Opens everything a show needs, off the render thread.
 pub fn build_engine(show: &Show, opts: &RunOptions) -> anyhow::Result<Engine> {
+    build_engine_for(show, &show.playlist, show.config.content.looped, opts)
+}
+
+/// An engine for `show`'s poles playing `playlist` (the schedule's choice); no items is
+/// black.
+pub fn build_engine_for(
+    show: &Show,
+    playlist: &[Item],
+    looped: bool,
+    opts: &RunOptions,
+) -> anyhow::Result<Engine> {
     let unit = unit_id(show);
     let out_opts = OutputOptions {
         socket: SocketOptions {
@@ -48,8 +59,8 @@ pub fn build_engine(show: &Show, opts: &RunOptions) -> anyhow::Result<Engine> {
             Output::open(o, &out_opts).with_context(|| format!("{}", show.source.display()))?,
         );
     }
-    let mut items = Vec::with_capacity(show.playlist.len());
-    for item in &show.playlist {
+    let mut items = Vec::with_capacity(playlist.len());
+    for item in playlist {
         items.push(match item {
             Item::Fseq(path) => {
                 let file = FseqFile::open(path)?;
@@ -89,7 +100,7 @@ pub fn build_engine(show: &Show, opts: &RunOptions) -> anyhow::Result<Engine> {
         outputs,
         brightness: Brightness::new(show.config.brightness),
         fps: show.config.fps,
-        looped: show.config.content.looped,
+        looped,
         items,
     })
 }

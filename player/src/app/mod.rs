@@ -12,9 +12,11 @@
 //! - `services`: the threads beside the render loop; dropping them stops them.
 //! - `tx_queue`: the head-drop queue on the show interface, put in place and removed.
 //! - `play`: the supervisor loop (signals, reload, stop).
+//! - `schedule`: follows the show's schedule, switching engines at its starts and ends.
 
 pub mod build;
 pub mod play;
+pub mod schedule;
 pub mod services;
 pub mod tx_queue;
 
@@ -59,9 +61,17 @@ pub struct Checked {
 /// Opens everything the show needs (sockets, files, first frames) and closes it again.
 pub fn check(show: &crate::config::show::Show, opts: &RunOptions) -> anyhow::Result<Checked> {
     let engine = build_engine(show, opts)?;
+    let mut items = engine.items.len();
+    drop(engine);
+    // A scheduled show opens every playlist it may play, one at a time.
+    if show.schedule.is_some() {
+        for list in show.playlists.values() {
+            items += build::build_engine_for(show, list, true, opts)?.items.len();
+        }
+    }
     Ok(Checked {
-        outputs: engine.outputs.len(),
-        items: engine.items.len(),
+        outputs: show.outputs.len(),
+        items,
         tx_queue: tx_queue::describe(show),
     })
 }

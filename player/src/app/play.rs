@@ -10,10 +10,11 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use super::RunOptions;
 use super::build::build_engine;
+use super::schedule::Follower;
 use super::services::{self, Services};
 use super::tx_queue;
 use crate::config::show::{Show, ShowConfig};
-use crate::engine::frame_loop::{self, Engine, Exit};
+use crate::engine::frame_loop::{self, Engine, Exit, OnEnd};
 
 /// How often the supervisor looks at signals, the deadline and the render thread.
 const TICK: Duration = Duration::from_millis(20);
@@ -21,17 +22,21 @@ const TICK: Duration = Duration::from_millis(20);
 /// Plays `show` until a signal stops it, `opts.duration` passes, or a playlist without
 /// `loop` ends. SIGHUP reads `opts.config` again and swaps the show in at a frame boundary;
 /// a config that does not load or open is refused and the current show keeps playing.
-pub fn play(show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
+///
+/// A show with a `schedule:` plays what the schedule says now and follows it (`schedule`);
+/// its playlists end in black rather than ending the player.
+pub fn play(mut show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
         .context("cannot install signal handlers")?;
-    let engine = build_engine(&show, &opts)?;
+    let (mut follower, engine) = start(&show, &opts)?;
     let mut tx_queue = Some(tx_queue::apply(&show, None));
     let mut services = services::start(&show, &engine, &opts)?;
     let sink = services
         .sink
         .take()
         .context("profiler sink already taken")?;
-    let handle = frame_loop::spawn(engine, sink).context("cannot start the render thread")?;
+    let handle = frame_loop::spawn_with(engine, sink, on_end(&follower))
+        .context("cannot start the render thread")?;
     let finish = |exit: Exit, services: Services| {
         services::summarize(&services.profiler, opts.summary.as_deref());
         drop(services);
@@ -50,9 +55,14 @@ pub fn play(show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
             match sig {
                 SIGHUP => match &opts.config {
                     Some(p) => match reload(p, &opts) {
-                        Ok((new_show, engine)) => {
+                        Ok((new_show, engine, new_follower)) => {
                             tx_queue = Some(tx_queue::apply(&new_show, tx_queue.take()));
+                            if on_end(&new_follower) != on_end(&follower) {
+                                handle.set_on_end(on_end(&new_follower));
+                            }
                             handle.reload(engine);
+                            show = new_show;
+                            follower = new_follower;
                             tracing::info!(config = %p.display(), "SIGHUP: new config accepted");
                         }
                         Err(e) => tracing::error!(
@@ -70,6 +80,16 @@ pub fn play(show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
         if let Some(q) = tx_queue.as_mut() {
             q.refresh(Instant::now());
         }
+        if let Some(f) = follower.as_mut() {
+            let now_us = crate::sys::time::unix_micros() as i64;
+            if let Some(switch) = f.poll(&show, now_us, &opts) {
+                if switch.graceful {
+                    handle.after_item(switch.engine);
+                } else {
+                    handle.reload(switch.engine);
+                }
+            }
+        }
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {
             return Ok(finish(handle.stop(), services));
         }
@@ -81,9 +101,30 @@ pub fn play(show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
     }
 }
 
-/// The config at `path`, loaded and opened: the new show and its engine, or why not.
-fn reload(path: &Path, opts: &RunOptions) -> anyhow::Result<(Show, Engine)> {
+/// The engine to start `show` with, and the schedule follower when it has a schedule.
+fn start(show: &Show, opts: &RunOptions) -> anyhow::Result<(Option<Follower>, Engine)> {
+    match show.schedule {
+        Some(_) => {
+            let now_us = crate::sys::time::unix_micros() as i64;
+            let (f, engine) = Follower::start(show, now_us, opts)?;
+            Ok((Some(f), engine))
+        }
+        None => Ok((None, build_engine(show, opts)?)),
+    }
+}
+
+/// A scheduled show goes black at a playlist's end; an unscheduled one ends there.
+fn on_end(follower: &Option<Follower>) -> OnEnd {
+    match follower {
+        Some(_) => OnEnd::Black,
+        None => OnEnd::Exit,
+    }
+}
+
+/// The config at `path`, loaded and opened: the new show, its engine and its schedule
+/// follower, or why not.
+fn reload(path: &Path, opts: &RunOptions) -> anyhow::Result<(Show, Engine, Option<Follower>)> {
     let show = ShowConfig::load(path)?;
-    let engine = build_engine(&show, opts)?;
-    Ok((show, engine))
+    let (follower, engine) = start(&show, opts)?;
+    Ok((show, engine, follower))
 }

@@ -5,4 +5,5 @@ pub mod doctor;
 pub mod nic;
 pub mod profile;
 pub mod run;
+pub mod schedule;
 pub mod seq;

@@ -154,3 +154,112 @@ mod tests {
         assert!(e.contains("line 8"), "{e}");
     }
 }
+
+#[cfg(test)]
+mod schedule_tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::schedule::{At, Days, Idle, Stop};
+
+    const BASE: &str = "interface: lo\noutputs:\n  - name: a\n    profile: bench-ddp\n";
+    const LISTS: &str =
+        "playlists:\n  evening:\n    - pattern: rainbow\n  idle:\n    - pattern: id\n";
+
+    fn load(text: &str) -> Result<show::Show, String> {
+        ShowConfig::from_str(text, Path::new("s.yaml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_schedule_with_named_playlists_resolves() {
+        let text = format!(
+            "{BASE}{LISTS}schedule:\n  timezone: Europe/Berlin\n  latitude: 52.5\n  longitude: 13.4\n  idle: idle\n  entries:\n    - playlist: evening\n      days: [sat, sun]\n      start: sunset-10\n      end: 23:30\n      dates:\n        - from: 2026-12-01\n          to: 2026-12-24\n      repeat: false\n      stop: hard\n    - playlist: evening\n      days: weekdays\n      start: \"19:00\"\n      end: \"22:00\"\n"
+        );
+        let show = load(&text).unwrap();
+        assert!(show.playlist.is_empty());
+        assert_eq!(show.playlists.len(), 2);
+        let s = show.schedule.unwrap();
+        assert_eq!(s.idle, Idle::Playlist("idle".into()));
+        let e = &s.entries[0];
+        assert_eq!(e.days, Days::WEEKEND);
+        assert!(matches!(
+            e.start,
+            At::Sun {
+                offset_min: -10,
+                ..
+            }
+        ));
+        // Unquoted 23:30 (a YAML 1.1 sexagesimal number) still reads as a time.
+        assert_eq!(
+            e.end,
+            At::Clock(jiff::civil::Time::new(23, 30, 0, 0).unwrap())
+        );
+        assert_eq!((e.repeat, e.stop, e.dates.len()), (false, Stop::Hard, 1));
+        assert_eq!(s.entries[1].days, Days::WEEKDAYS);
+        assert_eq!(s.entries[1].stop, Stop::Graceful, "graceful by default");
+        assert!(s.entries[1].repeat, "repeats by default");
+    }
+
+    #[test]
+    fn schedule_errors_name_the_entry_and_say_what_to_do() {
+        let entry = |e: &str| {
+            format!(
+                "{BASE}{LISTS}schedule:\n  timezone: America/New_York\n  entries:\n    - playlist: evening\n{e}"
+            )
+        };
+        let cases = [
+            (
+                entry("      start: \"7pm\"\n      end: \"23:00\"\n"),
+                "schedule.entries[0].start: `7pm` is not a time",
+            ),
+            (
+                entry("      start: sunset\n      end: \"23:00\"\n"),
+                "schedule.entries[0]: a sun time needs the unit's place",
+            ),
+            (
+                entry("      start: \"19:00\"\n      end: \"23:00\"\n      days: someday\n"),
+                "schedule.entries[0].days: `someday` is not",
+            ),
+            (
+                entry(
+                    "      start: \"19:00\"\n      end: \"23:00\"\n      dates:\n        - from: 2026-12-24\n          to: 2026-12-01\n",
+                ),
+                "schedule.entries[0].dates[0]: `to` (2026-12-01) is before `from`",
+            ),
+            (
+                format!(
+                    "{BASE}{LISTS}schedule:\n  timezone: America/New_York\n  entries:\n    - playlist: morning\n      start: \"07:00\"\n      end: \"08:00\"\n"
+                ),
+                "schedule.entries[0].playlist: no playlist named `morning`",
+            ),
+            (
+                format!("{BASE}{LISTS}schedule:\n  timezone: Mars/Olympus\n  entries: []\n"),
+                "schedule.timezone: `Mars/Olympus` is not a known time zone",
+            ),
+            (
+                format!("{BASE}{LISTS}"),
+                "playlists: given but there is no `schedule:`",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = load(&text).unwrap_err();
+            assert!(e.contains(want), "{e}\nwanted: {want}");
+        }
+    }
+
+    #[test]
+    fn the_scheduled_example_loads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scheduled-show.yaml");
+        let show = ShowConfig::load(&path).unwrap();
+        let s = show.schedule.unwrap();
+        assert_eq!(s.entries.len(), 3);
+        assert_eq!(s.entries[0].days, Days::WEEKEND);
+        assert_eq!(show.playlists.len(), 3);
+    }
+
+    #[test]
+    fn a_config_without_a_schedule_still_needs_content() {
+        let e = load(BASE).unwrap_err();
+        assert!(e.contains("content.playlist: empty"), "{e}");
+    }
+}

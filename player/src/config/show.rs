@@ -1,5 +1,6 @@
 //! The show config: which interface, which poles, what to play (see `docs/show-config.md`).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -7,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ConfigError, DeviceProfile, from_yaml_file};
 use crate::nic::txqueue::Parent;
+use crate::schedule::{self, Schedule};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -55,7 +57,77 @@ pub struct ShowConfig {
     #[serde(default)]
     pub tx_queue_parent: Option<String>,
     pub outputs: Vec<OutputConfig>,
+    /// What plays without a schedule. With a schedule, leave it out and name playlists.
+    #[serde(default)]
     pub content: Content,
+    /// Named playlists, for the schedule's entries (and `schedule.idle`).
+    #[serde(default)]
+    pub playlists: BTreeMap<String, Vec<ContentItem>>,
+    /// When to play what; without it the show plays `content` from start.
+    #[serde(default)]
+    pub schedule: Option<ScheduleConfig>,
+}
+
+/// `schedule:` as written; `resolve` turns it into a `schedule::Schedule`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleConfig {
+    /// IANA zone name, e.g. `Europe/Berlin` (from the bundled tz database).
+    pub timezone: String,
+    /// Degrees north; needed when an entry uses sunrise, sunset, dawn or dusk.
+    #[serde(default)]
+    pub latitude: Option<f64>,
+    /// Degrees east (west is negative).
+    #[serde(default)]
+    pub longitude: Option<f64>,
+    /// Outside every entry: `black` (default) or a playlist name.
+    #[serde(default)]
+    pub idle: Option<String>,
+    pub entries: Vec<EntryConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EntryConfig {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub playlist: String,
+    /// `everyday` (default), `weekdays`, `weekend`, a day, or a list of days.
+    #[serde(default)]
+    pub days: Option<DaysConfig>,
+    /// `HH:MM[:SS]`, or `sunrise`/`sunset`/`dawn`/`dusk` with optional `+N`/`-N` minutes.
+    pub start: String,
+    pub end: String,
+    /// Inclusive date ranges the start date must fall in; none means every date.
+    #[serde(default)]
+    pub dates: Vec<DateRangeConfig>,
+    #[serde(default = "default_true")]
+    pub repeat: bool,
+    /// `graceful` (default): the item playing finishes; `hard`: black at once.
+    #[serde(default)]
+    pub stop: StopConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum DaysConfig {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DateRangeConfig {
+    pub from: String,
+    pub to: String,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StopConfig {
+    #[default]
+    Graceful,
+    Hard,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -105,7 +177,17 @@ fn default_start() -> u32 {
 pub struct Content {
     #[serde(default = "default_true", rename = "loop")]
     pub looped: bool,
+    #[serde(default)]
     pub playlist: Vec<ContentItem>,
+}
+
+impl Default for Content {
+    fn default() -> Content {
+        Content {
+            looped: true,
+            playlist: Vec::new(),
+        }
+    }
 }
 
 fn default_true() -> bool {
@@ -154,6 +236,10 @@ pub struct Show {
     pub config: ShowConfig,
     pub outputs: Vec<ResolvedOutput>,
     pub playlist: Vec<Item>,
+    /// `playlists:`, resolved like `playlist`.
+    pub playlists: BTreeMap<String, Vec<Item>>,
+    /// `schedule:`, checked: every entry's playlist is in `playlists`.
+    pub schedule: Option<Schedule>,
     /// `tx_queue_parent`, parsed (`root` when not given).
     pub tx_queue_parent: Parent,
     pub source: PathBuf,
@@ -207,7 +293,15 @@ impl ShowConfig {
         if self.outputs.is_empty() {
             return bad("outputs: empty; a show needs at least one pole".into());
         }
-        if self.content.playlist.is_empty() {
+        if self.schedule.is_none() && !self.playlists.is_empty() {
+            return bad(
+                "playlists: given but there is no `schedule:` to play them; play `content.playlist`, or add a schedule".into(),
+            );
+        }
+        if self.schedule.is_some() && !self.content.playlist.is_empty() {
+            return bad("content: with a `schedule:`, put what plays under `playlists:` and name them in the entries".into());
+        }
+        if self.schedule.is_none() && self.content.playlist.is_empty() {
             return bad("content.playlist: empty; add an `fseq:` or `pattern:` entry".into());
         }
         if !(1..=600).contains(&self.profile_window_s) {
@@ -243,64 +337,181 @@ impl ShowConfig {
                 profile,
             });
         }
-        let mut playlist = Vec::with_capacity(self.content.playlist.len());
-        for (i, it) in self.content.playlist.iter().enumerate() {
-            let item = match (&it.fseq, it.pattern) {
-                (Some(p), None) => {
-                    if it.seconds.is_some() || it.color.is_some() {
-                        return bad(format!(
-                            "content.playlist[{i}]: `seconds`/`color` apply to patterns; an fseq plays for its own length"
-                        ));
-                    }
-                    let p = base.join(p);
-                    if !p.is_file() {
-                        return bad(format!(
-                            "content.playlist[{i}].fseq: {} does not exist",
-                            p.display()
-                        ));
-                    }
-                    Item::Fseq(p)
-                }
-                (None, Some(kind)) => {
-                    let seconds = it.seconds.unwrap_or(10.0);
-                    if !(seconds > 0.0 && seconds.is_finite()) {
-                        return bad(format!(
-                            "content.playlist[{i}].seconds: must be a positive number"
-                        ));
-                    }
-                    let color = match &it.color {
-                        None => [255, 255, 255],
-                        Some(c) => match parse_color(c) {
-                            Some(c) => c,
-                            None => {
-                                return bad(format!(
-                                    "content.playlist[{i}].color: `{c}` is not #rrggbb"
-                                ));
-                            }
-                        },
-                    };
-                    Item::Pattern {
-                        kind,
-                        seconds,
-                        color,
-                    }
-                }
-                _ => {
-                    return bad(format!(
-                        "content.playlist[{i}]: give exactly one of `fseq:` or `pattern:`"
-                    ));
-                }
-            };
-            playlist.push(item);
+        let playlist = resolve_items(&self.content.playlist, "content.playlist", base, origin)?;
+        let mut playlists = BTreeMap::new();
+        for (name, items) in &self.playlists {
+            let key = format!("playlists.{name}");
+            if items.is_empty() {
+                return bad(format!("{key}: empty; add an `fseq:` or `pattern:` entry"));
+            }
+            playlists.insert(name.clone(), resolve_items(items, &key, base, origin)?);
         }
+        let schedule = match &self.schedule {
+            None => None,
+            Some(c) => {
+                Some(resolve_schedule(c, &playlists).map_err(|m| ConfigError::invalid(origin, m))?)
+            }
+        };
         Ok(Show {
             config: self,
             outputs,
             playlist,
+            playlists,
+            schedule,
             tx_queue_parent,
             source: origin.to_path_buf(),
         })
     }
+}
+
+/// One playlist's entries, checked; `key` names it in errors (`content.playlist`).
+fn resolve_items(
+    list: &[ContentItem],
+    key: &str,
+    base: &Path,
+    origin: &Path,
+) -> Result<Vec<Item>, ConfigError> {
+    let bad = |m: String| Err(ConfigError::invalid(origin, m));
+    let mut playlist = Vec::with_capacity(list.len());
+    for (i, it) in list.iter().enumerate() {
+        let item = match (&it.fseq, it.pattern) {
+            (Some(p), None) => {
+                if it.seconds.is_some() || it.color.is_some() {
+                    return bad(format!(
+                        "{key}[{i}]: `seconds`/`color` apply to patterns; an fseq plays for its own length"
+                    ));
+                }
+                let p = base.join(p);
+                if !p.is_file() {
+                    return bad(format!("{key}[{i}].fseq: {} does not exist", p.display()));
+                }
+                Item::Fseq(p)
+            }
+            (None, Some(kind)) => {
+                let seconds = it.seconds.unwrap_or(10.0);
+                if !(seconds > 0.0 && seconds.is_finite()) {
+                    return bad(format!("{key}[{i}].seconds: must be a positive number"));
+                }
+                let color = match &it.color {
+                    None => [255, 255, 255],
+                    Some(c) => match parse_color(c) {
+                        Some(c) => c,
+                        None => {
+                            return bad(format!("{key}[{i}].color: `{c}` is not #rrggbb"));
+                        }
+                    },
+                };
+                Item::Pattern {
+                    kind,
+                    seconds,
+                    color,
+                }
+            }
+            _ => {
+                return bad(format!(
+                    "{key}[{i}]: give exactly one of `fseq:` or `pattern:`"
+                ));
+            }
+        };
+        playlist.push(item);
+    }
+    Ok(playlist)
+}
+
+/// `schedule:`, checked against the playlists it names.
+fn resolve_schedule(
+    c: &ScheduleConfig,
+    playlists: &BTreeMap<String, Vec<Item>>,
+) -> Result<Schedule, String> {
+    let tz = jiff::tz::TimeZone::get(&c.timezone).map_err(|_| {
+        format!(
+            "schedule.timezone: `{}` is not a known time zone; give an IANA name such as Europe/Berlin or America/New_York",
+            c.timezone
+        )
+    })?;
+    let place = match (c.latitude, c.longitude) {
+        (None, None) => None,
+        (Some(lat), Some(lon)) => Some(schedule::Place::new(lat, lon).ok_or_else(|| {
+            format!("schedule: latitude {lat} / longitude {lon} out of range (−90..90, −180..180)")
+        })?),
+        _ => return Err("schedule: give both `latitude` and `longitude`, or neither".into()),
+    };
+    let known = |name: &str, key: &str| {
+        if playlists.contains_key(name) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{key}: no playlist named `{name}` under `playlists:` (there are: {})",
+                playlists.keys().cloned().collect::<Vec<_>>().join(", ")
+            ))
+        }
+    };
+    let idle = match c.idle.as_deref() {
+        None | Some("black") => schedule::Idle::Black,
+        Some(name) => {
+            known(name, "schedule.idle")?;
+            schedule::Idle::Playlist(name.to_string())
+        }
+    };
+    if c.entries.is_empty() {
+        return Err(
+            "schedule.entries: empty; add an entry with `playlist`, `start` and `end`".into(),
+        );
+    }
+    let mut entries = Vec::with_capacity(c.entries.len());
+    for (i, e) in c.entries.iter().enumerate() {
+        let key = format!("schedule.entries[{i}]");
+        known(&e.playlist, &format!("{key}.playlist"))?;
+        let days = match &e.days {
+            None => Ok(schedule::Days::EVERY_DAY),
+            Some(DaysConfig::One(w)) => schedule::spec::parse_days(std::slice::from_ref(w)),
+            Some(DaysConfig::Many(ws)) => schedule::spec::parse_days(ws),
+        }
+        .map_err(|m| format!("{key}.days: {m}"))?;
+        let start = schedule::spec::parse_at(&e.start).map_err(|m| format!("{key}.start: {m}"))?;
+        let end = schedule::spec::parse_at(&e.end).map_err(|m| format!("{key}.end: {m}"))?;
+        let sun = |a: schedule::At| matches!(a, schedule::At::Sun { .. });
+        if place.is_none() && (sun(start) || sun(end)) {
+            return Err(format!(
+                "{key}: a sun time needs the unit's place; add `latitude` and `longitude` to `schedule:`"
+            ));
+        }
+        let mut dates = Vec::with_capacity(e.dates.len());
+        for (j, r) in e.dates.iter().enumerate() {
+            let from = schedule::spec::parse_date(&r.from)
+                .map_err(|m| format!("{key}.dates[{j}].from: {m}"))?;
+            let to = schedule::spec::parse_date(&r.to)
+                .map_err(|m| format!("{key}.dates[{j}].to: {m}"))?;
+            if to < from {
+                return Err(format!(
+                    "{key}.dates[{j}]: `to` ({to}) is before `from` ({from})"
+                ));
+            }
+            dates.push(schedule::DateRange { from, to });
+        }
+        entries.push(schedule::Entry {
+            name: e
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("{}#{i}", e.playlist)),
+            playlist: e.playlist.clone(),
+            days,
+            start,
+            end,
+            dates,
+            repeat: e.repeat,
+            stop: match e.stop {
+                StopConfig::Graceful => schedule::Stop::Graceful,
+                StopConfig::Hard => schedule::Stop::Hard,
+            },
+        });
+    }
+    Ok(Schedule {
+        tz,
+        place,
+        idle,
+        entries,
+    })
 }
 
 /// A profile is a path (contains `/` or ends in `.yaml`) or a name looked up in the

@@ -50,8 +50,24 @@ pub enum ItemSource {
 pub enum Control {
     /// Swap in a new show at the next frame boundary.
     Reload(Box<Engine>),
+    /// Swap in a new show when the item playing now ends (a graceful stop); at once when
+    /// nothing is playing. A later `After` replaces the waiting show; a `Reload` drops it.
+    After(Box<Engine>),
+    /// From now on, the end of a playlist does this (a reload that adds or drops a
+    /// schedule).
+    OnEnd(OnEnd),
     /// Send stream-terminated packets and end the thread.
     Stop,
+}
+
+/// What the loop does when a playlist without `loop` (or with no items) ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnEnd {
+    /// End the thread (`Exit::Finished`): a show config without a schedule.
+    Exit,
+    /// Send black frames until the next control message: the schedule decides what next,
+    /// and an engine with no items is how it asks for black.
+    Black,
 }
 
 /// How the loop ended.
@@ -70,6 +86,16 @@ pub struct LoopHandle {
 impl LoopHandle {
     pub fn reload(&self, engine: Engine) -> bool {
         self.control.send(Control::Reload(Box::new(engine))).is_ok()
+    }
+
+    /// Changes what the end of a playlist does.
+    pub fn set_on_end(&self, on_end: OnEnd) -> bool {
+        self.control.send(Control::OnEnd(on_end)).is_ok()
+    }
+
+    /// Hands over `engine` to start when the item playing now ends.
+    pub fn after_item(&self, engine: Engine) -> bool {
+        self.control.send(Control::After(Box::new(engine))).is_ok()
     }
 
     pub fn is_finished(&self) -> bool {
@@ -95,12 +121,21 @@ impl LoopHandle {
 }
 
 pub fn spawn(engine: Engine, sink: impl FrameSink + 'static) -> std::io::Result<LoopHandle> {
+    spawn_with(engine, sink, OnEnd::Exit)
+}
+
+/// `spawn`, choosing what the end of a playlist does.
+pub fn spawn_with(
+    engine: Engine,
+    sink: impl FrameSink + 'static,
+    on_end: OnEnd,
+) -> std::io::Result<LoopHandle> {
     let (tx, rx) = channel();
     let thread = std::thread::Builder::new()
         .name("pfx-render".into())
         .spawn(move || {
             raise_priority("render thread");
-            run(engine, sink, rx)
+            run(engine, sink, rx, on_end)
         })?;
     Ok(LoopHandle {
         control: tx,
@@ -115,6 +150,8 @@ struct Show {
     playlist: Playlist,
     late_log: RateLimit,
     error_log: RateLimit,
+    /// The playlist has ended and the channels are black (`OnEnd::Black`).
+    ended: bool,
 }
 
 /// Counts events and lets one through every `SOURCE_LOG_EVERY_NS`. No allocation.
@@ -188,13 +225,21 @@ impl Show {
             playlist,
             late_log: RateLimit::default(),
             error_log: RateLimit::default(),
+            ended: false,
         }
     }
 }
 
-fn run(engine: Engine, mut sink: impl FrameSink, control: Receiver<Control>) -> Exit {
+fn run(
+    engine: Engine,
+    mut sink: impl FrameSink,
+    control: Receiver<Control>,
+    mut on_end: OnEnd,
+) -> Exit {
     let clock = FrameClock::new(mono_ns(), engine.fps);
     let mut show = Show::new(engine, clock.start_ns());
+    // A show waiting for the current item to end, and when that is.
+    let mut pending: Option<(Box<Engine>, u64)> = None;
     let mut tick = 0u64;
     let mut skipped = 0u64;
     let mut next_discovery = clock.start_ns();
@@ -214,14 +259,32 @@ fn run(engine: Engine, mut sink: impl FrameSink, control: Receiver<Control>) -> 
                 }
                 // A reload restarts the playlist now.
                 show = Show::new(*new, t0);
+                pending = None;
                 next_discovery = t0;
                 tracing::info!("show reloaded");
             }
+            Ok(Control::After(new)) => {
+                let at = match &pending {
+                    Some((_, at)) => *at,
+                    None if show.ended => t0,
+                    None => show.playlist.item_end_ns().unwrap_or(t0),
+                };
+                pending = Some((new, at));
+            }
+            Ok(Control::OnEnd(e)) => on_end = e,
             Ok(Control::Stop) | Err(TryRecvError::Disconnected) => {
                 terminate(&mut show);
                 return Exit::Stopped;
             }
             Err(TryRecvError::Empty) => {}
+        }
+        if pending.as_ref().is_some_and(|(_, at)| t0 >= *at)
+            && let Some((new, at)) = pending.take()
+        {
+            // The next show starts where the item ended, not when this tick noticed.
+            show = Show::new(*new, at.min(t0));
+            next_discovery = t0;
+            tracing::info!("the item ended; the next show starts");
         }
         if t0 >= next_discovery {
             next_discovery = t0 + DISCOVERY_INTERVAL_NS;
@@ -264,10 +327,18 @@ fn run(engine: Engine, mut sink: impl FrameSink, control: Receiver<Control>) -> 
             Now::Pattern { kind, color, t, .. } => {
                 pattern::render(kind, color, t, &show.layout, &mut show.channels)
             }
-            Now::Finished => {
-                terminate(&mut show);
-                return Exit::Finished;
-            }
+            Now::Finished => match on_end {
+                OnEnd::Exit => {
+                    terminate(&mut show);
+                    return Exit::Finished;
+                }
+                OnEnd::Black => {
+                    if !show.ended {
+                        show.channels.fill(0);
+                        show.ended = true;
+                    }
+                }
+            },
         }
         let t2 = mono_ns();
 

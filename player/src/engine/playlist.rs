@@ -63,6 +63,13 @@ impl Playlist {
         self.current
     }
 
+    /// When the item `at` last returned ends (a graceful stop waits for it); None when the
+    /// playlist has no item left (finished or empty).
+    pub fn item_end_ns(&self) -> Option<u64> {
+        let e = self.entries.get(self.current)?;
+        Some(self.item_start_ns + e.duration_ns())
+    }
+
     pub fn at(&mut self, now_ns: u64) -> Now {
         if self.entries.is_empty() {
             return Now::Finished;
@@ -162,5 +169,18 @@ mod tests {
     fn without_loop_it_finishes() {
         let mut p = Playlist::new(list(), false, 0);
         assert_eq!(p.at(41 * S), Now::Finished);
+        assert_eq!(p.item_end_ns(), None);
+    }
+
+    #[test]
+    fn the_current_item_ends_where_the_next_begins() {
+        let mut p = Playlist::new(list(), true, 0);
+        p.at(5 * S);
+        assert_eq!(p.item_end_ns(), Some(30 * S));
+        p.at(35 * S);
+        assert_eq!(p.item_end_ns(), Some(40 * S));
+        p.at(41 * S); // the second lap
+        assert_eq!(p.item_end_ns(), Some(70 * S));
+        assert_eq!(Playlist::new(Vec::new(), true, 0).item_end_ns(), None);
     }
 }
