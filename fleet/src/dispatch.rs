@@ -277,7 +277,9 @@ fn log(priority: libc::c_int, audit: Option<&Path>, line: &str) {
     }
 }
 
-fn default_unit_id() -> String {
+/// The unit's id when the config names none: `/etc/pfx/unit-id` (written by the image),
+/// else the host name. Shared with `pfx-agent`'s direct verbs so both report the same id.
+pub fn default_unit_id() -> String {
     if let Ok(s) = std::fs::read_to_string("/etc/pfx/unit-id") {
         let s = s.trim();
         if !s.is_empty() {

@@ -104,18 +104,9 @@ enum Cmd {
 }
 
 fn unit_id(cli: &Cli) -> String {
-    if let Some(u) = &cli.unit_id {
-        return u.clone();
-    }
-    if let Ok(s) = std::fs::read_to_string("/etc/pfx/unit-id") {
-        let s = s.trim();
-        if !s.is_empty() {
-            return s.to_string();
-        }
-    }
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
+    cli.unit_id
+        .clone()
+        .unwrap_or_else(pfx_fleet::dispatch::default_unit_id)
 }
 
 fn main() -> ExitCode {
