@@ -55,7 +55,9 @@ WRAPPERS = {
     "timeout": lambda w, i: _skip_opts(w, i, ("-s", "-k")) + 1,
     "chroot": lambda w, i: _skip_opts(w, i) + 1,
     "nsenter": lambda w, i: _skip_opts(w, i, ("-t", "-n", "-m")),
-    "unshare": lambda w, i: _skip_opts(w, i),
+    "unshare": lambda w, i: _skip_opts(
+        w, i, ("--propagation", "-S", "--setuid", "-G", "--setgid", "-R", "--root", "-w", "--wd")
+    ),
     # ip netns exec NS CMD ...
     "ip": lambda w, i: i + 3 if w[i : i + 2] == ["netns", "exec"] else None,
 }
