@@ -16,3 +16,4 @@ pub mod push;
 pub mod rollout;
 pub mod ssh;
 pub mod store;
+pub mod top;

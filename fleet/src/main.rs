@@ -135,6 +135,37 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Live view of a site: one row per unit from its read-only /profile, refreshed in place.
+    #[command(long_about = TOP_LONG, after_help = TOP_AFTER)]
+    Top {
+        /// The site whose units to show (its units in the fleet config and those discover
+        /// recorded for it).
+        #[arg(long)]
+        site: String,
+        /// Only this unit of the site (repeat for more); default: every unit of the site.
+        #[arg(long, value_name = "U")]
+        unit: Vec<String>,
+        /// Seconds between refreshes (decimals allowed, e.g. 0.5).
+        #[arg(long, value_name = "N", default_value_t = 2.0)]
+        interval_s: f64,
+        /// Seconds to wait for one unit: to connect, and then for each read. A unit that
+        /// does not answer in time shows as "timed out"; the others do not wait for it.
+        #[arg(long, value_name = "N", default_value_t = 1.5)]
+        timeout_s: f64,
+        /// How many units to ask at once.
+        #[arg(long, value_name = "N", default_value_t = 16)]
+        parallel: usize,
+        /// The player's HTTP port on every unit, overriding the port a unit announced over
+        /// mDNS (`http_port=` in its TXT record) and the default 8080.
+        #[arg(long, value_name = "PORT")]
+        http_port: Option<u16>,
+        /// Stop after this many refreshes (default: until q, Ctrl-C or SIGTERM).
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+        /// Print one snapshot as a JSON array of rows and exit (1 when a unit did not answer).
+        #[arg(long)]
+        json: bool,
+    },
     /// What was pushed where, when, by whom, and what came back.
     History {
         /// At most this many records, newest first.
@@ -144,6 +175,157 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+const TOP_LONG: &str = "\
+Live view of a site: one row per unit, read from each unit's read-only GET /profile over
+HTTP (the player's port: --http-port, else the http_port the unit announced over mDNS, else
+8080). Units are asked in parallel (--parallel at once), each bounded by --timeout-s, so a
+dead unit never delays the others.
+
+Columns:
+  unit      the unit's id in the fleet config (or as discovered)
+  state     up, or DOWN followed by why: connection refused, timed out, not a pfx
+            /profile document, HTTP status, or unreachable, with the client's message
+  playing   what the unit plays; /profile does not say yet, so this is - for now
+  fps       frames per second over the player's rolling window
+  misses    deadline misses in that window
+  wire p99  99th percentile of the wire_send stage in that window
+  PAUSE/s   PAUSE frames received per second on the show interface (- when the NIC
+            monitor has no rate yet or the driver does not count them)
+  sync off  offset from the sync master; /profile has no sync section yet, so -
+  health    ok, or why the loop is not on time; (answers as X) when another unit answered
+
+On a terminal the table is redrawn in place every --interval-s; q or Ctrl-C quits and puts
+the terminal back. Otherwise (a pipe, a file) one table per interval is printed, each
+preceded by a line with the time and how many units answered. --json prints one snapshot
+and exits.";
+
+const TOP_AFTER: &str = "\
+Exit status:
+  0     success: every unit answered (--json), or the live view was quit (q, Ctrl-C,
+        SIGTERM) or ran its --count
+  1     --json: at least one unit did not answer (its row says why)
+  2     error: bad usage, the site has no units, a --unit not in the site, a bad config
+Examples:
+  pfx-fleet top --site hall-a
+  pfx-fleet top --site hall-a --unit u1 --unit u2 --interval-s 1
+  pfx-fleet top --site hall-a --json | jq '.[] | select(.answered | not)'";
+
+/// `top`: the units of the site to ask, in the order shown.
+fn top_units(
+    store: &Store,
+    site: &str,
+    only: &[String],
+    http_port: Option<u16>,
+) -> Result<Vec<pfx_fleet::top::TopUnit>> {
+    let all = store.units(Some(site))?;
+    if all.is_empty() {
+        bail!(
+            "site {site} has no units: list them under the site in the fleet config or run discover"
+        );
+    }
+    let chosen: Vec<UnitRow> = if only.is_empty() {
+        all
+    } else {
+        let mut v = Vec::new();
+        for id in only {
+            match all.iter().find(|u| &u.unit_id == id) {
+                Some(u) => v.push(u.clone()),
+                None => bail!(
+                    "unit {id} is not in site {site}: units there are {}",
+                    all.iter()
+                        .map(|u| u.unit_id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }
+        }
+        v
+    };
+    Ok(chosen
+        .into_iter()
+        .map(|u| pfx_fleet::top::TopUnit {
+            http_port: http_port.unwrap_or_else(|| {
+                pfx_fleet::top::http_port_from_txt(
+                    u.txt.as_deref(),
+                    pfx_fleet::top::DEFAULT_HTTP_PORT,
+                )
+            }),
+            unit: u.unit_id,
+            host: u.host,
+        })
+        .collect())
+}
+
+fn seconds(flag: &str, v: f64) -> Result<Duration> {
+    if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
+        bail!("{flag} {v}: give a number of seconds above 0 (e.g. 2 or 0.5)");
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+struct TopOpts {
+    site: String,
+    interval: Duration,
+    timeout: Duration,
+    parallel: usize,
+    count: Option<u64>,
+}
+
+/// The live loop: a redraw in place on a terminal, one table per interval elsewhere.
+fn top_live(units: &[pfx_fleet::top::TopUnit], o: &TopOpts) -> Result<u8> {
+    use pfx_fleet::top::{self, term};
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    use std::time::Instant;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing the SIGINT/SIGTERM handler")?;
+    }
+    let screen = term::is_tty(1).then(term::Screen::enter);
+    let mut n = 0u64;
+    loop {
+        let t0 = Instant::now();
+        let rows = top::poll(units, o.parallel, o.timeout);
+        n += 1;
+        let up = rows.iter().filter(|r| r.answered).count();
+        let head = format!(
+            "pfx-fleet top: site {}, {} UTC, {up} of {} units answered",
+            o.site,
+            gate::utc(now_ms()),
+            rows.len()
+        );
+        let table = top::render(&rows);
+        match &screen {
+            Some(s) => s.draw(&format!(
+                "{head} (every {} s; q quits)\n\n{table}",
+                o.interval.as_secs_f64()
+            )),
+            None => {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "{head}\n{table}\n")?;
+                out.flush()?;
+            }
+        }
+        if o.count.is_some_and(|c| n >= c) {
+            break;
+        }
+        let quit = match &screen {
+            Some(s) => s.wait(t0 + o.interval, &stop),
+            None => term::wait_until(t0 + o.interval, &stop, false),
+        };
+        if quit {
+            break;
+        }
+    }
+    drop(screen);
+    if term::is_tty(1) {
+        println!();
+    }
+    Ok(0)
 }
 
 /// Who is pushing: the human behind sudo first, then the login, then the uid's name.
@@ -482,6 +664,36 @@ fn run(cli: Cli) -> Result<u8> {
                 );
             }
             Ok(if sum.stopped_at.is_some() { 1 } else { 0 })
+        }
+        Cmd::Top {
+            site,
+            unit,
+            interval_s,
+            timeout_s,
+            parallel,
+            http_port,
+            count,
+            json,
+        } => {
+            let o = TopOpts {
+                interval: seconds("--interval-s", interval_s)?,
+                timeout: seconds("--timeout-s", timeout_s)?,
+                parallel: parallel.max(1),
+                count,
+                site,
+            };
+            let units = top_units(&store, &o.site, &unit, http_port)?;
+            if json {
+                let rows = pfx_fleet::top::poll(&units, o.parallel, o.timeout);
+                print_json(&rows)?;
+                Ok(if rows.iter().all(|r| r.answered) {
+                    0
+                } else {
+                    1
+                })
+            } else {
+                top_live(&units, &o)
+            }
         }
         Cmd::History { limit, json } => {
             let h = store.history(limit)?;
