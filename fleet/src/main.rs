@@ -207,6 +207,7 @@ Exit status:
         SIGTERM) or ran its --count
   1     --json: at least one unit did not answer (its row says why)
   2     error: bad usage, the site has no units, a --unit not in the site, a bad config
+
 Examples:
   pfx-fleet top --site hall-a
   pfx-fleet top --site hall-a --unit u1 --unit u2 --interval-s 1

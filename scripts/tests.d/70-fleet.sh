@@ -499,6 +499,104 @@ check "offline u3: push exits 1, recorded pending: unreachable" bash -c "[ $rc =
 fleet gate fallback --site hall-a > "$T/gate3.out" 2>&1; rc=$?
 check "gate closed again while u3 is pending (exit $rc)" bash -c "[ $rc = 1 ] && grep -q '  u3: last push pending' $T/gate3.out"
 
+# 11. pfx-fleet top: live rows from each unit's /profile over HTTP -----------------
+# Each hall-a unit serves the golden /profile document (a fake player) on its own
+# address, port 8080, with its own numbers, so every row can be told apart.
+start_profile() { # i fps misses wire_p99_us pause_rx_per_s
+  nsenter --net="/run/netns/pfxfl${P}u$1" -- python3 -c '
+import http.server, json, sys
+g, addr, unit, fps, misses, p99, pause = sys.argv[1:8]
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self):
+        if self.path != "/profile":
+            self.send_response(404); self.end_headers(); return
+        d = json.load(open(g))
+        d.update({"unit": unit, "fps": float(fps), "deadline_misses": int(misses)})
+        d["stages"]["wire_send"]["p99_us"] = float(p99)
+        d["nic"]["pause_rx_frames"]["per_s"] = float(pause)
+        b = json.dumps(d).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
+http.server.HTTPServer((addr, 8080), H).serve_forever()' "$top/api/tests/golden/profile.json" "10.77.0.1$1" "u$1" "$2" "$3" "$4" "$5" > "$T/prof-u$1.log" 2>&1 &
+  PIDS+=($!)
+  eval "PROF_PID_$1=$!"
+}
+start_profile 1 59.94 1 412 0
+start_profile 2 50.5 7 1800 130
+start_profile 3 60 0 95 12
+for i in 1 2 3; do
+  for _ in $(seq 100); do
+    inns "$OP" python3 -c 'import sys,urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1).read()' "http://10.77.0.1$i:8080/profile" > /dev/null 2>&1 && break
+    sleep 0.05
+  done
+done
+rc_is() { local want=$1 got=$2; shift 2; [ "$got" = "$want" ] && "$@"; }
+top_rows_ok() { # json-file spec...: spec = unit:answered[:fps:misses:p99:pause | :down-kind]
+  python3 - "$@" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+by = {r["unit"]: r for r in rows}
+assert sorted(by) == sorted(s.split(":")[0] for s in sys.argv[2:]), rows
+for s in sys.argv[2:]:
+    f = s.split(":"); r = by[f[0]]
+    if f[1] == "up":
+        want = (True, float(f[2]), int(f[3]), float(f[4]), float(f[5]), f[0], None, None)
+        got = (r["answered"], r["fps"], r["deadline_misses"], r["wire_send_p99_us"], r["pause_rx_per_s"], r["answered_as"], r["down"], r["reason"])
+        assert got == want, (f[0], got, want)
+        assert r["playing"] is None and r["sync_offset_ms"] is None and r["health"] == "ok", r
+        assert r["url"] == "http://10.77.0.1%s:8080" % f[0][1:], r
+    else:
+        assert r["answered"] is False and r["down"] == f[2] and r["reason"], r
+        assert r["fps"] is None and r["deadline_misses"] is None, r
+PY
+}
+fleet top --site hall-a --json > "$T/top1.json" 2> "$T/top1.err"; rc=$?
+check "top --json: every hall-a unit answers with its own numbers (exit $rc)" rc_is 0 $rc top_rows_ok $T/top1.json u1:up:59.94:1:412:0 u2:up:50.5:7:1800:130 u3:up:60:0:95:12
+fleet top --site hall-a --unit u3 --json > "$T/top1u.json" 2>&1; rc=$?
+check "top --unit u3 --json: only u3 (exit $rc)" rc_is 0 $rc top_rows_ok $T/top1u.json u3:up:60:0:95:12
+fleet top --site hall-a --unit nope --json > "$T/top-bad.out" 2>&1; rc=$?
+check "top --unit not in the site: usage error (exit $rc) naming it" bash -c "[ $rc = 2 ] && grep -q 'unit nope is not in site hall-a' $T/top-bad.out"
+fleet top --site nowhere --json > "$T/top-bad.out" 2>&1; rc=$?
+check "top --site without units: error (exit $rc)" bash -c "[ $rc = 2 ] && grep -q 'site nowhere has no units' $T/top-bad.out"
+# Not a terminal: one table per interval, two intervals.
+fleet top --site hall-a --interval-s 0.5 --count 2 > "$T/top2.out" 2> "$T/top2.err"; rc=$?
+ntab=$(grep -c '^pfx-fleet top: site hall-a, .* 3 of 3 units answered$' "$T/top2.out")
+nrow=$(grep -c '^u[123] \+up ' "$T/top2.out")
+check "top to a file for 2 intervals: two tables, 3 rows each, no ANSI (exit $rc, tables $ntab, rows $nrow)" bash -c "[ $rc = 0 ] && [ $ntab = 2 ] && [ $nrow = 6 ] && ! grep -q $'\x1b' $T/top2.out"
+# u2's /profile server stopped mid-run: the live view's later tables show it DOWN with
+# the reason while u1 and u3 keep answering.
+nsenter --net="/run/netns/$OP" -- "$FLEET" --config "$T/fleet.yaml" --db "$DB" top --site hall-a --interval-s 0.4 --count 8 > "$T/top3.out" 2> "$T/top3.err" &
+tpid=$!
+for _ in $(seq 100); do grep -q 'units answered' "$T/top3.out" 2>/dev/null && break; sleep 0.05; done
+kill "$PROF_PID_2"; wait "$PROF_PID_2" 2>/dev/null
+wait $tpid; rc=$?
+check "live top across u2's stop: first table all up, last shows u2 DOWN: connection refused; u1, u3 up (exit $rc)" python3 - "$T/top3.out" <<'PY'
+import sys
+tables = open(sys.argv[1]).read().strip().split("\n\n")
+assert len(tables) == 8, len(tables)
+first, last = tables[0].splitlines(), tables[-1].splitlines()
+assert "3 of 3 units answered" in first[0], first
+assert "2 of 3 units answered" in last[0], last
+rows = {l.split()[0]: l for l in last[2:]}
+assert rows["u2"].split()[1] == "DOWN" and "connection refused: http://10.77.0.12:8080" in rows["u2"], rows
+assert rows["u1"].split()[1] == "up" and rows["u3"].split()[1] == "up", rows
+PY
+fleet top --site hall-a --json > "$T/top4.json" 2> "$T/top4.err"; rc=$?
+check "top --json after u2's stop: u2 not answering (connection refused), others still answer, exit 1 (got $rc)" rc_is 1 $rc top_rows_ok $T/top4.json u1:up:59.94:1:412:0 u2:down:connection_refused u3:up:60:0:95:12
+# A unit that accepts the connection and never answers: timed out, and the others are
+# not held up beyond the one timeout.
+nsenter --net="/run/netns/pfxfl${P}u2" -- python3 -c '
+import socket, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("10.77.0.12", 8080)); s.listen(8)
+time.sleep(120)' > /dev/null 2>&1 &
+PIDS+=($!); silent=$!
+sleep 0.3
+t0=$(date +%s%N)
+fleet top --site hall-a --json --timeout-s 1 > "$T/top5.json" 2> "$T/top5.err"; rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+check "top --json with u2 silent: u2 timed out, others answer, in ${ms} ms (exit $rc)" rc_is 1 $rc rc_is yes "$([ $ms -lt 2500 ] && echo yes)" top_rows_ok $T/top5.json u1:up:59.94:1:412:0 u2:down:timed_out u3:up:60:0:95:12
+kill $silent 2>/dev/null; wait $silent 2>/dev/null
+
 # --- optional: scale benchmark, 100 simulated units ---------------------------------
 if [ "${1:-}" = bench ]; then
   B="$T/bench"; mkdir -p "$B"
