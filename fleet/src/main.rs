@@ -136,7 +136,7 @@ enum Cmd {
         json: bool,
     },
     /// Live view of a site: one row per unit from its read-only /profile, refreshed in place.
-    #[command(long_about = TOP_LONG, after_help = TOP_AFTER)]
+    #[command(long_about = TOP_LONG, after_help = top_after())]
     Top {
         /// The site whose units to show (its units in the fleet config and those discover
         /// recorded for it).
@@ -201,17 +201,18 @@ the terminal back. Otherwise (a pipe, a file) one table per interval is printed,
 preceded by a line with the time and how many units answered. --json prints one snapshot
 and exits.";
 
-const TOP_AFTER: &str = "\
-Exit status:
-  0     success: every unit answered (--json), or the live view was quit (q, Ctrl-C,
-        SIGTERM) or ran its --count
-  1     --json: at least one unit did not answer (its row says why)
-  2     error: bad usage, the site has no units, a --unit not in the site, a bad config
-
-Examples:
-  pfx-fleet top --site hall-a
-  pfx-fleet top --site hall-a --unit u1 --unit u2 --interval-s 1
-  pfx-fleet top --site hall-a --json | jq '.[] | select(.answered | not)'";
+/// `top --help`'s exit codes (the shared convention) and examples.
+fn top_after() -> String {
+    format!(
+        "{}\n\nExamples:\n  pfx-fleet top --site hall-a\n  \
+         pfx-fleet top --site hall-a --unit u1 --unit u2 --interval-s 1\n  \
+         pfx-fleet top --site hall-a --json | jq '.[] | select(.answered | not)'",
+        pfx_api::exit::help(
+            "--json: a unit did not answer (its row says why); never in the live view",
+            &[],
+        )
+    )
+}
 
 /// `top`: the units of the site to ask, in the order shown.
 fn top_units(

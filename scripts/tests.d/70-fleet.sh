@@ -596,6 +596,25 @@ fleet top --site hall-a --json --timeout-s 1 > "$T/top5.json" 2> "$T/top5.err"; 
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 check "top --json with u2 silent: u2 timed out, others answer, in ${ms} ms (exit $rc)" rc_is 1 $rc rc_is yes "$([ $ms -lt 2500 ] && echo yes)" top_rows_ok $T/top5.json u1:up:59.94:1:412:0 u2:down:timed_out u3:up:60:0:95:12
 kill $silent 2>/dev/null; wait $silent 2>/dev/null
+# A real player (the demo show) behind u3's address: its /profile reads as the typed
+# document, with a frame rate and a wire_send p99 of its own.
+PLAYER="${PFX_PLAYER:-$bin/pfx-player}"
+if [ -x "$PLAYER" ]; then
+  kill "$PROF_PID_3"; wait "$PROF_PID_3" 2>/dev/null
+  nsenter --net="/run/netns/pfxfl${P}u3" -- "$PLAYER" demo --http 10.77.0.13:8080 > "$T/player-u3.log" 2>&1 &
+  PIDS+=($!); ppid=$!
+  for _ in $(seq 100); do
+    inns "$OP" python3 -c 'import sys,urllib.request,json; d=json.load(urllib.request.urlopen(sys.argv[1], timeout=1)); sys.exit(0 if d["frames"] > 0 and "wire_send" in d["stages"] else 1)' "http://10.77.0.13:8080/profile" > /dev/null 2>&1 && break
+    sleep 0.1
+  done
+  fleet top --site hall-a --unit u3 --json > "$T/top6.json" 2> "$T/top6.err"; rc=$?
+  check "top --json against a real pfx-player demo on u3: answered, fps and wire_send p99 read (exit $rc)" rc_is 0 $rc python3 -c '
+import json,sys; r=json.load(open(sys.argv[1]))[0]
+assert r["answered"] and r["fps"] > 0 and r["wire_send_p99_us"] is not None and r["deadline_misses"] is not None, r' "$T/top6.json"
+  kill $ppid 2>/dev/null; wait $ppid 2>/dev/null
+else
+  fail "no pfx-player at $PLAYER for the real-player top check (cargo build -p pfx-player or set PFX_PLAYER)"
+fi
 
 # --- optional: scale benchmark, 100 simulated units ---------------------------------
 if [ "${1:-}" = bench ]; then
