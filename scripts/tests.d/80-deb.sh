@@ -114,7 +114,9 @@ wants=/etc/systemd/system/sys-subsystem-net-devices-eth0.device.wants/pfx-eth-no
 [ "$(readlink "$root$wants")" = /lib/systemd/system/pfx-eth-no-pause@.service ] \
   || fail "no enable link $wants -> /lib/systemd/system/pfx-eth-no-pause@.service (got '$(readlink "$root$wants" || true)')"
 [ -L "$root/etc/systemd/system/multi-user.target.wants/pfx-player.service" ] || fail "pfx-player.service is not enabled"
-in_root pfx-player --version > /dev/null || fail "the installed pfx-player does not run"
+# (Through a variable: the binary is the package's, not a command the host must have.)
+player_bin=/usr/bin/pfx-player
+in_root "$player_bin" --version > /dev/null || fail "the installed pfx-player does not run"
 lap "apt install pfx-player $version"
 
 # ------------------------------------------------------------------ 5. systemd-analyze verify
@@ -141,8 +143,9 @@ lap "upgrade to $newer (edit kept)"
 
 # ------------------------------------------------------------------ 7. agent and fleet
 apt_install "/pfx-debs/pfx-agent_${newer}_amd64.deb" "/pfx-debs/pfx-fleet_${newer}_amd64.deb"
-in_root pfx-agent --help > /dev/null || fail "the installed pfx-agent does not run"
-in_root pfx-fleet --help > /dev/null || fail "the installed pfx-fleet does not run"
+for b in pfx-agent pfx-fleet; do
+  in_root "/usr/bin/$b" --help > /dev/null || fail "the installed $b does not run"
+done
 lap "apt install pfx-agent pfx-fleet"
 
 # ------------------------------------------------------------------ 8. purge
