@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# The .deb for units already running (scripts/build-deb, docs/install-deb.md): build the
+# amd64 packages, then in a fresh Debian 12 root (mmdebstrap, native amd64, variant apt,
+# with systemd and openssh-client, pfx-fleet's dependency) install pfx-player with apt,
+# check its files, conffile and enable links, edit the show, upgrade to a newer build and check the edit survived, run
+# `systemd-analyze verify --root` on what it installed, lintian each .deb (no errors),
+# install pfx-agent and pfx-fleet, and purge everything, checking that nothing the packages
+# made is left.
+#
+# Env: PFX_CACHE (the .deb cache, as for image builds), PFX_DEB_KEEP=1 (keep the root),
+#      PFX_DEB_BIN_DIR (prebuilt amd64 binaries; default: cargo build --release).
+set -euo pipefail
+top=${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+cd "$top"
+if [ "$(id -u)" != 0 ]; then
+  echo "skipped: needs root (mmdebstrap --mode=root, chroot)" >&2
+  exit 77
+fi
+fail() { echo "FAIL: $*" >&2; exit 1; }
+trap 'echo "FAIL: 80-deb.sh line $LINENO: $BASH_COMMAND" >&2' ERR
+for c in mmdebstrap lintian dpkg-deb systemd-analyze; do
+  command -v "$c" >/dev/null || fail "$c missing: run scripts/install-deps (scripts/deps/deb.apt, image.apt)"
+done
+suite_start=$(date +%s)
+lap_start=$suite_start
+lap() { local now; now=$(date +%s); printf 'TIMING %-40s %4d s (suite %4d s)\n' "$1" $((now - lap_start)) $((now - suite_start)); lap_start=$now; }
+
+export PFX_CACHE=${PFX_CACHE:-/var/cache/pfx}
+debs="$PFX_CACHE/debs/deb-bookworm-amd64"
+mkdir -p "$debs"
+work=$(mktemp -d /var/tmp/pfx-deb.XXXXXX)
+root="$work/root"
+mounts=()
+cleanup() {
+  local i
+  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount "${mounts[$i]}" 2>/dev/null || umount -l "${mounts[$i]}" || true; done
+  if [ "${PFX_DEB_KEEP:-0}" = 1 ]; then echo "root kept: $root"; return; fi
+  if findmnt -n -o TARGET --list | grep -q "^$work/"; then
+    echo "root $root still has mounts: not removed" >&2
+  else
+    rm -rf --one-file-system "$work"
+  fi
+}
+trap cleanup EXIT
+
+# ------------------------------------------------------------------ 1. the packages
+version=$(awk '/^\[workspace\.package\]/ {p=1; next} /^\[/ {p=0} p && /^version *=/ {gsub(/[" ]/, "", $0); sub(/^version=/, "", $0); print; exit}' Cargo.toml)
+[ -n "$version" ] || fail "no workspace version in Cargo.toml"
+newer="$version+test1"
+bin_args=()
+[ -n "${PFX_DEB_BIN_DIR:-}" ] && bin_args=(--bin-dir "$PFX_DEB_BIN_DIR")
+scripts/build-deb --arch amd64 --out "$work/v1" "${bin_args[@]}" > "$work/build1.log" 2>&1 \
+  || { tail -20 "$work/build1.log"; fail "scripts/build-deb --arch amd64"; }
+# The newer build reuses the binaries just built: only the version differs.
+scripts/build-deb --arch amd64 --out "$work/v2" --version "$newer" --bin-dir "${PFX_DEB_BIN_DIR:-$top/target/release}" > "$work/build2.log" 2>&1 \
+  || { tail -20 "$work/build2.log"; fail "scripts/build-deb --version $newer"; }
+for p in pfx-player pfx-agent pfx-fleet; do
+  [ -f "$work/v1/${p}_${version}_amd64.deb" ] || fail "no $work/v1/${p}_${version}_amd64.deb"
+  [ -f "$work/v2/${p}_${newer}_amd64.deb" ] || fail "no $work/v2/${p}_${newer}_amd64.deb"
+done
+lap "build-deb amd64 ($version, $newer)"
+
+# ------------------------------------------------------------------ 2. lintian
+for d in "$work"/v1/*.deb; do
+  # --fail-on error: warnings are listed in docs/install-deb.md, errors fail.
+  lintian --fail-on error --tag-display-limit 0 "$d" > "$work/lintian.log" 2>&1 \
+    || { cat "$work/lintian.log"; fail "lintian reports errors for $(basename "$d")"; }
+  sed 's/^/  lintian: /' "$work/lintian.log"
+done
+lap "lintian (3 packages)"
+
+# ------------------------------------------------------------------ 3. the fresh root
+mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+mirror=${mirror:-http://deb.debian.org/debian}
+sec=${mirror%/debian}/debian-security
+mmdebstrap --mode=root --variant=apt --arch=amd64 --include=systemd,openssh-client \
+  --aptopt='Acquire::Retries "3"' --dpkgopt=force-unsafe-io \
+  --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
+  --skip=cleanup/apt/lists \
+  --setup-hook='mkdir -p "$1/var/cache/apt/archives"' \
+  --setup-hook="sync-in '$debs' /var/cache/apt/archives/" \
+  --customize-hook="sync-out /var/cache/apt/archives '$debs'" \
+  bookworm "$root" \
+  "deb $mirror bookworm main" "deb $mirror bookworm-updates main" "deb $sec bookworm-security main" \
+  > "$work/mmdebstrap.log" 2>&1 || { tail -20 "$work/mmdebstrap.log"; fail "mmdebstrap"; }
+[ -x "$root/usr/bin/apt-get" ] || fail "mmdebstrap made no usable root in $root"
+[ -d "$root/run/systemd/system" ] && fail "$root/run/systemd/system exists: the maintainer scripts would think systemd runs"
+lap "mmdebstrap apt+systemd bookworm"
+
+mount -t proc proc "$root/proc" && mounts+=("$root/proc")
+mkdir -p "$root/pfx-debs"
+cp "$work"/v1/*.deb "$work"/v2/*.deb "$root/pfx-debs/"
+# Every path under the places a package may write, minus dpkg's and apt's own records.
+tree() {
+  (cd "$root" && find etc lib usr/lib usr/share/pfx usr/bin var/lib -xdev 2>/dev/null || true) \
+    | grep -v '^var/lib/dpkg/\|^var/lib/apt/\|^etc/ld.so.cache$' | LC_ALL=C sort
+}
+in_root() { chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"; }
+apt_install() { in_root apt-get install -y -q "$@" > "$work/apt.log" 2>&1 || { tail -30 "$work/apt.log"; fail "apt-get install $*"; }; }
+
+# ------------------------------------------------------------------ 4. install
+# What the root had before, to tell afterwards what the packages left behind.
+tree > "$work/before.txt"
+apt_install "/pfx-debs/pfx-player_${version}_amd64.deb"
+for f in /usr/bin/pfx-player /lib/systemd/system/pfx-player.service /lib/systemd/system/pfx-eth-no-pause@.service \
+  /usr/share/pfx/profiles/gen3-bigpacket.yaml /usr/share/pfx/profiles/legacy-2018-2023-sacn.yaml \
+  /usr/share/pfx/profiles/bench-ddp.yaml /etc/pfx/show.yaml /usr/share/doc/pfx-player/copyright \
+  /usr/share/doc/pfx-player/changelog.gz; do
+  [ -e "$root$f" ] || fail "pfx-player installed no $f"
+done
+in_root dpkg-query -W -f='${Conffiles}\n' pfx-player | grep -q '^ /etc/pfx/show.yaml [0-9a-f]\{32\}$' \
+  || fail "dpkg does not list /etc/pfx/show.yaml as a conffile of pfx-player"
+wants=/etc/systemd/system/sys-subsystem-net-devices-eth0.device.wants/pfx-eth-no-pause@eth0.service
+[ "$(readlink "$root$wants")" = /lib/systemd/system/pfx-eth-no-pause@.service ] \
+  || fail "no enable link $wants -> /lib/systemd/system/pfx-eth-no-pause@.service (got '$(readlink "$root$wants" || true)')"
+[ -L "$root/etc/systemd/system/multi-user.target.wants/pfx-player.service" ] || fail "pfx-player.service is not enabled"
+# (Through a variable: the binary is the package's, not a command the host must have.)
+player_bin=/usr/bin/pfx-player
+in_root "$player_bin" --version > /dev/null || fail "the installed pfx-player does not run"
+lap "apt install pfx-player $version"
+
+# ------------------------------------------------------------------ 5. systemd-analyze verify
+# The units as installed, in the installed root (ExecStart binaries, Documentation, syntax).
+systemd-analyze verify --root="$root" pfx-player.service pfx-eth-no-pause@eth0.service > "$work/verify.log" 2>&1 \
+  || { cat "$work/verify.log"; fail "systemd-analyze verify --root on the installed units"; }
+[ -s "$work/verify.log" ] && sed 's/^/  verify: /' "$work/verify.log"
+lap "systemd-analyze verify --root"
+
+# ------------------------------------------------------------------ 6. upgrade keeps the edit
+# The operator's edit: another show interface and a marker line. The upgrade must keep the
+# file as edited (conffile) and move PAUSE-off to the new interface.
+sed -i 's/^interface: .*/interface: enp9s0/' "$root/etc/pfx/show.yaml"
+echo "# operator edit before upgrade" >> "$root/etc/pfx/show.yaml"
+cp "$root/etc/pfx/show.yaml" "$work/show.edited"
+apt_install "/pfx-debs/pfx-player_${newer}_amd64.deb"
+[ "$(in_root dpkg-query -W -f='${Version}' pfx-player)" = "$newer" ] || fail "pfx-player is not at $newer after the upgrade"
+cmp -s "$work/show.edited" "$root/etc/pfx/show.yaml" \
+  || { diff "$work/show.edited" "$root/etc/pfx/show.yaml" || true; fail "the upgrade to $newer did not keep the edited /etc/pfx/show.yaml"; }
+new_wants=/etc/systemd/system/sys-subsystem-net-devices-enp9s0.device.wants/pfx-eth-no-pause@enp9s0.service
+[ -L "$root$new_wants" ] || fail "after the interface edit and upgrade, no $new_wants"
+[ -e "$root$wants" ] || [ -L "$root$wants" ] && fail "the eth0 instance is still enabled after the interface moved to enp9s0"
+lap "upgrade to $newer (edit kept)"
+
+# ------------------------------------------------------------------ 7. agent and fleet
+apt_install "/pfx-debs/pfx-agent_${newer}_amd64.deb" "/pfx-debs/pfx-fleet_${newer}_amd64.deb"
+for b in pfx-agent pfx-fleet; do
+  in_root "/usr/bin/$b" --help > /dev/null || fail "the installed $b does not run"
+done
+lap "apt install pfx-agent pfx-fleet"
+
+# ------------------------------------------------------------------ 8. purge
+# The player as the service would have left it: systemd's DynamicUser state directory.
+mkdir -p "$root/var/lib/private/pfx-player" && ln -sfn private/pfx-player "$root/var/lib/pfx-player"
+in_root apt-get purge -y -q pfx-agent pfx-fleet pfx-player > "$work/apt.log" 2>&1 || { tail -30 "$work/apt.log"; fail "apt-get purge"; }
+in_root dpkg-query -W -f='${db:Status-Abbrev}\n' pfx-player pfx-agent pfx-fleet 2>/dev/null | grep -q . \
+  && fail "dpkg still knows a pfx package after purge: $(in_root dpkg-query -W pfx-player pfx-agent pfx-fleet 2>&1)"
+tree > "$work/after.txt"
+left=$(comm -13 "$work/before.txt" "$work/after.txt")
+[ -z "$left" ] || { printf '  left: %s\n' $left; fail "purge left files the packages made (above)"; }
+lap "purge (nothing left)"
+echo "deb: install, upgrade (conffile kept), verify, lintian and purge passed (TIMING lines above)"
