@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Optional: the FSEQ checks on real xLights exports, when a folder of them exists beside
-# the checkout (../shared/fixtures/fseq) or is named by $PFX_FSEQ_FIXTURES. The
+# Optional: the FSEQ checks on real xLights exports, when $PFX_FSEQ_FIXTURES names a
+# folder of them (the repository holds none and looks nowhere outside itself). The
 # repository's own tests use the generated corpus, whose shapes were taken from such
 # exports; this suite checks them against the real thing:
 #   - every frame of every file against the independent Python decoder (as 20-fseq.sh);
@@ -13,11 +13,8 @@ if [ -n "${PFX_FSEQ_FIXTURES:-}" ]; then
   dir=$PFX_FSEQ_FIXTURES
   [ -d "$dir" ] || { echo "FAILED: PFX_FSEQ_FIXTURES=$dir is not a directory (unset it to skip this suite)"; exit 1; }
 else
-  dir="$PFX_TOP/../shared/fixtures/fseq"
-  if [ ! -d "$dir" ]; then
-    echo "skipped: no real xLights exports beside the checkout"
-    exit 77
-  fi
+  echo "skipped: no real xLights exports beside the checkout (set PFX_FSEQ_FIXTURES to a folder of them)"
+  exit 77
 fi
 dir=$(cd "$dir" && pwd)
 n=$(find "$dir" -maxdepth 1 -name '*.fseq' | wc -l)
