@@ -14,7 +14,7 @@ use crate::manifest::{self, Expect, Manifest};
 use crate::plan::{self, BOOT_LABEL, Plan, ROOT_LABEL};
 use crate::tools;
 
-mod initramfs;
+pub(crate) mod initramfs;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {

@@ -756,42 +756,20 @@ pub fn check_access(f: &AccessFiles) -> Result<AccessCheck, String> {
 mod tests {
     use super::*;
 
+    /// The builder's own archive writer: what the verifier reads is what the build makes.
     fn newc(entries: &[(&str, &[u8])]) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut push = |name: &str, body: &[u8]| {
-            let namesize = name.len() + 1;
-            let h = format!(
-                "070701{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}",
-                1,
-                0o100644,
-                0,
-                0,
-                1,
-                0,
-                body.len(),
-                0,
-                0,
-                0,
-                0,
-                namesize,
-                0
-            );
-            out.extend_from_slice(h.as_bytes());
-            out.extend_from_slice(name.as_bytes());
-            out.push(0);
-            while out.len() % 4 != 0 {
-                out.push(0);
-            }
-            out.extend_from_slice(body);
-            while out.len() % 4 != 0 {
-                out.push(0);
-            }
-        };
-        for (n, b) in entries {
-            push(n, b);
-        }
-        push("TRAILER!!!", b"");
-        out
+        use crate::build::initramfs::{Node, cpio_newc};
+        let entries: Vec<(String, Node)> = entries
+            .iter()
+            .map(|(n, b)| {
+                let file = Node::File {
+                    mode: 0o644,
+                    data: b.to_vec(),
+                };
+                (n.to_string(), file)
+            })
+            .collect();
+        cpio_newc(&entries)
     }
 
     const GOOD: &[(&str, &[u8])] = &[
