@@ -329,6 +329,13 @@ def scan_shell(path, text, reserved, found, wrappers_of=None, line0=0):
             k = _command_index(ws, reserved, {})
             if k is not None and k < len(ws) and ws[k] in ('$@', '"$@"'):
                 funcs[m.group(1)] = shifts
+    # Functions of the shell libraries it sources (`. "$top/scripts/lib/NAME.sh"`); the
+    # libraries themselves are scanned too (main adds scripts/lib/*.sh).
+    for m in re.finditer(r"^\s*(?:\.|source)\s+[\"']?\$\{?(?:top|PFX_TOP)\}?/(scripts/lib/[A-Za-z0-9_.-]+\.sh)", text, re.M):
+        lib = Path(__file__).resolve().parent.parent.parent / m.group(1)
+        if lib.is_file():
+            for f in re.finditer(r"^\s*(?:function\s+)?([A-Za-z_][A-Za-z0-9_-]*)\s*\(\)", lib.read_text(), re.M):
+                funcs.setdefault(f.group(1), None)
     if wrappers_of:
         funcs.update({k: v for k, v in wrappers_of.items() if k not in funcs})
     for words, line, quoted, extra in cmds:
@@ -468,7 +475,7 @@ def main():
     def rel(p):
         return str(Path(p).relative_to(top))
 
-    shell = [top / "scripts/test-all"] + sorted((top / "scripts/tests.d").glob("*.sh"))
+    shell = [top / "scripts/test-all"] + sorted((top / "scripts/tests.d").glob("*.sh")) + sorted((top / "scripts/lib").glob("*.sh"))
     python = []
     seen = set()
     while shell:

@@ -34,27 +34,11 @@ export PFX_CACHE=${PFX_CACHE:-/var/cache/pfx}
 # many (chromium, the cross compiler) are bound into the root's apt cache.
 debs="$PFX_CACHE/debs/fresh-bookworm-amd64"
 mkdir -p "$debs/base" "$debs/deps"
-work=$(mktemp -d /var/tmp/pfx-fresh-root.XXXXXX)
-root="$work/root"
-mounts=()
-cleanup() {
-  local i
-  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount "${mounts[$i]}" 2>/dev/null || umount -l "${mounts[$i]}" || true; done
-  if [ "${PFX_FRESH_KEEP:-0}" = 1 ]; then echo "fresh root kept: $root"; return; fi
-  # Never delete through a mount that is still there (the .deb cache is bound in).
-  if findmnt -n -o TARGET --list | grep -q "^$work/"; then
-    echo "fresh root $root still has mounts: not removed" >&2
-  else
-    rm -rf --one-file-system "$work"
-  fi
-}
-trap cleanup EXIT
+. "$top/scripts/lib/scratch-root.sh"
+scratch_root pfx-fresh-root PFX_FRESH_KEEP
 
 # ------------------------------------------------------------------ 1. the fresh root
-# The mirror this machine already uses (as pfx-image does), else deb.debian.org.
-mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-mirror=${mirror:-http://deb.debian.org/debian}
-sec=${mirror%/debian}/debian-security
+bookworm_mirror
 # The .debs are kept across runs, like the image builds' (sync-in before, sync-out after).
 # The root is thrown away: dpkg need not fsync, nor unpack manuals and translations; the
 # package lists stay, so install-deps' apt-get update only revalidates them.

@@ -28,20 +28,8 @@ lap() { local now; now=$(date +%s); printf 'TIMING %-40s %4d s (suite %4d s)\n' 
 export PFX_CACHE=${PFX_CACHE:-/var/cache/pfx}
 debs="$PFX_CACHE/debs/deb-bookworm-amd64"
 mkdir -p "$debs"
-work=$(mktemp -d /var/tmp/pfx-deb.XXXXXX)
-root="$work/root"
-mounts=()
-cleanup() {
-  local i
-  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount "${mounts[$i]}" 2>/dev/null || umount -l "${mounts[$i]}" || true; done
-  if [ "${PFX_DEB_KEEP:-0}" = 1 ]; then echo "root kept: $root"; return; fi
-  if findmnt -n -o TARGET --list | grep -q "^$work/"; then
-    echo "root $root still has mounts: not removed" >&2
-  else
-    rm -rf --one-file-system "$work"
-  fi
-}
-trap cleanup EXIT
+. "$top/scripts/lib/scratch-root.sh"
+scratch_root pfx-deb PFX_DEB_KEEP
 
 # ------------------------------------------------------------------ 1. the packages
 version=$(awk '/^\[workspace\.package\]/ {p=1; next} /^\[/ {p=0} p && /^version *=/ {gsub(/[" ]/, "", $0); sub(/^version=/, "", $0); print; exit}' Cargo.toml)
@@ -70,9 +58,7 @@ done
 lap "lintian (3 packages)"
 
 # ------------------------------------------------------------------ 3. the fresh root
-mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-mirror=${mirror:-http://deb.debian.org/debian}
-sec=${mirror%/debian}/debian-security
+bookworm_mirror
 mmdebstrap --mode=root --variant=apt --arch=amd64 --include=systemd,openssh-client \
   --aptopt='Acquire::Retries "3"' --dpkgopt=force-unsafe-io \
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
