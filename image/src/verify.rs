@@ -758,7 +758,7 @@ mod tests {
 
     /// The builder's own archive writer: what the verifier reads is what the build makes.
     fn newc(entries: &[(&str, &[u8])]) -> Vec<u8> {
-        use crate::build::initramfs::{Node, cpio_newc};
+        use crate::build::{Node, cpio_newc};
         let entries: Vec<(String, Node)> = entries
             .iter()
             .map(|(n, b)| {
