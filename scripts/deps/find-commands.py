@@ -56,7 +56,9 @@ WRAPPERS = {
     "chroot": lambda w, i: _skip_opts(w, i) + 1,
     "nsenter": lambda w, i: _skip_opts(w, i, ("-t", "-n", "-m")),
     "unshare": lambda w, i: _skip_opts(
-        w, i, ("--propagation", "-S", "--setuid", "-G", "--setgid", "-R", "--root", "-w", "--wd")
+        w,
+        i,
+        ("--propagation", "-S", "--setuid", "-G", "--setgid", "-R", "--root", "-w", "--wd", "--monotonic", "--boottime"),
     ),
     # ip netns exec NS CMD ...
     "ip": lambda w, i: i + 3 if w[i : i + 2] == ["netns", "exec"] else None,
@@ -282,6 +284,10 @@ class Shell:
             if kind == "sep":
                 if val == ";;":
                     in_case_pattern = True
+                elif val == ")" and in_case_pattern:
+                    # The pattern's `)`: the branch's commands follow.
+                    in_case_pattern = False
+                    continue
                 if words:
                     yield words, line, quoted, extra
                 words, quoted, extra = [], [], []
@@ -443,10 +449,13 @@ def scan_python(path, text, found, line0=0):
         if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
             continue
         argv = [e.value if isinstance(e, ast.Constant) and isinstance(e.value, str) else "$x" for e in elts]
-        k = _command_index(argv, set(), {})
+        wrappers = []
+        k = _command_index(argv, set(), {}, 0, wrappers)
         if k is None or k >= len(argv):
             continue
         name = argv[k]
+        for w in wrappers:
+            found.setdefault(w, []).append(f"{path}:{line0 + node.lineno}")
         if _is_external(name, set()):
             found.setdefault(name, []).append(f"{path}:{line0 + node.lineno}")
 

@@ -12,6 +12,9 @@
 set -euo pipefail
 top=${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 cd "$top"
+# The scanner's own tests first (no root needed): a command it cannot see is a command
+# this suite cannot ask for.
+python3 -m pytest -q -p no:cacheprovider scripts/deps/test_find_commands.py
 if [ "$(id -u)" != 0 ]; then
   echo "skipped: needs root (mmdebstrap --mode=root, chroot)" >&2
   exit 77
