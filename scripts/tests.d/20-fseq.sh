@@ -7,10 +7,8 @@
 set -euo pipefail
 cd "$PFX_TOP"
 python3 -c 'import zstandard' || { echo "FAILED: python3 zstandard missing (scripts/deps/fseq.pip)"; exit 1; }
-bin="$PFX_TOP/target/release/pfx-player"
-[ -x "$bin" ] || bin="$PFX_TOP/target/debug/pfx-player"
-[ -x "$bin" ] || cargo build -p pfx-player --locked
-[ -x "$bin" ] || bin="$PFX_TOP/target/debug/pfx-player"
+. "$PFX_TOP/scripts/lib/player-bin.sh"
+player_bin
 work=$(mktemp -d /tmp/pfx-fseq-ref.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 # The corpus is written by the same code the Rust tests read it with (an ignored test).

@@ -21,10 +21,8 @@ n=$(find "$dir" -maxdepth 1 -name '*.fseq' | wc -l)
 [ "$n" -gt 0 ] || { echo "FAILED: no .fseq files in $dir"; exit 1; }
 echo "real xLights exports: $n files in $dir"
 python3 -c 'import zstandard' || { echo "FAILED: python3 zstandard missing (scripts/deps/fseq.pip)"; exit 1; }
-bin="$PFX_TOP/target/release/pfx-player"
-[ -x "$bin" ] || bin="$PFX_TOP/target/debug/pfx-player"
-[ -x "$bin" ] || cargo build -p pfx-player --locked
-[ -x "$bin" ] || bin="$PFX_TOP/target/debug/pfx-player"
+. "$PFX_TOP/scripts/lib/player-bin.sh"
+player_bin
 work=$(mktemp -d /tmp/pfx-fseq-real.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 python3 "$PFX_TOP/player/tests/py/fseq_reference.py" "$bin" "$dir" "$work"
