@@ -495,19 +495,162 @@ fn sh_quote(s: &str) -> String {
 /// The base root: a cached copy when one exists for this exact recipe, else mmdebstrap with
 /// the .deb cache, initramfs generation deferred to one run at the end, its kernel-module
 /// part built natively (initramfs.rs).
-fn base_root(cx: &Ctx, plan: &Plan, opts: &Options, root: &Path) -> Result<String, BuildError> {
-    let cache_dir = opts.cache.join("roots").join(&plan.base_key);
-    let marker = cache_dir.join(".pfx-complete");
-    let fresh = fs::metadata(&marker)
+/// A cached root under the key, complete and younger than the age limit.
+fn cached_root(opts: &Options, key: &str) -> Option<PathBuf> {
+    let dir = opts.cache.join("roots").join(key);
+    let fresh = fs::metadata(dir.join(".pfx-complete"))
         .and_then(|m| m.modified())
         .ok()
         .and_then(|t| t.elapsed().ok())
         .is_some_and(|age| age < opts.root_max_age);
-    if fresh && !opts.fresh_root {
-        cx.run(Command::new("cp").arg("-a").arg(&cache_dir).arg(root))?;
-        let _ = fs::remove_file(root.join(".pfx-complete"));
+    (fresh && !opts.fresh_root).then_some(dir)
+}
+
+fn copy_cached(cx: &Ctx, cached: &Path, root: &Path) -> Result<(), BuildError> {
+    cx.run(Command::new("cp").arg("-a").arg(cached).arg(root))?;
+    let _ = fs::remove_file(root.join(".pfx-complete"));
+    Ok(())
+}
+
+/// Saves `root` as the cached root of `key`; the marker is written last and the directory
+/// renamed into place, so a build killed half-way leaves no root that looks complete.
+fn save_root(cx: &Ctx, opts: &Options, key: &str, root: &Path) -> Result<(), BuildError> {
+    let roots = opts.cache.join("roots");
+    let tmp = roots.join(format!("{key}.tmp"));
+    let dir = roots.join(key);
+    let _ = fs::remove_dir_all(&tmp);
+    let _ = fs::remove_dir_all(&dir);
+    cx.io("create root cache", fs::create_dir_all(&roots))?;
+    cx.run(Command::new("cp").arg("-a").arg(root).arg(&tmp))?;
+    cx.io(
+        "root cache marker",
+        fs::write(tmp.join(".pfx-complete"), format!("{key}\n")),
+    )?;
+    cx.io("root cache rename", fs::rename(&tmp, &dir))
+}
+
+/// The base root: cached under `base_key`; else, with extra packages, the target's own root
+/// (cached under `core_key`, or made) plus an apt layer; else a fresh mmdebstrap.
+fn base_root(cx: &Ctx, plan: &Plan, opts: &Options, root: &Path) -> Result<String, BuildError> {
+    if let Some(cached) = cached_root(opts, &plan.base_key) {
+        copy_cached(cx, &cached, root)?;
         return Ok(format!("cached base root {}", &plan.base_key[..12]));
     }
+    if plan.extra_packages.is_empty() {
+        fresh_root(cx, plan, opts, root, &plan.packages)?;
+        save_root(cx, opts, &plan.base_key, root)?;
+        return Ok(format!("built and cached as {}", &plan.base_key[..12]));
+    }
+    let core = match cached_root(opts, &plan.core_key) {
+        Some(cached) => {
+            copy_cached(cx, &cached, root)?;
+            format!("cached core root {}", &plan.core_key[..12])
+        }
+        None => {
+            let core_packages: Vec<String> = plan
+                .packages
+                .iter()
+                .filter(|p| !plan.extra_packages.contains(p))
+                .cloned()
+                .collect();
+            fresh_root(cx, plan, opts, root, &core_packages)?;
+            save_root(cx, opts, &plan.core_key, root)?;
+            format!("core root built and cached as {}", &plan.core_key[..12])
+        }
+    };
+    let t = Instant::now();
+    extra_layer(cx, plan, opts, root)?;
+    let layer_s = t.elapsed().as_secs_f64();
+    save_root(cx, opts, &plan.base_key, root)?;
+    Ok(format!(
+        "{core}; + {} in {layer_s:.0} s; cached as {}",
+        plan.extra_packages.join(" "),
+        &plan.base_key[..12]
+    ))
+}
+
+/// Installs the config's extra packages into a copy of the target's own root, as mmdebstrap
+/// would have: recommends off, update-initramfs deferred to one run at the end (it is minutes
+/// per run under qemu-user), the .deb cache shared with mmdebstrap's, apt's lists removed.
+/// The initramfs is always made again: a package can change what its hooks find (a `zstd`
+/// changes the compression, an `fsck.*` is copied in).
+fn extra_layer(cx: &Ctx, plan: &Plan, opts: &Options, root: &Path) -> Result<(), BuildError> {
+    let debs = opts
+        .cache
+        .join("debs")
+        .join(format!("{}-{}", plan.suite, plan.arch));
+    cx.io("create deb cache", fs::create_dir_all(&debs))?;
+    let archives = root.join("var/cache/apt/archives");
+    cx.io("create the root's apt cache", fs::create_dir_all(&archives))?;
+    let debs_s = sh_quote(&debs.display().to_string());
+    let archives_s = sh_quote(&archives.display().to_string());
+    cx.run(Command::new("sh").arg("-c").arg(format!(
+        "find {debs_s} -maxdepth 1 -name '*.deb' -exec cp -t {archives_s} {{}} +"
+    )))?;
+    // apt needs a resolver inside the root; the root's own resolv.conf (often a symlink into
+    // /run) is put back afterwards.
+    let resolv = root.join("etc/resolv.conf");
+    let saved = root.join("etc/resolv.conf.pfx-layer");
+    let had_resolv = fs::symlink_metadata(&resolv).is_ok();
+    if had_resolv {
+        cx.io("set aside resolv.conf", fs::rename(&resolv, &saved))?;
+    }
+    let host_resolv = fs::read("/etc/resolv.conf").unwrap_or_default();
+    cx.io("write resolv.conf", fs::write(&resolv, host_resolv))?;
+    let names: Vec<String> = plan.extra_packages.iter().map(|p| sh_quote(p)).collect();
+    let script = format!(
+        "dpkg-divert --quiet --local --rename --add /usr/sbin/update-initramfs; \
+         printf '#!/bin/sh\\necho \"pfx: update-initramfs deferred\"\\n' > /usr/sbin/update-initramfs; \
+         chmod 755 /usr/sbin/update-initramfs; \
+         apt-get -q -o Acquire::Retries=3 update; \
+         DEBIAN_FRONTEND=noninteractive apt-get -q -y -o APT::Install-Recommends=0 install {}; \
+         rm -f /usr/sbin/update-initramfs; \
+         dpkg-divert --quiet --local --rename --remove /usr/sbin/update-initramfs",
+        names.join(" ")
+    );
+    let installed = in_chroot(cx, root, &script);
+    let _ = fs::remove_file(&resolv);
+    if had_resolv {
+        cx.io("restore resolv.conf", fs::rename(&saved, &resolv))?;
+    }
+    installed.map_err(|e| {
+        cx.fail(format!(
+            "{e}\n(installing packages: [{}] into the cached root failed; check the names against the suite {}, or pass --fresh-root)",
+            plan.extra_packages.join(", "),
+            plan.suite
+        ))
+    })?;
+    cx.run(Command::new("sh").arg("-c").arg(format!(
+        "find {archives_s} -maxdepth 1 -name '*.deb' -exec cp -n -t {debs_s} {{}} + ; \
+         rm -f {archives_s}/*.deb {r}/var/cache/apt/*.bin; rm -rf {r}/var/lib/apt/lists/*_Packages",
+        r = sh_quote(&root.display().to_string())
+    )))?;
+    let scratch = root
+        .parent()
+        .ok_or_else(|| cx.fail("the root has no parent directory"))?;
+    let t = Instant::now();
+    let (appended, emulated_s) = if plan.arch == "arm64" {
+        initramfs::generate(cx, root, scratch)?
+    } else {
+        in_chroot(cx, root, "update-initramfs -u -k all")?;
+        (Vec::new(), t.elapsed().as_secs_f64())
+    };
+    eprintln!(
+        "    layer: initramfs again {:.1} s (emulated part {emulated_s:.1} s, {} kernels)",
+        t.elapsed().as_secs_f64(),
+        appended.len().max(1)
+    );
+    Ok(())
+}
+
+/// mmdebstrap of `packages`, then the one initramfs run.
+fn fresh_root(
+    cx: &Ctx,
+    plan: &Plan,
+    opts: &Options,
+    root: &Path,
+    packages: &[String],
+) -> Result<(), BuildError> {
     let debs = opts
         .cache
         .join("debs")
@@ -548,7 +691,7 @@ fn base_root(cx: &Ctx, plan: &Plan, opts: &Options, root: &Path) -> Result<Strin
         "--mode=root",
         "--variant=minbase",
         &format!("--arch={}", plan.arch),
-        &format!("--include={}", plan.packages.join(",")),
+        &format!("--include={}", packages.join(",")),
         "--skip=essential/unlink",
         "--aptopt=Acquire::Retries \"3\"",
         // Every package runs update-initramfs; under qemu-user one run takes minutes, so
@@ -594,24 +737,7 @@ fn base_root(cx: &Ctx, plan: &Plan, opts: &Options, root: &Path) -> Result<Strin
         "    mmdebstrap {mmdebstrap_s:.1} s; initramfs {initramfs_s:.1} s (emulated part {emulated_s:.1} s); {}",
         parts.join("; ")
     );
-    // Save for the next build (the .pfx-complete marker is written last).
-    let tmp = opts
-        .cache
-        .join("roots")
-        .join(format!("{}.tmp", plan.base_key));
-    let _ = fs::remove_dir_all(&tmp);
-    let _ = fs::remove_dir_all(&cache_dir);
-    cx.io(
-        "create root cache",
-        fs::create_dir_all(opts.cache.join("roots")),
-    )?;
-    cx.run(Command::new("cp").arg("-a").arg(root).arg(&tmp))?;
-    cx.io(
-        "root cache marker",
-        fs::write(tmp.join(".pfx-complete"), format!("{}\n", plan.base_key)),
-    )?;
-    cx.io("root cache rename", fs::rename(&tmp, &cache_dir))?;
-    Ok(format!("built and cached as {}", &plan.base_key[..12]))
+    Ok(())
 }
 
 fn write_file(

@@ -242,6 +242,12 @@ pub struct Plan {
     pub packages: Vec<String>,
     /// Hex sha256 of everything the base root depends on.
     pub base_key: String,
+    /// The config's `packages:` beyond the target's own set, sorted; empty for most images.
+    pub extra_packages: Vec<String>,
+    /// The key of the target's own root (its packages without the extras). A root with
+    /// extras is that root plus an `apt-get install` layer, so changing `packages:` reuses
+    /// the cached core instead of a fresh mmdebstrap. Equal to `base_key` without extras.
+    pub core_key: String,
     pub files: Vec<FileSpec>,
     /// The command line the boot partition must end up with (for the VM, what we write).
     pub extra_cmdline: String,
@@ -325,8 +331,21 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
     let c = &r.config;
     let target = c.target;
     let packages = packages(target, &c.packages);
+    let core_packages = self::packages(target, &[]);
+    let extra_packages: Vec<String> = packages
+        .iter()
+        .filter(|p| !core_packages.contains(p))
+        .cloned()
+        .collect();
     let components = components(target);
     let key = base_key(target.arch(), &c.suite, &r.mirror, &components, &packages);
+    let core_key = base_key(
+        target.arch(),
+        &c.suite,
+        &r.mirror,
+        &components,
+        &core_packages,
+    );
     let extra = extra_cmdline(c.overlay);
     let mut files = vec![
         file("/etc/hostname", 0o644, format!("{}\n", c.hostname_prefix)),
@@ -437,6 +456,8 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
         components,
         packages,
         base_key: key,
+        extra_packages,
+        core_key,
         files,
         extra_cmdline: extra,
         overlay: c.overlay,
@@ -465,6 +486,31 @@ mod tests {
             &packages(Target::Rpi4Arm64, &extra),
         );
         assert_ne!(key(Target::Rpi4Arm64), k2);
+    }
+
+    #[test]
+    fn extra_packages_are_a_layer_over_the_targets_own_root() {
+        let d = tempfile::tempdir().unwrap();
+        let write = |extra: &str| {
+            let p = d.path().join("image.yaml");
+            std::fs::write(d.path().join("show.yaml"), "x").unwrap();
+            std::fs::write(
+                &p,
+                format!("target: rpi4-arm64\nshow: show.yaml\npackages: [{extra}]\n"),
+            )
+            .unwrap();
+            let r = crate::config::load(&p).unwrap();
+            plan(&r, Vec::new(), Vec::new())
+        };
+        let plain = write("");
+        assert!(plain.extra_packages.is_empty());
+        assert_eq!(plain.core_key, plain.base_key);
+        // A package the target already has is no extra.
+        let htop = write("htop, busybox");
+        assert_eq!(htop.extra_packages, ["htop"]);
+        assert_eq!(htop.core_key, plain.base_key);
+        assert_ne!(htop.base_key, plain.base_key);
+        assert_ne!(write("zstd").base_key, htop.base_key);
     }
 
     #[test]
