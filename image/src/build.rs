@@ -5,7 +5,7 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::config::{Resolved, Target};
@@ -133,6 +133,23 @@ impl Ctx {
         )))
     }
 
+    /// Starts a command with its output to its own log, for work that runs beside the
+    /// stages (the player's cross build beside the base root).
+    fn spawn(&self, cmd: &mut Command, log_path: &Path) -> Result<Child, BuildError> {
+        let log = fs::File::create(log_path)
+            .map_err(|e| self.fail(format!("{}: {e}", log_path.display())))?;
+        let log2 = log.try_clone().map_err(|e| self.fail(e.to_string()))?;
+        {
+            let mut l = &log;
+            let _ = writeln!(l, "$ {cmd:?}");
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2)
+            .spawn()
+            .map_err(|e| self.fail(format!("cannot run {:?}: {e}", cmd.get_program())))
+    }
+
     fn io<T>(&self, what: &str, r: std::io::Result<T>) -> Result<T, BuildError> {
         r.map_err(|e| self.fail(format!("{what}: {e}")))
     }
@@ -225,10 +242,16 @@ pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
     tools::check(target, opts.player.is_none()).map_err(|m| cx.fail(m))?;
     cx.progress.end("");
 
-    // 2. player (and agent)
+    // 2. player (and agent): a cross build runs beside the base root (it is CPU, the base
+    // root mostly emulated dpkg and downloads) and is waited for before customize.
     cx.progress.begin(1);
-    let (player, agent, note) = binaries(&cx, target, opts)?;
-    cx.progress.end(&note);
+    let mut bins = start_binaries(
+        &cx,
+        target,
+        opts,
+        &out_dir.join(format!("{file_name}.cargo.log")),
+    )?;
+    cx.progress.end(&bins.note());
 
     // 3. binfmt
     cx.progress.begin(2);
@@ -247,6 +270,10 @@ pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
 
     // 5. customize
     cx.progress.begin(4);
+    let (player, agent, note) = bins.finish(&cx)?;
+    if !note.is_empty() {
+        eprintln!("    player binaries: {note}");
+    }
     customize(&cx, &plan, &root, &player, agent.as_deref())?;
     cx.progress.end("");
 
@@ -358,21 +385,134 @@ fn host_triple() -> &'static str {
     }
 }
 
-/// The player for the target: given, or built from the workspace (cross-compiled for arm64).
-fn binaries(
+/// The player binaries: given, or a cargo build under way.
+enum Binaries {
+    Given {
+        player: PathBuf,
+        agent: Option<PathBuf>,
+    },
+    Building {
+        child: Option<Child>,
+        started: Instant,
+        dir: PathBuf,
+        triple: &'static str,
+        given_agent: Option<PathBuf>,
+        log: PathBuf,
+    },
+}
+
+impl Binaries {
+    fn note(&self) -> String {
+        match self {
+            Binaries::Given { player, .. } => format!("given: {}", player.display()),
+            Binaries::Building { triple, log, .. } => {
+                format!(
+                    "cargo build for {triple} started beside the next stages (log: {})",
+                    log.display()
+                )
+            }
+        }
+    }
+
+    /// Waits for the build and finds what it made.
+    fn finish(&mut self, cx: &Ctx) -> Result<(PathBuf, Option<PathBuf>, String), BuildError> {
+        // Its errors are the player stage's, whichever stage is running when it is collected.
+        self.collect(cx).map_err(|e| match e {
+            BuildError::Stage { message, .. } => BuildError::Stage {
+                stage: STAGES[1].to_string(),
+                message,
+            },
+            e => e,
+        })
+    }
+
+    fn collect(&mut self, cx: &Ctx) -> Result<(PathBuf, Option<PathBuf>, String), BuildError> {
+        match self {
+            Binaries::Given { player, agent } => Ok((player.clone(), agent.clone(), String::new())),
+            Binaries::Building {
+                child,
+                started,
+                dir,
+                triple,
+                given_agent,
+                log,
+            } => {
+                let waited = Instant::now();
+                let status = match child.take() {
+                    Some(mut c) => cx.io("wait for cargo", c.wait())?,
+                    None => return Err(cx.fail("the player build was already collected")),
+                };
+                if !status.success() {
+                    let text = fs::read_to_string(&*log).unwrap_or_default();
+                    let tail: Vec<&str> = text.lines().rev().take(25).collect();
+                    let tail: Vec<&str> = tail.into_iter().rev().collect();
+                    return Err(cx.fail(format!(
+                        "cargo build of the player failed ({status}); last lines of {}:\n{}\n\
+                         (cross-compiling needs: rustup target add {triple}; apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross)",
+                        log.display(),
+                        tail.join("\n")
+                    )));
+                }
+                let player = dir.join("pfx-player");
+                if !player.is_file() {
+                    return Err(
+                        cx.fail(format!("cargo built, but {} is missing", player.display()))
+                    );
+                }
+                let built_agent = dir.join("pfx-agent");
+                let agent = match (&given_agent, built_agent.is_file()) {
+                    (Some(a), _) => Some(a.clone()),
+                    (None, true) => Some(built_agent),
+                    (None, false) => None,
+                };
+                Ok((
+                    player,
+                    agent,
+                    format!(
+                        "{triple}, built in {:.0} s beside the base root (waited {:.0} s for it)",
+                        started.elapsed().as_secs_f64(),
+                        waited.elapsed().as_secs_f64()
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+impl Drop for Binaries {
+    /// A build that fails elsewhere does not leave cargo running.
+    fn drop(&mut self) {
+        if let Binaries::Building { child: Some(c), .. } = self {
+            // cargo's rustc children are in its process group (started as its leader).
+            if let Ok(pid) = i32::try_from(c.id()) {
+                // SAFETY: kill(2) with a negative pid signals that process group; no memory
+                // is touched.
+                unsafe {
+                    libc::kill(-pid, libc::SIGKILL);
+                }
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The player for the target: given, or built from the workspace (cross-compiled for arm64),
+/// started now and collected by `Binaries::finish`.
+fn start_binaries(
     cx: &Ctx,
     target: Target,
     opts: &Options,
-) -> Result<(PathBuf, Option<PathBuf>, String), BuildError> {
+    log: &Path,
+) -> Result<Binaries, BuildError> {
     if let Some(p) = &opts.player {
         if !p.is_file() {
             return Err(cx.fail(format!("--player {}: no such file", p.display())));
         }
-        return Ok((
-            p.clone(),
-            opts.agent.clone(),
-            format!("given: {}", p.display()),
-        ));
+        return Ok(Binaries::Given {
+            player: p.clone(),
+            agent: opts.agent.clone(),
+        });
     }
     let ws = workspace_root(opts)
         .ok_or_else(|| cx.fail("cannot find the pfx workspace (set PFX_TOP, or pass --player)"))?;
@@ -381,8 +521,7 @@ fn binaries(
     let mut cmd = Command::new("cargo");
     cmd.current_dir(&ws)
         .args(["build", "--release", "--locked", "-p", "pfx-player"]);
-    let agent_built = has_agent_bin(&ws);
-    if agent_built {
+    if has_agent_bin(&ws) {
         cmd.args([
             "-p",
             "pfx-fleet",
@@ -406,28 +545,22 @@ fn binaries(
             cmd.env(&var, "aarch64-linux-gnu-gcc");
         }
     }
-    cx.run(&mut cmd).map_err(|e| {
-        cx.fail(format!("{e}\n(cross-compiling needs: rustup target add {triple}; apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross)"))
-    })?;
     let dir = if native {
         ws.join("target/release")
     } else {
         opts.cache.join("cargo-target").join(triple).join("release")
     };
-    let player = dir.join("pfx-player");
-    if !player.is_file() {
-        return Err(cx.fail(format!("cargo built, but {} is missing", player.display())));
-    }
-    let agent = dir.join("pfx-agent");
-    let (agent, note) = match (&opts.agent, agent.is_file()) {
-        (Some(a), _) => (Some(a.clone()), format!("{triple}; agent given")),
-        (None, true) => (Some(agent), format!("{triple}; with pfx-agent")),
-        (None, false) => (
-            None,
-            format!("{triple}; no pfx-agent in the workspace yet, skipped"),
-        ),
-    };
-    Ok((player, agent, note))
+    // Its own process group, so a failed build can stop cargo and every rustc it started.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let child = cx.spawn(&mut cmd, log)?;
+    Ok(Binaries::Building {
+        child: Some(child),
+        started: Instant::now(),
+        dir,
+        triple,
+        given_agent: opts.agent.clone(),
+        log: log.to_path_buf(),
+    })
 }
 
 /// Whether the workspace defines a `pfx-agent` binary (the fleet crate's unit-side agent).
