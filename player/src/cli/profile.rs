@@ -276,34 +276,15 @@ mod tests {
         (o.counters.frames_sent, o.counters.frames_dropped) = (290, 10);
         o.counters.errors.insert("EAGAIN".into(), 10);
         s.outputs.push(o);
-        let mut n = NicStatus {
-            interface: "eth0".into(),
-            host: "pi".into(),
-            pause: Some(PauseSettings {
-                autoneg: true,
-                rx: true,
-                tx: false,
-            }),
-            pause_rx_frames: CounterReading {
-                source: "standard".into(),
-                total: Some(2400000),
-                per_s: Some(130.0),
-            },
-            pause_tx_frames: CounterReading::unsupported(),
-            tx_timeouts: CounterReading {
-                source: "sysfs".into(),
-                total: Some(0),
-                per_s: Some(0.0),
-            },
-            speed_mbps: Some(1000),
-            duplex: Some("full".into()),
-            qdisc: Some("pfifo_head_drop".into()),
-            qdisc_drops: Some(7),
-            qdisc_backlog_bytes: Some(0),
-            ..Default::default()
-        };
-        (n.link.carrier, n.link.carrier_changes) = (Some(true), Some(1));
-        (n.link.tx_dropped, n.link.tx_errors) = (Some(0), Some(0));
+        // The NIC report is the golden one (`api/tests/golden/nic.json`), with the PAUSE
+        // settings this render checks.
+        let mut n: NicStatus = serde_json::from_str(&pfx_api::golden::read("nic.json")).unwrap();
+        n.host = "pi".into();
+        n.pause = Some(PauseSettings {
+            autoneg: true,
+            rx: true,
+            tx: false,
+        });
         s.nic = Some(n);
         let t = render(&d);
         assert!(t.contains("queue pfifo_head_drop drops 7"), "{t}");
