@@ -241,7 +241,17 @@ impl ControlDir {
             "exit".into(),
             "pfx-fleet-control".into(),
         ];
-        let _ = run(&self.ssh, &args, Duration::from_secs(5));
+        let r = run(&self.ssh, &args, Duration::from_secs(5));
+        // The connection removes its socket as it exits: wait for that (briefly), so a
+        // released or closed connection is really gone, not going.
+        if r.exit == Some(0) {
+            let t0 = Instant::now();
+            let mut nap = Duration::from_micros(500);
+            while socket.exists() && t0.elapsed() < Duration::from_secs(2) {
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(Duration::from_millis(50));
+            }
+        }
     }
 
     /// Ends every connection still open and removes the directory. The directory is moved
