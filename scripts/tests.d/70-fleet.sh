@@ -314,19 +314,24 @@ CFG
   } > "$B/fleet.yaml"
   inb sh -c 'for d in "$@"; do mount -t tmpfs -o size=256k,ro tmpfs "$d/lower" || exit 1; done' sh "${dirs[@]}" \
     || { fail "bench: mounting the lower roots"; return; }
-  local par rc wall rss done_n flag left
+  # The units' CPU: what the sshds (with their sessions and agents, reaped) have used.
+  units_cpu() { local h t=0; for h in $(seq 1 $nhosts); do t=$(( t + $(awk '{print $14 + $15 + $16 + $17}' "/proc/$(cat "$B/h$h/sshd.pid")/stat") )); done; echo $t; }
+  local par rc wall rss done_n flag left ucpu ocpu
   for par in ${PFX_FLEET_BENCH_PARALLEL:-default}; do
     # Each cell from the same fresh state: nothing applied, an empty state database.
     inb sh -c 'for d in "$@"; do mount -o remount,rw "$d/lower" && rm -rf "$d/lower/etc" "$d/nic" && mkdir "$d/nic" && mount -o remount,ro "$d/lower" || exit 1; done' sh "${dirs[@]}" \
       || { fail "bench: resetting the units"; return; }
     rm -f "$B"/fleet.db*
     flag=(); [ "$par" = default ] || flag=(--parallel "$par")
+    local u0; u0=$(units_cpu)
     inns "$OP" env -u XDG_RUNTIME_DIR TMPDIR="$B/tmp" /usr/bin/time -v "$FLEET" --config "$B/fleet.yaml" --db "$B/fleet.db" \
       push pause-off --site bench "${flag[@]}" > "$B/out" 2> "$B/err"; rc=$?
+    ucpu=$(( $(units_cpu) - u0 ))
     wall=$(grep 'Elapsed (wall clock)' "$B/err" | awk '{print $NF}')
+    ocpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.1f", s}' "$B/err")
     rss=$(grep 'Maximum resident set size' "$B/err" | awk '{print $NF}')
     done_n=$(db_q "$B/fleet.db" "SELECT COUNT(*) FROM unit_events WHERE state='done'")
-    echo "BENCH push pause-off: $nunits units via $nhosts sshd, --parallel $par: wall $wall, operator peak RSS ${rss} KiB (GNU time -v), done $done_n/$nunits, exit $rc${PFX_FLEET_BENCH_SSH_OPTS:+, ssh $PFX_FLEET_BENCH_SSH_OPTS}, commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null), $(date -u '+%F %H:%M') UTC, load $(cut -d' ' -f1 /proc/loadavg)"
+    echo "BENCH push pause-off: $nunits units via $nhosts sshd, --parallel $par: wall $wall, operator peak RSS ${rss} KiB (GNU time -v), CPU operator ${ocpu} s units $(awk "BEGIN {printf \"%.1f\", $ucpu / $(getconf CLK_TCK)}") s, done $done_n/$nunits, exit $rc${PFX_FLEET_BENCH_SSH_OPTS:+, ssh $PFX_FLEET_BENCH_SSH_OPTS}, commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null), $(date -u '+%F %H:%M') UTC, load $(cut -d' ' -f1 /proc/loadavg)"
     check "bench --parallel $par: all $nunits units done" [ "$done_n" = "$nunits" ]
     [ "$done_n" = "$nunits" ] || grep -v '^recorded .* done' "$B/err" | head -5
     left=$(ls -A "$B/tmp"; pgrep -f "$B/tmp" || true)
