@@ -6,7 +6,7 @@ use crate::config::FleetConfig;
 use crate::gate::{self, UnitState};
 use crate::ssh;
 use crate::store::{Store, StoreError, UnitRow};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -102,8 +102,25 @@ pub fn push_pause_off(
         }
     };
     let signals = reuse.as_ref().and_then(|d| close_on_signal(Arc::clone(d)));
+    // Each unit's remote command, resolved once here (units without their own
+    // agent_command, such as discovered ones, get the fleet-wide one).
+    let own: HashMap<&str, &str> = cfg
+        .sites
+        .iter()
+        .flat_map(|s| s.units.iter())
+        .filter_map(|u| Some((u.id.as_str(), u.agent_command.as_deref()?)))
+        .collect();
     let queue = Arc::new(Mutex::new(
-        todo.into_iter().enumerate().collect::<VecDeque<_>>(),
+        todo.into_iter()
+            .enumerate()
+            .map(|(slot, u)| {
+                let agent = own
+                    .get(u.unit_id.as_str())
+                    .copied()
+                    .unwrap_or(&cfg.agent_command);
+                (slot, remote_command(agent), u)
+            })
+            .collect::<VecDeque<_>>(),
     ));
     let (tx, rx) = mpsc::channel::<Msg>();
     let workers = o.parallel.max(1).min(n.max(1));
@@ -112,13 +129,6 @@ pub fn push_pause_off(
         let queue = Arc::clone(&queue);
         let tx = tx.clone();
         let ssh_cfg = cfg.ssh.clone();
-        let cmds: Vec<(String, String)> = cfg
-            .sites
-            .iter()
-            .flat_map(|s| s.units.iter())
-            .map(|u| (u.id.clone(), cfg.unit_agent_command(&u.id)))
-            .collect();
-        let default_cmd = cfg.agent_command.clone();
         let reuse = reuse.clone();
         handles.push(std::thread::spawn(move || {
             loop {
@@ -129,18 +139,12 @@ pub fn push_pause_off(
                     Ok(mut q) => q.pop_front(),
                     Err(_) => None,
                 };
-                let Some((slot, u)) = next else { break };
+                let Some((slot, remote, u)) = next else { break };
                 if tx.send(Msg::Started(u.clone())).is_err() {
                     break;
                 }
-                let agent = cmds
-                    .iter()
-                    .find(|(id, _)| *id == u.unit_id)
-                    .map(|(_, c)| c.clone())
-                    .unwrap_or_else(|| default_cmd.clone());
                 // One command per unit: `apply` answers with its own readback, so no
                 // second round trip reads it.
-                let remote = remote_command(&agent);
                 let args = match &reuse {
                     Some(d) => {
                         ssh::ssh_args_reusing(&ssh_cfg, &u.host, u.port, &remote, &d.socket(slot))

@@ -323,7 +323,7 @@ CFG
       || { fail "bench: resetting the units"; return; }
     rm -f "$B"/fleet.db*
     flag=(); [ "$par" = default ] || flag=(--parallel "$par")
-    local u0; u0=$(units_cpu)
+    local u0 load0; u0=$(units_cpu); load0=$(cut -d' ' -f1 /proc/loadavg)
     inns "$OP" env -u XDG_RUNTIME_DIR TMPDIR="$B/tmp" /usr/bin/time -v "$FLEET" --config "$B/fleet.yaml" --db "$B/fleet.db" \
       push pause-off --site bench "${flag[@]}" > "$B/out" 2> "$B/err"; rc=$?
     ucpu=$(( $(units_cpu) - u0 ))
@@ -331,7 +331,7 @@ CFG
     ocpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.1f", s}' "$B/err")
     rss=$(grep 'Maximum resident set size' "$B/err" | awk '{print $NF}')
     done_n=$(db_q "$B/fleet.db" "SELECT COUNT(*) FROM unit_events WHERE state='done'")
-    echo "BENCH push pause-off: $nunits units via $nhosts sshd, --parallel $par: wall $wall, operator peak RSS ${rss} KiB (GNU time -v), CPU operator ${ocpu} s units $(awk "BEGIN {printf \"%.1f\", $ucpu / $(getconf CLK_TCK)}") s, done $done_n/$nunits, exit $rc${PFX_FLEET_BENCH_SSH_OPTS:+, ssh $PFX_FLEET_BENCH_SSH_OPTS}, commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null), $(date -u '+%F %H:%M') UTC, load $(cut -d' ' -f1 /proc/loadavg)"
+    echo "BENCH push pause-off: $nunits units via $nhosts sshd, --parallel $par: wall $wall, operator peak RSS ${rss} KiB (GNU time -v), CPU operator ${ocpu} s units $(awk "BEGIN {printf \"%.1f\", $ucpu / $(getconf CLK_TCK)}") s, done $done_n/$nunits, exit $rc${PFX_FLEET_BENCH_SSH_OPTS:+, ssh $PFX_FLEET_BENCH_SSH_OPTS}, commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null), $(date -u '+%F %H:%M') UTC, load before $load0"
     check "bench --parallel $par: all $nunits units done" [ "$done_n" = "$nunits" ]
     [ "$done_n" = "$nunits" ] || grep -v '^recorded .* done' "$B/err" | head -5
     left=$(ls -A "$B/tmp"; pgrep -f "$B/tmp" || true)
