@@ -144,6 +144,21 @@ fn plain_path(p: &Path) -> bool {
     })
 }
 
+/// Whether nobody else could move the run's directory away and put their own (with a
+/// socket of their connection in it) at its path: the base is this user's and not
+/// writable by group or others, or root's and sticky (/tmp).
+fn base_is_safe(base: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    std::fs::metadata(base).is_ok_and(|m| base_mode_is_safe(m.is_dir(), m.uid(), m.mode(), me))
+}
+
+/// [`base_is_safe`] on the numbers. Pure.
+fn base_mode_is_safe(is_dir: bool, uid: u32, mode: u32, me: u32) -> bool {
+    is_dir && ((uid == me && mode & 0o022 == 0) || (uid == 0 && mode & 0o1000 != 0))
+}
+
 impl ControlDir {
     /// Makes the run's directory under `$XDG_RUNTIME_DIR` when that is usable, else under
     /// the temporary directory (`$TMPDIR`, else /tmp). `ssh` is the client that will be
@@ -160,6 +175,13 @@ impl ControlDir {
             // "/pfx-fleet-ssh.XXXXXX" + "/" + a slot of up to 7 digits.
             if !plain_path(&base) || base.as_os_str().len() + 21 + 8 > SUN_PATH_ROOM {
                 why.push(format!("{} unusable", base.display()));
+                continue;
+            }
+            if !base_is_safe(&base) {
+                why.push(format!(
+                    "{} is not this user's or a sticky root directory",
+                    base.display()
+                ));
                 continue;
             }
             let dir = Self::mkdtemp(&base)?;
@@ -607,6 +629,20 @@ mod tests {
         for bad in ["tmp", "/a b", "/a%h", "/a\"b", "/a'b", "/a\tb", "/a~b"] {
             assert!(!plain_path(Path::new(bad)), "{bad}");
         }
+    }
+
+    #[test]
+    fn control_dir_base_must_be_ours_or_sticky_root() {
+        assert!(base_mode_is_safe(true, 1000, 0o40700, 1000));
+        assert!(base_mode_is_safe(true, 0, 0o41777, 1000));
+        assert!(base_mode_is_safe(true, 0, 0o41777, 0));
+        // Another user's runtime directory (sudo keeping XDG_RUNTIME_DIR): they could
+        // swap the run's directory for their own.
+        assert!(!base_mode_is_safe(true, 1000, 0o40700, 0));
+        assert!(!base_mode_is_safe(true, 1000, 0o40775, 1000));
+        assert!(!base_mode_is_safe(true, 0, 0o40777, 0));
+        assert!(!base_mode_is_safe(false, 0, 0o41777, 0));
+        assert!(base_is_safe(Path::new("/tmp")));
     }
 
     #[test]
