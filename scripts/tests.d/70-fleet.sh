@@ -32,6 +32,9 @@ if [ -f "$top/testbed/pole_sim.py" ]; then POLE_SIM="${PFX_POLE_SIM:-$top/testbe
 
 T=$(mktemp -d /tmp/pfx-fleet-test.XXXXXX)
 chmod 755 "$T"
+# pfx-fleet's per-run SSH control directories go in here, not in /tmp (the kill -9 of
+# section 8 leaves its empty one behind).
+mkdir -m 700 "$T/tmp"; export TMPDIR="$T/tmp"; unset XDG_RUNTIME_DIR
 P=$$
 OP="pfxfl${P}op"
 NSLIST=()
