@@ -6,7 +6,7 @@ use crate::config::FleetConfig;
 use crate::gate::{self, UnitState};
 use crate::ssh;
 use crate::store::{Store, StoreError, UnitRow};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -88,7 +88,40 @@ pub fn push_pause_off(
     ) {
         pb.set_style(style.progress_chars("=> "));
     }
-    let queue = Arc::new(Mutex::new(todo));
+    // One private directory of control sockets for the run; without it (no usable
+    // directory), every command makes its own connection, as checked as ever.
+    let reuse = if n == 0 {
+        None
+    } else {
+        match ssh::ControlDir::create(&cfg.ssh.ssh) {
+            Ok(d) => Some(Arc::new(d)),
+            Err(e) => {
+                eprintln!("pfx-fleet: warning: {e}; pushing without SSH connection reuse");
+                None
+            }
+        }
+    };
+    let signals = reuse.as_ref().and_then(|d| close_on_signal(Arc::clone(d)));
+    // Each unit's remote command, resolved once here (units without their own
+    // agent_command, such as discovered ones, get the fleet-wide one).
+    let own: HashMap<&str, &str> = cfg
+        .sites
+        .iter()
+        .flat_map(|s| s.units.iter())
+        .filter_map(|u| Some((u.id.as_str(), u.agent_command.as_deref()?)))
+        .collect();
+    let queue = Arc::new(Mutex::new(
+        todo.into_iter()
+            .enumerate()
+            .map(|(slot, u)| {
+                let agent = own
+                    .get(u.unit_id.as_str())
+                    .copied()
+                    .unwrap_or(&cfg.agent_command);
+                (slot, remote_command(agent), u)
+            })
+            .collect::<VecDeque<_>>(),
+    ));
     let (tx, rx) = mpsc::channel::<Msg>();
     let workers = o.parallel.max(1).min(n.max(1));
     let mut handles = Vec::new();
@@ -96,36 +129,41 @@ pub fn push_pause_off(
         let queue = Arc::clone(&queue);
         let tx = tx.clone();
         let ssh_cfg = cfg.ssh.clone();
-        let cmds: Vec<(String, String)> = cfg
-            .sites
-            .iter()
-            .flat_map(|s| s.units.iter())
-            .map(|u| (u.id.clone(), cfg.unit_agent_command(&u.id)))
-            .collect();
-        let default_cmd = cfg.agent_command.clone();
+        let reuse = reuse.clone();
         handles.push(std::thread::spawn(move || {
             loop {
+                if reuse.as_ref().is_some_and(|d| d.closed()) {
+                    break;
+                }
                 let next = match queue.lock() {
                     Ok(mut q) => q.pop_front(),
                     Err(_) => None,
                 };
-                let Some(u) = next else { break };
+                let Some((slot, remote, u)) = next else { break };
                 if tx.send(Msg::Started(u.clone())).is_err() {
                     break;
                 }
-                let agent = cmds
-                    .iter()
-                    .find(|(id, _)| *id == u.unit_id)
-                    .map(|(_, c)| c.clone())
-                    .unwrap_or_else(|| default_cmd.clone());
-                let args = ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote_command(&agent));
+                // One command per unit: `apply` answers with its own readback, so no
+                // second round trip reads it.
+                let args = match &reuse {
+                    Some(d) => {
+                        ssh::ssh_args_reusing(&ssh_cfg, &u.host, u.port, &remote, &d.socket(slot))
+                    }
+                    None => ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote),
+                };
                 let raw = ssh::run(
                     &ssh_cfg.ssh,
                     &args,
                     Duration::from_secs(ssh_cfg.command_timeout_s),
                 );
                 let out = ssh::classify(&raw, &u.unit_id, ssh_cfg.command_timeout_s);
-                if tx.send(Msg::Finished(u, out)).is_err() {
+                let sent = tx.send(Msg::Finished(u, out));
+                // The unit is done with: end its connection now, so at most `--parallel`
+                // are open at once.
+                if let Some(d) = &reuse {
+                    d.release(slot);
+                }
+                if sent.is_err() {
                     break;
                 }
             }
@@ -146,6 +184,9 @@ pub fn push_pause_off(
                     now_ms(),
                 )?;
             }
+            // Closing on a signal: the process ends in a moment; a command cut short by
+            // the closing is not the unit's failure, so nothing more is recorded.
+            _ if reuse.as_ref().is_some_and(|d| d.closed()) => {}
             Msg::Finished(u, out) => {
                 store.record_unit(
                     run_id,
@@ -179,9 +220,39 @@ pub fn push_pause_off(
     for h in handles {
         let _ = h.join();
     }
+    if let Some(h) = signals {
+        h.close();
+    }
+    if let Some(d) = &reuse {
+        d.close();
+    }
     let text = serde_json::to_string(&sum).unwrap_or_default();
     store.finish_run(run_id, &text, now_ms())?;
     Ok(sum)
+}
+
+/// SIGINT, SIGTERM, SIGHUP during the run: end the shared connections and remove their
+/// directory, then die of the signal as before (a unit in flight stays `started`).
+fn close_on_signal(dir: Arc<ssh::ControlDir>) -> Option<signal_hook::iterator::Handle> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = match signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "pfx-fleet: warning: no signal handler ({e}): if interrupted, the SSH control directory {} stays until removed",
+                dir.path().display()
+            );
+            return None;
+        }
+    };
+    let handle = signals.handle();
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            dir.close();
+            let _ = signal_hook::low_level::emulate_default_handler(sig);
+        }
+    });
+    Some(handle)
 }
 
 #[cfg(test)]

@@ -4,13 +4,38 @@
 
 use crate::config::SshConfig;
 use crate::gate::UnitState;
-use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The full `ssh` argument list (without the program).
 pub fn ssh_args(c: &SshConfig, host: &str, port: u16, remote: &str) -> Vec<String> {
+    args_with(c, host, port, remote, None)
+}
+
+/// [`ssh_args`] plus the options that share one connection per unit through `control`, a
+/// socket path inside a [`ControlDir`]. Every pinning option is still given: the first
+/// command to a unit makes the connection (and checks the host key); later ones of the
+/// same run ride on it.
+pub fn ssh_args_reusing(
+    c: &SshConfig,
+    host: &str,
+    port: u16,
+    remote: &str,
+    control: &Path,
+) -> Vec<String> {
+    args_with(c, host, port, remote, Some(control))
+}
+
+fn args_with(
+    c: &SshConfig,
+    host: &str,
+    port: u16,
+    remote: &str,
+    control: Option<&Path>,
+) -> Vec<String> {
     let kh = c.known_hosts.display().to_string();
     let mut a: Vec<String> = vec![
         "-F".into(),
@@ -48,6 +73,17 @@ pub fn ssh_args(c: &SshConfig, host: &str, port: u16, remote: &str) -> Vec<Strin
             id.display().to_string(),
         ]);
     }
+    if let Some(path) = control {
+        a.extend([
+            "-o".into(),
+            "ControlMaster=auto".into(),
+            "-o".into(),
+            // ssh expands % in ControlPath; ControlDir only makes paths without one.
+            format!("ControlPath={}", path.display()),
+            "-o".into(),
+            format!("ControlPersist={CONTROL_PERSIST_S}"),
+        ]);
+    }
     a.extend([
         "-p".into(),
         port.to_string(),
@@ -60,6 +96,218 @@ pub fn ssh_args(c: &SshConfig, host: &str, port: u16, remote: &str) -> Vec<Strin
     a
 }
 
+/// How long a unit's shared connection stays up with no command on it. Between the
+/// commands of one run it is milliseconds; if `pfx-fleet` itself is killed (SIGKILL, no
+/// chance to clean up), its connections close on their own after this.
+pub const CONTROL_PERSIST_S: u64 = 10;
+
+/// Room ssh needs in a socket path beyond ours: a sockaddr_un holds 108 bytes with the
+/// NUL, and ssh binds `PATH.` plus 16 random characters first, then renames.
+const SUN_PATH_ROOM: usize = 107 - 17;
+
+/// One run's SSH control sockets: a fresh directory only this user can enter (mode 0700,
+/// checked after it is made), one socket per unit slot inside it. A shared connection is
+/// only ever reached through its unit's socket here, so a command can ride on nothing but
+/// the connection that the same run made, host key checked, to that unit. `close` (also
+/// on drop) ends every connection still open and removes the directory.
+#[derive(Debug)]
+pub struct ControlDir {
+    dir: Mutex<PathBuf>,
+    ssh: PathBuf,
+    closed: AtomicBool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlDirError {
+    #[error("making a private directory for SSH connection reuse in {base}: {source}")]
+    Make {
+        base: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the directory for SSH connection reuse {path} is not private (uid {uid}, mode {mode:o}; want this user's, 0700)"
+    )]
+    NotPrivate { path: PathBuf, uid: u32, mode: u32 },
+    #[error(
+        "no usable directory for SSH control sockets: {0} (a socket path must be short, with no white space, quotes or %); set TMPDIR to a short private directory"
+    )]
+    NoBase(String),
+}
+
+/// Whether a path can go into `-o ControlPath=...` as it is: ssh splits option values on
+/// white space and quotes and expands `%`. Pure.
+fn plain_path(p: &Path) -> bool {
+    p.to_str().is_some_and(|s| {
+        s.starts_with('/')
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/._-+".contains(&b))
+    })
+}
+
+/// Whether nobody else could move the run's directory away and put their own (with a
+/// socket of their connection in it) at its path: the base is this user's and not
+/// writable by group or others, or root's and sticky (/tmp).
+fn base_is_safe(base: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    std::fs::metadata(base).is_ok_and(|m| base_mode_is_safe(m.is_dir(), m.uid(), m.mode(), me))
+}
+
+/// [`base_is_safe`] on the numbers. Pure.
+fn base_mode_is_safe(is_dir: bool, uid: u32, mode: u32, me: u32) -> bool {
+    is_dir && ((uid == me && mode & 0o022 == 0) || (uid == 0 && mode & 0o1000 != 0))
+}
+
+impl ControlDir {
+    /// Makes the run's directory under `$XDG_RUNTIME_DIR` when that is usable, else under
+    /// the temporary directory (`$TMPDIR`, else /tmp). `ssh` is the client that will be
+    /// asked to end the connections.
+    pub fn create(ssh: &Path) -> Result<ControlDir, ControlDirError> {
+        let mut bases = Vec::new();
+        if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
+            bases.push(PathBuf::from(x));
+        }
+        bases.push(std::env::temp_dir());
+        bases.push("/tmp".into());
+        let mut why = Vec::new();
+        for base in bases {
+            // "/pfx-fleet-ssh.XXXXXX" + "/" + a slot of up to 7 digits.
+            if !plain_path(&base) || base.as_os_str().len() + 21 + 8 > SUN_PATH_ROOM {
+                why.push(format!("{} unusable", base.display()));
+                continue;
+            }
+            if !base_is_safe(&base) {
+                why.push(format!(
+                    "{} is not this user's or a sticky root directory",
+                    base.display()
+                ));
+                continue;
+            }
+            let dir = Self::mkdtemp(&base)?;
+            return Ok(ControlDir {
+                dir: Mutex::new(dir),
+                ssh: ssh.to_path_buf(),
+                closed: AtomicBool::new(false),
+            });
+        }
+        Err(ControlDirError::NoBase(why.join(", ")))
+    }
+
+    fn mkdtemp(base: &Path) -> Result<PathBuf, ControlDirError> {
+        use std::os::unix::ffi::OsStringExt;
+        use std::os::unix::fs::MetadataExt;
+        let make = |e| ControlDirError::Make {
+            base: base.to_path_buf(),
+            source: e,
+        };
+        let template = format!("{}/pfx-fleet-ssh.XXXXXX", base.display());
+        let mut buf = std::ffi::CString::new(template)
+            .map_err(|_| make(std::io::ErrorKind::InvalidInput.into()))?
+            .into_bytes_with_nul();
+        // SAFETY: `buf` is a NUL-terminated template that mkdtemp rewrites in place.
+        let p = unsafe { libc::mkdtemp(buf.as_mut_ptr().cast()) };
+        if p.is_null() {
+            return Err(make(std::io::Error::last_os_error()));
+        }
+        buf.pop();
+        let dir = PathBuf::from(std::ffi::OsString::from_vec(buf));
+        // mkdtemp makes it 0700; check what is there, not what was asked for.
+        let m = std::fs::symlink_metadata(&dir).map_err(make)?;
+        // SAFETY: geteuid cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if !m.is_dir() || m.uid() != me || m.mode() & 0o7777 != 0o700 {
+            let _ = std::fs::remove_dir(&dir);
+            return Err(ControlDirError::NotPrivate {
+                path: dir,
+                uid: m.uid(),
+                mode: m.mode() & 0o7777,
+            });
+        }
+        Ok(dir)
+    }
+
+    /// The directory (for messages and tests).
+    pub fn path(&self) -> PathBuf {
+        self.dir.lock().map(|d| d.clone()).unwrap_or_default()
+    }
+
+    /// The socket of unit slot `slot` (each unit of a run has its own slot).
+    pub fn socket(&self, slot: usize) -> PathBuf {
+        self.path().join(slot.to_string())
+    }
+
+    /// Whether `close` has begun: nothing should be started on a connection after it.
+    pub fn closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Ends the shared connection of `slot`, if there is one (after the unit's last
+    /// command, so at most `--parallel` connections are open at any time).
+    pub fn release(&self, slot: usize) {
+        let s = self.socket(slot);
+        if s.exists() {
+            self.exit_master(&s);
+        }
+    }
+
+    fn exit_master(&self, socket: &Path) {
+        // `-O exit` talks to the connection over its socket only; the host name is required
+        // by the command line and not used.
+        let args: Vec<String> = vec![
+            "-F".into(),
+            "/dev/null".into(),
+            "-o".into(),
+            format!("ControlPath={}", socket.display()),
+            "-O".into(),
+            "exit".into(),
+            "pfx-fleet-control".into(),
+        ];
+        let r = run(&self.ssh, &args, Duration::from_secs(5));
+        // The connection removes its socket as it exits: wait for that (briefly), so a
+        // released or closed connection is really gone, not going.
+        if r.exit == Some(0) {
+            let t0 = Instant::now();
+            let mut nap = Duration::from_micros(500);
+            while socket.exists() && t0.elapsed() < Duration::from_secs(2) {
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// Ends every connection still open and removes the directory. The directory is moved
+    /// aside first, so a connection that a racing command starts now cannot make its socket
+    /// (it fails instead of outliving the run). Idempotent.
+    pub fn close(&self) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let Ok(mut dir) = self.dir.lock() else {
+            return;
+        };
+        let aside = PathBuf::from(format!("{}-closing", dir.display()));
+        if std::fs::rename(&*dir, &aside).is_ok() {
+            *dir = aside;
+        }
+        if let Ok(entries) = std::fs::read_dir(&*dir) {
+            use std::os::unix::fs::FileTypeExt;
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_socket()) {
+                    self.exit_master(&e.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&*dir);
+    }
+}
+
+impl Drop for ControlDir {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Raw {
     pub exit: Option<i32>,
@@ -68,8 +316,12 @@ pub struct Raw {
     pub timed_out: bool,
 }
 
-/// Runs a command with a hard deadline, reading both pipes concurrently.
+/// Runs a command with a hard deadline, reading both pipes as they fill (one `poll`
+/// loop in the calling thread: no helper threads, and the result is there the moment the
+/// child is done, not at the next tick of a timer).
 pub fn run(program: &Path, args: &[String], timeout: Duration) -> Raw {
+    use std::os::fd::AsRawFd;
+    let deadline = Instant::now() + timeout;
     let mut child = match Command::new(program)
         .args(args)
         .stdin(Stdio::null())
@@ -87,45 +339,84 @@ pub fn run(program: &Path, args: &[String], timeout: Duration) -> Raw {
             };
         }
     };
-    let reader = |p: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut s = Vec::new();
-            if let Some(mut p) = p {
-                let _ = p.read_to_end(&mut s);
-            }
-            String::from_utf8_lossy(&s).into_owned()
-        })
-    };
-    let out = reader(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err = reader(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let deadline = Instant::now() + timeout;
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    // The handles own the fds (they close on drop, after the loop); poll and read use the
+    // raw numbers.
+    let (so, se) = (child.stdout.take(), child.stderr.take());
+    let mut pipes = [
+        so.as_ref().map(|p| p.as_raw_fd()),
+        se.as_ref().map(|p| p.as_raw_fd()),
+    ];
     let mut timed_out = false;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() >= deadline => {
-                timed_out = true;
-                let _ = child.kill();
-                break child.wait().ok();
+    while pipes.iter().any(Option::is_some) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            timed_out = true;
+            break;
+        }
+        let mut fds: Vec<libc::pollfd> = pipes
+            .iter()
+            .flatten()
+            .map(|&fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: `fds` is a valid array of pollfd for the duration of the call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(_) => break None,
+            break;
+        }
+        for p in fds.iter().filter(|p| p.revents != 0) {
+            let (slot, buf) = if Some(p.fd) == pipes[0] {
+                (0, &mut out)
+            } else {
+                (1, &mut err)
+            };
+            let mut chunk = [0u8; 8192];
+            // SAFETY: reading into a local buffer of the given length from an fd we own.
+            let r = unsafe { libc::read(p.fd, chunk.as_mut_ptr().cast(), chunk.len()) };
+            if r > 0 {
+                buf.extend_from_slice(&chunk[..r as usize]);
+            } else if r == 0
+                || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+            {
+                pipes[slot] = None;
+            }
+        }
+    }
+    let status = if timed_out {
+        let _ = child.kill();
+        child.wait().ok()
+    } else {
+        // Both pipes are closed: the child is exiting. Wait for it, still within the
+        // deadline (a child that closes its output and keeps running is killed at it).
+        let mut nap = Duration::from_micros(200);
+        loop {
+            match child.try_wait() {
+                Ok(Some(s)) => break Some(s),
+                Ok(None) if Instant::now() >= deadline => {
+                    timed_out = true;
+                    let _ = child.kill();
+                    break child.wait().ok();
+                }
+                Ok(None) => {
+                    std::thread::sleep(nap);
+                    nap = (nap * 2).min(Duration::from_millis(20));
+                }
+                Err(_) => break None,
+            }
         }
     };
     Raw {
         exit: status.and_then(|s| s.code()),
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
+        stdout: String::from_utf8_lossy(&out).into_owned(),
+        stderr: String::from_utf8_lossy(&err).into_owned(),
         timed_out,
     }
 }
@@ -297,6 +588,95 @@ mod tests {
     }
 
     #[test]
+    fn reusing_args_keep_every_pin_and_add_only_the_control_options() {
+        let c = SshConfig {
+            known_hosts: "/k".into(),
+            identity: Some("/id".into()),
+            ..Default::default()
+        };
+        let plain = ssh_args(&c, "10.0.0.1", 22, "status --json");
+        let reuse = ssh_args_reusing(
+            &c,
+            "10.0.0.1",
+            22,
+            "status --json",
+            Path::new("/run/x/pfx-fleet-ssh.abc/7"),
+        );
+        // Exactly the plain list with the three control options before the port, host
+        // and command.
+        let at = plain.iter().position(|a| a == "-p").unwrap();
+        let mut want = plain.clone();
+        want.splice(
+            at..at,
+            [
+                "-o".to_string(),
+                "ControlMaster=auto".into(),
+                "-o".into(),
+                "ControlPath=/run/x/pfx-fleet-ssh.abc/7".into(),
+                "-o".into(),
+                format!("ControlPersist={CONTROL_PERSIST_S}"),
+            ],
+        );
+        assert_eq!(reuse, want);
+        assert_eq!(reuse.last().map(String::as_str), Some("status --json"));
+    }
+
+    #[test]
+    fn control_paths_are_only_plain_absolute_paths() {
+        for ok in ["/tmp", "/run/user/1000", "/a/b-c_d.e+f"] {
+            assert!(plain_path(Path::new(ok)), "{ok}");
+        }
+        for bad in ["tmp", "/a b", "/a%h", "/a\"b", "/a'b", "/a\tb", "/a~b"] {
+            assert!(!plain_path(Path::new(bad)), "{bad}");
+        }
+    }
+
+    #[test]
+    fn control_dir_base_must_be_ours_or_sticky_root() {
+        assert!(base_mode_is_safe(true, 1000, 0o40700, 1000));
+        assert!(base_mode_is_safe(true, 0, 0o41777, 1000));
+        assert!(base_mode_is_safe(true, 0, 0o41777, 0));
+        // Another user's runtime directory (sudo keeping XDG_RUNTIME_DIR): they could
+        // swap the run's directory for their own.
+        assert!(!base_mode_is_safe(true, 1000, 0o40700, 0));
+        assert!(!base_mode_is_safe(true, 1000, 0o40775, 1000));
+        assert!(!base_mode_is_safe(true, 0, 0o40777, 0));
+        assert!(!base_mode_is_safe(false, 0, 0o41777, 0));
+        assert!(base_is_safe(Path::new("/tmp")));
+    }
+
+    #[test]
+    fn control_dir_is_private_and_removed_on_close() {
+        use std::os::unix::fs::MetadataExt;
+        let d = ControlDir::create(Path::new("ssh")).expect("a control dir under /tmp");
+        let p = d.path();
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        assert!(m.is_dir() && m.mode() & 0o7777 == 0o700, "{:o}", m.mode());
+        assert_eq!(m.uid(), unsafe { libc::geteuid() });
+        assert!(
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("pfx-fleet-ssh.")
+        );
+        assert_eq!(d.socket(3), p.join("3"));
+        std::fs::write(p.join("leftover"), b"x").unwrap();
+        d.close();
+        assert!(d.closed());
+        assert!(!p.exists() && !PathBuf::from(format!("{}-closing", p.display())).exists());
+        // Dropping a second time is harmless; two dirs never share a path.
+        let (a, b) = (
+            ControlDir::create(Path::new("ssh")).unwrap(),
+            ControlDir::create(Path::new("ssh")).unwrap(),
+        );
+        assert_ne!(a.path(), b.path());
+        let pa = a.path();
+        drop(a);
+        assert!(!pa.exists());
+    }
+
+    #[test]
     fn verified_answer_is_done() {
         let o = classify(&raw(Some(0), &answer("u1"), ""), "u1", 60);
         assert_eq!(o.state, UnitState::Done, "{o:?}");
@@ -383,6 +763,35 @@ mod tests {
         assert_eq!(
             (r.exit, r.stdout.as_str(), r.stderr.as_str()),
             (Some(3), "out\n", "err\n")
+        );
+        // More than a pipe holds, on both pipes at once, all read; and no timer tick is
+        // waited for once the child is done.
+        let t0 = Instant::now();
+        let r = run(
+            Path::new("sh"),
+            &[
+                "-c".into(),
+                "head -c 300000 /dev/zero | tr '\\0' a; head -c 200000 /dev/zero | tr '\\0' b >&2"
+                    .into(),
+            ],
+            Duration::from_secs(10),
+        );
+        assert_eq!(
+            (r.exit, r.stdout.len(), r.stderr.len()),
+            (Some(0), 300000, 200000)
+        );
+        assert!(r.stdout.bytes().all(|b| b == b'a') && r.stderr.bytes().all(|b| b == b'b'));
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        // A child that closes its output but keeps running is still bounded by the deadline.
+        let t0 = Instant::now();
+        let r = run(
+            Path::new("sh"),
+            &["-c".into(), "exec >&- 2>&-; sleep 5".into()],
+            Duration::from_millis(300),
+        );
+        assert!(
+            r.timed_out && t0.elapsed() < Duration::from_secs(3),
+            "{r:?}"
         );
     }
 }

@@ -10,6 +10,10 @@
 #
 #   bash scripts/tests.d/70-fleet.sh          # the suite
 #   bash scripts/tests.d/70-fleet.sh bench    # + push to 100 simulated units (docs/perf/fleet.md)
+#   bash scripts/tests.d/70-fleet.sh bench-only   # the benchmark alone, after the setup
+# PFX_FLEET_BIN: where pfx-fleet is (target/debug); PFX_AGENT: the units' agent, a test
+# (debug) build for the mock NIC backend (default: the one beside pfx-fleet), so a release
+# pfx-fleet is measured with PFX_FLEET_BIN=target/release PFX_AGENT=target/debug/pfx-agent.
 set -uo pipefail
 top="${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}"
 if [ "$(id -u)" != 0 ]; then
@@ -21,13 +25,16 @@ for t in /usr/sbin/sshd ssh ssh-keygen scp sftp ssh-agent nsenter unshare findmn
 done
 bin="${PFX_FLEET_BIN:-$top/target/debug}"
 FLEET="$bin/pfx-fleet"
-AGENT="$bin/pfx-agent"
-[ -x "$FLEET" ] && [ -x "$AGENT" ] || { echo "FAILED: build first (cargo build -p pfx-fleet): $FLEET"; exit 1; }
+AGENT="${PFX_AGENT:-$bin/pfx-agent}"
+[ -x "$FLEET" ] && [ -x "$AGENT" ] || { echo "FAILED: build first (cargo build -p pfx-fleet): $FLEET $AGENT"; exit 1; }
 # The testbed's pole simulator (docs/pole-api.md) by default; the stub only when it is absent.
 if [ -f "$top/testbed/pole_sim.py" ]; then POLE_SIM="${PFX_POLE_SIM:-$top/testbed/pole_sim.py}"; else POLE_SIM="${PFX_POLE_SIM:-$top/fleet/tests/pole_stub.py}"; fi
 
 T=$(mktemp -d /tmp/pfx-fleet-test.XXXXXX)
 chmod 755 "$T"
+# pfx-fleet's per-run SSH control directories go in here, not in /tmp (the kill -9 of
+# section 8 leaves its empty one behind).
+mkdir -m 700 "$T/tmp"; export TMPDIR="$T/tmp"; unset XDG_RUNTIME_DIR
 P=$$
 OP="pfxfl${P}op"
 NSLIST=()
@@ -104,28 +111,10 @@ agent_yaml() { # dir unit-id [extra line ...]: the unit's root-owned agent confi
   chmod 644 "$d/agent.yaml.tmp"; mv "$d/agent.yaml.tmp" "$d/agent.yaml"
 }
 
-start_sshd() { # dir ns addr known(1|0) [bench]
+start_sshd() { # dir ns addr known(1|0)
   local d=$1 ns=$2 addr=$3
   ssh-keygen -q -t ed25519 -N '' -f "$d/hostkey"
-  if [ "${5:-}" = bench ]; then
-    # The benchmark's 100 units sit behind 4 sshd: one forced command per key cannot pick
-    # a unit, so it measures the operator's pool with root and the agent's CLI instead.
-    cat > "$d/sshd_config" <<CFG
-ListenAddress $addr
-HostKey $d/hostkey
-PidFile $d/sshd.pid
-AuthorizedKeysFile $T/authorized_keys
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-MaxStartups 200
-MaxSessions 50
-LogLevel ERROR
-CFG
-    inns "$ns" /usr/sbin/sshd -f "$d/sshd_config" -E "$d/sshd.log" || return 1
-  else
+  {
     mkdir -p "$d/keys"
     echo "restrict,command=\"$(FORCED "$d")\" $(cat "$T/id_ed25519.pub")" > "$d/keys/pfx"
     # As if root had the fleet key too: sshd itself must still refuse root.
@@ -156,7 +145,7 @@ CFG
     inns "$ns" unshare --mount --propagation private -- sh -c '
       for f in passwd group shadow sudoers; do mount --bind "$1/etc/$f" "/etc/$f" || exit 1; done
       exec /usr/sbin/sshd -f "$2/sshd_config" -E "$2/sshd.log"' sh "$T" "$d" || return 1
-  fi
+  }
   [ "$4" = 1 ] && echo "$addr $(cut -d' ' -f1,2 "$d/hostkey.pub")" >> "$T/known_hosts"
   return 0
 }
@@ -261,6 +250,102 @@ write_config() { # the fleet config: pfx-fleet's defaults (user pfx, the bare ve
 fleet() { inns "$OP" "$FLEET" --config "$T/fleet.yaml" --db "$DB" "$@"; }
 DB="$T/fleet.db"
 echo "setup: $(( $(date +%s) - start ))s"
+
+# --- the scale benchmark (bench, bench-only; docs/perf/fleet.md) ----------------------
+# PFX_FLEET_BENCH_UNITS units (default 100) behind PFX_FLEET_BENCH_HOSTS real sshd (default
+# 4, at most 254 units each). Each unit has its own address, 10.78.H.N: every address of
+# 10.78.H.0/24 is local on host H (one local route), which the operator reaches through
+# host H's own address, so 1,000 units need neither 1,000 addresses nor 1,000 neighbours.
+# One forced command per key cannot pick a unit, so the bench logs in as root and runs the
+# agent's CLI with the unit's own lower root and mock NIC (agent_command); root's shell
+# there is /bin/sh with an empty home, as the image's fleet account has.
+# Cells: PFX_FLEET_BENCH_PARALLEL (default: "default", pfx-fleet's own --parallel).
+# PFX_FLEET_BENCH_SSH_OPTS (a what-if, never the default): extra ssh options through a
+# wrapper given as ssh.ssh, e.g. "-o KexAlgorithms=curve25519-sha256".
+run_bench() {
+  local B="$T/bench" nunits=${PFX_FLEET_BENCH_UNITS:-100} nhosts=${PFX_FLEET_BENCH_HOSTS:-4}
+  [ $(( (nunits + nhosts - 1) / nhosts )) -le 254 ] || { fail "bench: $nunits units need more than $nhosts hosts"; return; }
+  mkdir -p "$B/home" "$B/tmp"
+  # One private mount namespace holds the units' lower roots and the sshds: nothing of it
+  # shows in the host's mount table, and it goes with its last process.
+  unshare --mount --propagation private -- sleep infinity &
+  local holder=$!; PIDS+=($holder)
+  for _ in $(seq 100); do [ "$(readlink /proc/$holder/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" ] && break; sleep 0.02; done
+  inb() { nsenter --mount="/proc/$holder/ns/mnt" -- "$@"; }
+  { grep -v '^root:' /etc/passwd; echo "root:x:0:0:root:$B/home:/bin/sh"; } > "$B/passwd"
+  inb mount --bind "$B/passwd" /etc/passwd
+  : > "$B/known_hosts"
+  local h n i d
+  for h in $(seq 1 $nhosts); do
+    d="$B/h$h"; mkdir -p "$d"
+    host_ns "b$h" "10.77.1.$h/16"
+    inns "pfxfl${P}b$h" ip route add local "10.78.$h.0/24" dev lo
+    inns "$OP" ip route add "10.78.$h.0/24" via "10.77.1.$h"
+    ssh-keygen -q -t ed25519 -N '' -f "$d/hostkey"
+    cat > "$d/sshd_config" <<CFG
+ListenAddress 0.0.0.0
+HostKey $d/hostkey
+PidFile $d/sshd.pid
+AuthorizedKeysFile $T/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+MaxStartups 200
+MaxSessions 50
+LogLevel ERROR
+CFG
+    nsenter --mount="/proc/$holder/ns/mnt" --net="/run/netns/pfxfl${P}b$h" -- /usr/sbin/sshd -f "$d/sshd_config" -E "$d/sshd.log" \
+      || { fail "bench sshd b$h: $(cat "$d/sshd.log")"; return; }
+  done
+  local ssh_prog=ssh
+  if [ -n "${PFX_FLEET_BENCH_SSH_OPTS:-}" ]; then
+    ssh_prog="$B/ssh-what-if"
+    printf '#!/bin/sh\nexec ssh %s "$@"\n' "$PFX_FLEET_BENCH_SSH_OPTS" > "$ssh_prog"; chmod 755 "$ssh_prog"
+  fi
+  local dirs=()
+  {
+    echo "ssh: {user: root, identity: $T/id_ed25519, known_hosts: $B/known_hosts, connect_timeout_s: 10, command_timeout_s: 120, ssh: $ssh_prog}"
+    echo "sites:"; echo "  - name: bench"; echo "    units:"
+    for n in $(seq 1 $nunits); do
+      h=$(( (n - 1) % nhosts + 1 )); i=$(( (n - 1) / nhosts + 1 ))
+      d="$B/u$n"; mkdir -p "$d/lower" "$d/nic"; dirs+=("$d")
+      echo "10.78.$h.$i $(cut -d' ' -f1,2 "$B/h$h/hostkey.pub")" >> "$B/known_hosts"
+      echo "      - {id: b$n, host: 10.78.$h.$i, agent_command: \"$AGENT --lower $d/lower --nic-backend mock --mock-nic-dir $d/nic --unit-id b$n --no-systemd\"}"
+    done
+  } > "$B/fleet.yaml"
+  inb sh -c 'for d in "$@"; do mount -t tmpfs -o size=256k,ro tmpfs "$d/lower" || exit 1; done' sh "${dirs[@]}" \
+    || { fail "bench: mounting the lower roots"; return; }
+  # The units' CPU: what the sshds (with their sessions and agents, reaped) have used.
+  units_cpu() { local h t=0; for h in $(seq 1 $nhosts); do t=$(( t + $(awk '{print $14 + $15 + $16 + $17}' "/proc/$(cat "$B/h$h/sshd.pid")/stat") )); done; echo $t; }
+  local par rc wall rss done_n flag left ucpu ocpu
+  for par in ${PFX_FLEET_BENCH_PARALLEL:-default}; do
+    # Each cell from the same fresh state: nothing applied, an empty state database.
+    inb sh -c 'for d in "$@"; do mount -o remount,rw "$d/lower" && rm -rf "$d/lower/etc" "$d/nic" && mkdir "$d/nic" && mount -o remount,ro "$d/lower" || exit 1; done' sh "${dirs[@]}" \
+      || { fail "bench: resetting the units"; return; }
+    rm -f "$B"/fleet.db*
+    flag=(); [ "$par" = default ] || flag=(--parallel "$par")
+    local u0 load0; u0=$(units_cpu); load0=$(cut -d' ' -f1 /proc/loadavg)
+    inns "$OP" env -u XDG_RUNTIME_DIR TMPDIR="$B/tmp" /usr/bin/time -v "$FLEET" --config "$B/fleet.yaml" --db "$B/fleet.db" \
+      push pause-off --site bench "${flag[@]}" > "$B/out" 2> "$B/err"; rc=$?
+    ucpu=$(( $(units_cpu) - u0 ))
+    wall=$(grep 'Elapsed (wall clock)' "$B/err" | awk '{print $NF}')
+    ocpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.1f", s}' "$B/err")
+    rss=$(grep 'Maximum resident set size' "$B/err" | awk '{print $NF}')
+    done_n=$(db_q "$B/fleet.db" "SELECT COUNT(*) FROM unit_events WHERE state='done'")
+    echo "BENCH push pause-off: $nunits units via $nhosts sshd, --parallel $par: wall $wall, operator peak RSS ${rss} KiB (GNU time -v), CPU operator ${ocpu} s units $(awk "BEGIN {printf \"%.1f\", $ucpu / $(getconf CLK_TCK)}") s, done $done_n/$nunits, exit $rc${PFX_FLEET_BENCH_SSH_OPTS:+, ssh $PFX_FLEET_BENCH_SSH_OPTS}, commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null), $(date -u '+%F %H:%M') UTC, load before $load0"
+    check "bench --parallel $par: all $nunits units done" [ "$done_n" = "$nunits" ]
+    [ "$done_n" = "$nunits" ] || grep -v '^recorded .* done' "$B/err" | head -5
+    left=$(ls -A "$B/tmp"; pgrep -f "$B/tmp" || true)
+    check "bench --parallel $par: no control directory or shared connection left after the run" [ -z "$left" ]
+  done
+}
+if [ "${1:-}" = bench-only ]; then
+  run_bench
+  echo "fleet bench: $fails failures, $(( $(date +%s) - start ))s"
+  [ $fails = 0 ]; exit
+fi
 
 # 1. rollout refuses while the gate is closed (nothing pushed yet) ------------------
 write_config
@@ -616,38 +701,30 @@ else
   fail "no pfx-player at $PLAYER for the real-player top check (cargo build -p pfx-player or set PFX_PLAYER)"
 fi
 
-# --- optional: scale benchmark, 100 simulated units ---------------------------------
-if [ "${1:-}" = bench ]; then
-  B="$T/bench"; mkdir -p "$B"
-  nhosts=4
-  for h in $(seq 1 $nhosts); do
-    mkdir -p "$B/h$h"; host_ns "b$h" "10.77.1.$h/16"
-    start_sshd "$B/h$h" "pfxfl${P}b$h" "10.77.1.$h" 1 bench || { echo "FAILED: bench sshd"; exit 1; }
-  done
-  {
-    echo "ssh: {user: root, identity: $T/id_ed25519, known_hosts: $T/known_hosts, connect_timeout_s: 5, command_timeout_s: 60}"
-    echo "sites:"; echo "  - name: bench"; echo "    units:"
-    for n in $(seq -w 1 100); do
-      d="$B/u$n"; mkdir -p "$d/lower" "$d/nic"
-      mount -t tmpfs -o size=1m,ro tmpfs "$d/lower"; MOUNTS+=("$d/lower")
-      h=$(( (10#$n % nhosts) + 1 ))
-      echo "      - {id: b$n, host: 10.77.1.$h, agent_command: \"$AGENT --lower $d/lower --nic-backend mock --mock-nic-dir $d/nic --unit-id b$n --no-systemd\"}"
-    done
-  } > "$B/fleet.yaml"
-  # One cell per --parallel value, each from the same fresh state (nothing applied).
-  for par in ${PFX_FLEET_BENCH_PARALLEL:-8 16 32}; do
-    for n in $(seq -w 1 100); do
-      d="$B/u$n"; mount -o remount,rw "$d/lower"; rm -rf "$d/lower/etc" "$d/nic"/*; mount -o remount,ro "$d/lower"
-    done
-    rm -f "$B"/fleet.db*
-    inns "$OP" /usr/bin/time -v "$FLEET" --config "$B/fleet.yaml" --db "$B/fleet.db" push pause-off --site bench --parallel "$par" > "$B/out" 2> "$B/err"; rc=$?
-    wall=$(grep 'Elapsed (wall clock)' "$B/err" | awk '{print $NF}')
-    rss=$(grep 'Maximum resident set size' "$B/err" | awk '{print $NF}')
-    done_n=$(db_q "$B/fleet.db" "SELECT COUNT(*) FROM unit_events WHERE state='done'")
-    echo "BENCH push pause-off: 100 units via $nhosts sshd, --parallel $par: wall $wall, operator peak RSS ${rss} KiB, done $done_n/100, exit $rc"
-    check "bench --parallel $par: all 100 units done" [ "$done_n" = 100 ]
-  done
-fi
+# 12. SSH connection reuse: the run's control directory (private, under TMPDIR here) is
+#     gone after a push, and after a SIGTERM in the middle of one, with no connection left.
+ctl="$T/ctl"; mkdir -p "$ctl"
+DB="$T/reuse.db"
+inns "$OP" env -u XDG_RUNTIME_DIR TMPDIR="$ctl" "$FLEET" --config "$T/fleet.yaml" --db "$DB" push pause-off --unit u1 --unit u2 --force > "$T/re1.out" 2> "$T/re1.err"; rc=$?
+check "push with reuse: u1, u2 done (exit $rc)" bash -c "[ $rc = 0 ] && grep -q 'recorded u1 done' $T/re1.err && grep -q 'recorded u2 done' $T/re1.err"
+left="$(ls -A "$ctl") $(pgrep -a -f "$ctl")"
+check "push with reuse: no control directory left, no shared connection running at exit ($left)" [ "$left" = " " ]
+for i in 1 2; do agent_yaml "$T/u$i" "u$i" "test_delay_ms: 3000"; done
+nsenter --net="/run/netns/$OP" -- env -u XDG_RUNTIME_DIR TMPDIR="$ctl" "$FLEET" --config "$T/fleet.yaml" --db "$DB" push pause-off --unit u1 --unit u2 --force > "$T/re2.out" 2> "$T/re2.err" &
+fpid=$!
+seen=0
+for _ in $(seq 200); do [ -n "$(find "$ctl" -type s 2>/dev/null)" ] && { seen=1; break; }; sleep 0.02; done
+ctl_mode=$(stat -c %a "$ctl"/pfx-fleet-ssh.* 2>/dev/null | head -1)
+kill -TERM $fpid; wait $fpid; rc=$?
+check "SIGTERM mid-push: the run had shared connections in a 0700 directory (seen $seen, mode $ctl_mode)" bash -c "[ $seen = 1 ] && [ '$ctl_mode' = 700 ]"
+check "SIGTERM mid-push: pfx-fleet dies of it (exit $rc)" [ $rc = 143 ]
+gone=0
+for _ in $(seq 50); do [ -z "$(ls -A "$ctl")" ] && ! pgrep -f "$ctl" > /dev/null && { gone=1; break; }; sleep 0.1; done
+check "SIGTERM mid-push: control directory removed, no shared connection left ($(ls -A "$ctl") $(pgrep -f "$ctl" | tr '\n' ' '))" [ $gone = 1 ]
+for i in 1 2; do agent_yaml "$T/u$i" "u$i"; done
+sleep 3.5 # let the agents cut off by the SIGTERM finish before anything else reads the units
+
+if [ "${1:-}" = bench ]; then run_bench; fi
 
 echo "fleet suite: $fails failures, $(( $(date +%s) - start ))s"
 [ $fails = 0 ]

@@ -1,0 +1,232 @@
+//! SSH connection reuse against real `sshd`s on loopback: the commands of one run to one
+//! unit share its connection, a host whose key is not pinned (or changed) is refused with
+//! reuse on exactly as without it, and closing the run ends the connections and removes
+//! the private directory. Root only (sshd logs in as root here).
+
+use pfx_fleet::config::SshConfig;
+use pfx_fleet::gate::UnitState;
+use pfx_fleet::ssh::{self, ControlDir};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Sshd {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn keygen(path: &Path) {
+    let st = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(path)
+        .status()
+        .expect("ssh-keygen runs");
+    assert!(st.success());
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+fn start_sshd(dir: &Path, name: &str, authorized: &Path) -> Sshd {
+    let key = dir.join(format!("{name}-hostkey"));
+    keygen(&key);
+    let port = free_port();
+    let log = dir.join(format!("{name}.log"));
+    let conf = dir.join(format!("{name}.conf"));
+    std::fs::write(
+        &conf,
+        format!(
+            "ListenAddress 127.0.0.1\nPort {port}\nHostKey {}\nPidFile none\nAuthorizedKeysFile {}\n\
+             PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+             UsePAM no\nStrictModes no\nLogLevel INFO\n",
+            key.display(),
+            authorized.display()
+        ),
+    )
+    .unwrap();
+    let _ = std::fs::create_dir_all("/run/sshd");
+    let child = Command::new("/usr/sbin/sshd")
+        .arg("-D")
+        .arg("-f")
+        .arg(&conf)
+        .arg("-E")
+        .arg(&log)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("sshd starts");
+    let t0 = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "sshd {name} never listened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Sshd { child, port, log }
+}
+
+fn host_key(dir: &Path, name: &str) -> String {
+    let pubkey = std::fs::read_to_string(dir.join(format!("{name}-hostkey.pub"))).unwrap();
+    pubkey
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn logins(s: &Sshd) -> usize {
+    std::fs::read_to_string(&s.log)
+        .unwrap_or_default()
+        .matches("Accepted publickey")
+        .count()
+}
+
+/// Processes whose command line names `needle` (the run's control directory).
+fn procs_naming(needle: &str) -> Vec<String> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
+            let c = String::from_utf8_lossy(&c).replace('\0', " ");
+            if c.contains(needle) {
+                v.push(format!("{}: {c}", e.file_name().to_string_lossy()));
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn one_connection_per_unit_and_no_unpinned_host_through_it() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root (sshd logs in as root)");
+        return;
+    }
+    if !Path::new("/usr/sbin/sshd").exists() {
+        panic!("FAILED: /usr/sbin/sshd missing (scripts/deps/fleet.apt)");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let id = dir.join("id");
+    keygen(&id);
+    let authorized = dir.join("authorized_keys");
+    std::fs::copy(dir.join("id.pub"), &authorized).unwrap();
+    let a = start_sshd(dir, "a", &authorized);
+    let b = start_sshd(dir, "b", &authorized);
+    // Pinned: a's key for a; b's port pinned to a's key (a changed key); no line for b's
+    // own key at all.
+    let kh = dir.join("known_hosts");
+    std::fs::write(
+        &kh,
+        format!(
+            "[127.0.0.1]:{} {}\n[127.0.0.1]:{} {}\n",
+            a.port,
+            host_key(dir, "a"),
+            b.port,
+            host_key(dir, "a")
+        ),
+    )
+    .unwrap();
+    let cfg = SshConfig {
+        user: "root".into(),
+        identity: Some(id.clone()),
+        known_hosts: kh.clone(),
+        connect_timeout_s: 5,
+        command_timeout_s: 30,
+        ..Default::default()
+    };
+    let ctl = ControlDir::create(&cfg.ssh).unwrap();
+    let ctl_path = ctl.path().display().to_string();
+    let t = Duration::from_secs(30);
+    let on = |slot: usize, port: u16, cmd: &str| {
+        ssh::run(
+            &cfg.ssh,
+            &ssh::ssh_args_reusing(&cfg, "127.0.0.1", port, cmd, &ctl.socket(slot)),
+            t,
+        )
+    };
+
+    // Unit slot 0 on a: two commands, one login.
+    let r1 = on(0, a.port, "echo one");
+    assert_eq!((r1.exit, r1.stdout.trim()), (Some(0), "one"), "{r1:?}");
+    assert!(
+        ctl.socket(0).exists(),
+        "no shared connection after the first command"
+    );
+    let r2 = on(0, a.port, "echo two");
+    assert_eq!((r2.exit, r2.stdout.trim()), (Some(0), "two"), "{r2:?}");
+    assert_eq!(logins(&a), 1, "the second command made its own login");
+
+    // Unit slot 1 on b, whose key is not the pinned one: refused, with a's connection
+    // open in the same directory, and no connection of its own is left to reuse.
+    for _ in 0..2 {
+        let r = on(1, b.port, "echo through");
+        assert_eq!(r.exit, Some(255), "{r:?}");
+        assert!(!r.stdout.contains("through"), "{r:?}");
+        let o = ssh::classify(&r, "u1", 30);
+        assert_eq!(o.state, UnitState::Failed, "{o:?}");
+        assert!(
+            o.reason
+                .as_deref()
+                .unwrap_or("")
+                .contains("host key refused"),
+            "{o:?}"
+        );
+        assert!(!ctl.socket(1).exists());
+    }
+    assert_eq!(logins(&b), 0, "b let a client log in");
+
+    // The same with b's line removed: an unknown host, refused, never learned.
+    std::fs::write(
+        &kh,
+        format!("[127.0.0.1]:{} {}\n", a.port, host_key(dir, "a")),
+    )
+    .unwrap();
+    let before = std::fs::read(&kh).unwrap();
+    let r = on(2, b.port, "echo through");
+    assert_eq!(r.exit, Some(255), "{r:?}");
+    assert_eq!(ssh::classify(&r, "u2", 30).state, UnitState::Failed);
+    assert_eq!(
+        std::fs::read(&kh).unwrap(),
+        before,
+        "known_hosts was changed"
+    );
+    assert_eq!(logins(&b), 0);
+
+    // Releasing a slot ends its connection; the next command logs in again.
+    ctl.release(0);
+    assert!(!ctl.socket(0).exists());
+    let r3 = on(0, a.port, "echo three");
+    assert_eq!((r3.exit, r3.stdout.trim()), (Some(0), "three"), "{r3:?}");
+    assert_eq!(logins(&a), 2);
+
+    // Closing the run: no connection process left, no directory.
+    assert!(
+        !procs_naming(&ctl_path).is_empty(),
+        "the shared connection is not running"
+    );
+    ctl.close();
+    let t0 = Instant::now();
+    while !procs_naming(&ctl_path).is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "left running after close: {:?}",
+            procs_naming(&ctl_path)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!Path::new(&ctl_path).exists());
+    assert!(!Path::new(&format!("{ctl_path}-closing")).exists());
+}
