@@ -1,4 +1,4 @@
-//! The services around the render loop: profiler, HTTP, mDNS, NIC monitor. Everything
+//! The services around the render loop: profiler, HTTP, mDNS, NIC monitor, FPP Connect. Everything
 //! here runs off the render thread; dropping `Services` stops them.
 
 use std::net::SocketAddr;
@@ -20,6 +20,7 @@ pub struct Services {
     _http: Option<HttpThread>,
     _mdns: Option<crate::mdns::MdnsAdvert>,
     _nic: Option<crate::nic::MonitorHandle>,
+    _fpp: Option<crate::fppconnect::FppConnect>,
 }
 
 struct HttpThread {
@@ -59,7 +60,8 @@ pub fn start(show: &Show, engine: &Engine, opts: &RunOptions) -> anyhow::Result<
     let unit = super::build::unit_id(show);
     let addr = opts.http.unwrap_or(show.config.http);
     let http = start_http(addr, handle.clone(), unit.clone())?;
-    let mdns = if !opts.mdns {
+    let fpp_cfg = show.config.fpp_connect.clone().filter(|f| f.enabled);
+    let mut mdns = if !opts.mdns {
         None
     } else {
         let mut profiles: Vec<String> = show
@@ -77,6 +79,21 @@ pub fn start(show: &Show, engine: &Engine, opts: &RunOptions) -> anyhow::Result<
             }
         }
     };
+    if let (Some(a), Some(_)) = (mdns.as_mut(), &fpp_cfg) {
+        if let Err(e) = a.add_fppd(&unit) {
+            tracing::warn!("mDNS _fppd._udp off: {e}");
+        }
+    }
+    let fpp = match &fpp_cfg {
+        None => None,
+        Some(f) => Some(crate::fppconnect::start(
+            f,
+            show,
+            crate::fppconnect::unit_info(show, &unit, VERSION),
+            handle.clone(),
+            opts.config.clone(),
+        )?),
+    };
     let nic = {
         let h = handle.clone();
         crate::nic::spawn_monitor(
@@ -91,6 +108,7 @@ pub fn start(show: &Show, engine: &Engine, opts: &RunOptions) -> anyhow::Result<
         _http: Some(http),
         _mdns: mdns,
         _nic: Some(nic),
+        _fpp: fpp,
     })
 }
 

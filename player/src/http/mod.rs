@@ -3,7 +3,7 @@
 //! never on the render thread.
 
 pub mod metrics;
-mod timed_io;
+pub(crate) mod timed_io;
 
 use std::future::Future;
 use std::time::Duration;
