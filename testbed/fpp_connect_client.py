@@ -164,14 +164,16 @@ class Unit:
     """One unit over HTTP on port 80 (or `port`). A 401 is answered, once, with Basic
     credentials (user `admin` unless told), as xLights does after prompting the user."""
 
-    def __init__(self, host: str, password: str | None, user: str = "admin", port: int = 80, timeout: float = 180):
+    def __init__(self, host: str, password: str | None, user: str = "admin", port: int = 80, timeout: float = 180,
+                 source: str | None = None):
         self.host, self.port, self.timeout = host, port, timeout
+        self.source = (source, 0) if source else None
         self.user, self.password = user, password
         self.auth: str | None = None  # set after the first 401, then sent on every request
         self.log: list[tuple[str, str, int]] = []
 
     def _once(self, method: str, path: str, body: bytes | None, headers: dict) -> tuple[int, dict, bytes]:
-        c = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        c = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout, source_address=self.source)
         h = dict(headers)
         if self.auth:
             h["Authorization"] = self.auth
