@@ -79,10 +79,10 @@ pub fn start(show: &Show, engine: &Engine, opts: &RunOptions) -> anyhow::Result<
             }
         }
     };
-    if let (Some(a), Some(_)) = (mdns.as_mut(), &fpp_cfg) {
-        if let Err(e) = a.add_fppd(&unit) {
-            tracing::warn!("mDNS _fppd._udp off: {e}");
-        }
+    if let (Some(a), Some(_)) = (mdns.as_mut(), &fpp_cfg)
+        && let Err(e) = a.add_fppd(&unit)
+    {
+        tracing::warn!("mDNS _fppd._udp off: {e}");
     }
     let fpp = match &fpp_cfg {
         None => None,

@@ -386,10 +386,10 @@ impl ShowConfig {
                 self.profile_window_s
             ));
         }
-        if let Some(f) = &self.fpp_connect {
-            if let Err(m) = f.check() {
-                return bad(m);
-            }
+        if let Some(f) = &self.fpp_connect
+            && let Err(m) = f.check()
+        {
+            return bad(m);
         }
         let tx_queue_parent = match self.tx_queue_parent.as_deref().map(Parent::parse) {
             None => Parent::Root,

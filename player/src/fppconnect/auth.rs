@@ -91,10 +91,8 @@ pub struct Limiter {
 impl Limiter {
     /// Before checking a password from `addr`: may we? A remembered header needs no check.
     pub fn admit(&mut self, addr: IpAddr, now_ms: u64) -> Verdict {
-        if let Some(t) = self.by_addr.get(&addr) {
-            if now_ms < t.locked_until {
-                return Verdict::Limited;
-            }
+        if self.is_locked(addr, now_ms) {
+            return Verdict::Limited;
         }
         let sec = now_ms / 1000;
         if sec != self.second {
@@ -116,15 +114,15 @@ impl Limiter {
 
     /// A wrong password from `addr`.
     pub fn failed(&mut self, addr: IpAddr, now_ms: u64) {
-        if self.by_addr.len() >= MAX_TRACKED && !self.by_addr.contains_key(&addr) {
-            if let Some(oldest) = self
+        if self.by_addr.len() >= MAX_TRACKED
+            && !self.by_addr.contains_key(&addr)
+            && let Some(oldest) = self
                 .by_addr
                 .iter()
                 .min_by_key(|(_, t)| t.last)
                 .map(|(a, _)| *a)
-            {
-                self.by_addr.remove(&oldest);
-            }
+        {
+            self.by_addr.remove(&oldest);
         }
         let t = self.by_addr.entry(addr).or_default();
         t.last = now_ms;

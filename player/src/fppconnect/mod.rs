@@ -185,12 +185,11 @@ fn ping_socket(show_iface: &str) -> std::io::Result<UdpSocket> {
         if crate::sys::net::is_loopback(&name) {
             continue;
         }
-        if let Some(idx) = crate::sys::net::interface_index(&name) {
-            if s.join_multicast_v4_n(&info::PING_GROUP, &InterfaceIndexOrAddress::Index(idx))
+        if let Some(idx) = crate::sys::net::interface_index(&name)
+            && s.join_multicast_v4_n(&info::PING_GROUP, &InterfaceIndexOrAddress::Index(idx))
                 .is_ok()
-            {
-                joined += 1;
-            }
+        {
+            joined += 1;
         }
     }
     if joined == 0 {

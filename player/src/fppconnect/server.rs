@@ -97,12 +97,12 @@ impl FppState {
     ) -> FppState {
         let playlist_file = data_dir.join("fpp-connect-playlist.json");
         let mut current = Current::default();
-        if let Ok(text) = std::fs::read(&playlist_file) {
-            if let Ok(v) = serde_json::from_slice::<Value>(&text) {
-                current.playlist = v.get("name").and_then(Value::as_str).map(str::to_string);
-                current.sequences = showmap::sequences_of(&v).unwrap_or_default();
-                current.json = Some(v);
-            }
+        if let Ok(text) = std::fs::read(&playlist_file)
+            && let Ok(v) = serde_json::from_slice::<Value>(&text)
+        {
+            current.playlist = v.get("name").and_then(Value::as_str).map(str::to_string);
+            current.sequences = showmap::sequences_of(&v).unwrap_or_default();
+            current.json = Some(v);
         }
         let uploads = Uploads::new(store.staging_dir(), rate_bytes_s);
         FppState(Arc::new(Inner {
@@ -328,16 +328,11 @@ fn refusal(r: Refusal) -> Response {
     text(code, m)
 }
 
-fn header_number(h: &HeaderMap, key: &str) -> Result<u64, Response> {
+fn header_number(h: &HeaderMap, key: &str) -> Result<u64, String> {
     let Some(v) = h.get(key) else {
-        return Err(text(StatusCode::BAD_REQUEST, format!("{key}: missing")));
+        return Err(format!("{key}: missing"));
     };
-    names::decimal(v.as_bytes()).ok_or_else(|| {
-        text(
-            StatusCode::BAD_REQUEST,
-            format!("{key}: not a decimal number"),
-        )
-    })
+    names::decimal(v.as_bytes()).ok_or_else(|| format!("{key}: not a decimal number"))
 }
 
 async fn upload(
@@ -363,11 +358,11 @@ async fn upload(
     };
     let offset = match header_number(&headers, "upload-offset") {
         Ok(n) => n,
-        Err(r) => return r,
+        Err(m) => return text(StatusCode::BAD_REQUEST, m),
     };
     let length = match header_number(&headers, "upload-length") {
         Ok(n) => n,
-        Err(r) => return r,
+        Err(m) => return text(StatusCode::BAD_REQUEST, m),
     };
     let chunk = match headers.get(header::CONTENT_LENGTH) {
         Some(v) => match names::decimal(v.as_bytes()) {

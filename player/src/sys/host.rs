@@ -7,6 +7,17 @@ pub fn hostname() -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// Asks this process's own supervisor to read its config again, exactly as an operator's
+/// SIGHUP does.
+pub fn request_reload() -> std::io::Result<()> {
+    // SAFETY: kill with our own pid and a valid signal number.
+    if unsafe { libc::kill(libc::getpid(), libc::SIGHUP) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -17,16 +28,5 @@ mod tests {
         // SAFETY: uname NUL-terminates nodename.
         let node = unsafe { std::ffi::CStr::from_ptr(u.nodename.as_ptr()) };
         assert_eq!(super::hostname().as_deref(), node.to_str().ok());
-    }
-}
-
-/// Asks this process's own supervisor to read its config again, exactly as an operator's
-/// SIGHUP does.
-pub fn request_reload() -> std::io::Result<()> {
-    // SAFETY: kill with our own pid and a valid signal number.
-    if unsafe { libc::kill(libc::getpid(), libc::SIGHUP) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
     }
 }

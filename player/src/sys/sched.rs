@@ -38,22 +38,6 @@ pub fn raise_priority(thread: &str) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_error_is_the_kernels_not_a_guess() {
-        // An out-of-range priority is EINVAL for everyone, root or not, and changes nothing.
-        let e = set_fifo(1000).unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
-        let why = why_not_raised(&e);
-        assert!(!why.contains("CAP_SYS_NICE"), "{why}");
-        let eperm = io::Error::from_raw_os_error(libc::EPERM);
-        assert!(why_not_raised(&eperm).contains("CAP_SYS_NICE"));
-    }
-}
-
 /// Puts the calling thread at the back of the queue: nice 19 and the idle I/O class, so
 /// what it reads and writes waits for every other thread's I/O (uploads, hashing).
 /// Linux applies both per thread.
@@ -80,4 +64,20 @@ pub fn set_background() -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_error_is_the_kernels_not_a_guess() {
+        // An out-of-range priority is EINVAL for everyone, root or not, and changes nothing.
+        let e = set_fifo(1000).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        let why = why_not_raised(&e);
+        assert!(!why.contains("CAP_SYS_NICE"), "{why}");
+        let eperm = io::Error::from_raw_os_error(libc::EPERM);
+        assert!(why_not_raised(&eperm).contains("CAP_SYS_NICE"));
+    }
 }
