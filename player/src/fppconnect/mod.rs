@@ -21,6 +21,9 @@ pub mod showmap;
 pub mod store;
 pub mod upload;
 
+#[cfg(test)]
+mod tests;
+
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::path::PathBuf;
 use std::sync::Arc;

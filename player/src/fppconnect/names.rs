@@ -161,6 +161,43 @@ mod tests {
         assert!(sequence_name("../x").is_err());
     }
 
+    /// The fuzz target's body (fuzz/fuzz_targets/fppconnect_names.rs) on stable, over
+    /// deterministic random inputs spelled from the bytes that matter.
+    #[test]
+    fn random_names_never_escape_the_directory() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let alphabet: &[&[u8]] = &[
+            b".",
+            b"..",
+            b"/",
+            b"\\",
+            b"\0",
+            b"a",
+            b".fseq",
+            b"fseq",
+            b"\n",
+            b"\xff",
+            b"\xc3\xa9",
+            b" ",
+        ];
+        let dir = std::path::Path::new("/var/lib/pfx/staging");
+        for _ in 0..20_000 {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            let mut seed = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
+            let mut raw = Vec::new();
+            for _ in 0..(seed % 9) {
+                seed = seed.rotate_left(7) ^ 0x9e37_79b9_7f4a_7c15;
+                raw.extend_from_slice(alphabet[(seed % alphabet.len() as u64) as usize]);
+            }
+            if let Ok(n) = check_name(&raw) {
+                assert_eq!(dir.join(n).parent(), Some(dir), "{raw:?}");
+                assert!(!n.contains("..") && !n.contains('/') && !n.contains('\0'));
+            }
+        }
+    }
+
     #[test]
     fn decimals() {
         assert_eq!(decimal(b"0"), Some(0));
