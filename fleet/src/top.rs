@@ -459,6 +459,7 @@ mod tests {
             version: "0.1.0".into(),
             health: "ok".into(),
             snapshot: s,
+            show: None,
         }
     }
 
