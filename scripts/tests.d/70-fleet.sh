@@ -543,7 +543,8 @@ for s in sys.argv[2:]:
         want = (True, float(f[2]), int(f[3]), float(f[4]), float(f[5]), f[0], None, None)
         got = (r["answered"], r["fps"], r["deadline_misses"], r["wire_send_p99_us"], r["pause_rx_per_s"], r["answered_as"], r["down"], r["reason"])
         assert got == want, (f[0], got, want)
-        assert r["playing"] is None and r["sync_offset_ms"] is None and r["health"] == "ok", r
+        # The golden /profile names the store's show "evening".
+        assert r["playing"] == "evening" and r["sync_offset_ms"] is None and r["health"] == "ok", r
         assert r["url"] == "http://10.77.0.1%s:8080" % f[0][1:], r
     else:
         assert r["answered"] is False and r["down"] == f[2] and r["reason"], r
