@@ -32,7 +32,8 @@ pub struct HttpState {
     pub unit_id: String,
     pub version: &'static str,
     /// What plays and why (written by `app` at each start and reload).
-    pub show: crate::app::showpick::ShowState,
+    /// (The same type as `app::showpick::ShowState`; http does not import app.)
+    pub show: std::sync::Arc<std::sync::Mutex<Option<pfx_api::show::ShowInfo>>>,
 }
 
 /// `GET /profile`: the snapshot plus who answered (the contract, in pfx-api).
