@@ -63,7 +63,7 @@ def pattern(a: bytes, n: int) -> bytes:
 
 
 def staging_files(data: str) -> list[str]:
-    return sorted(os.listdir(os.path.join(data, "staging")))
+    return sorted(os.listdir(os.path.join(data, "staging", "fpp-connect")))
 
 
 def main() -> int:

@@ -42,9 +42,10 @@ ip -n "$nu" route add 224.0.0.0/4 dev "$vu"; ip -n "$nx" route add 224.0.0.0/4 d
 
 pw="pole-$id-secret"
 hash=$(printf '%s\n' "$pw" | "$bin" fpp-connect hash-password) || { echo "FAILED: hash-password"; exit 1; }
-data="$work/data"
-mkdir -p "$data/shows/initial"
-cat >"$data/shows/initial/show.yaml" <<YAML
+data="$work/data"           # the data partition: the show store (docs/show-store.md)
+mkdir -p "$data" "$work/etc"
+: >"$data/.pfx-data"
+cat >"$work/etc/show.yaml" <<YAML
 interface: $vu
 fps: 20
 unit_id: fppc-unit
@@ -59,10 +60,7 @@ fpp_connect:
   enabled: true
   password_hash: "$hash"
   http: "10.88.0.1:80"
-  data_dir: $data
-  reserve_mib: 64
 YAML
-ln -s shows/initial "$data/active"
 
 for pole in a b; do
   g=1; [ "$pole" = b ] && g=2
@@ -70,7 +68,7 @@ for pole in a b; do
     --pixels 300 --dump-frames "$work/pole-$pole.jsonl" --report "$work/pole-$pole.json" >"$work/pole-$pole.log" 2>&1 &
   pids+=($!)
 done
-ip netns exec "$nu" env PFX_LOG=info "$bin" run --config "$data/active/show.yaml" --http 10.88.0.1:8080 \
+ip netns exec "$nu" env PFX_LOG=info "$bin" run --store "$data" --config "$work/etc/show.yaml" --http 10.88.0.1:8080 \
   >"$work/player.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 50); do
@@ -88,4 +86,12 @@ if [ "$rc" != 0 ]; then
   exit 1
 fi
 grep -q 'new show active' "$work/player.log" || { echo "FAILED: the player log does not say the new show became active"; exit 1; }
+# The store's own view: its active show is the last playlist, holding the sparse sequence.
+man="$data/active/manifest.json"
+python3 - "$man" <<'PY' || { echo "FAILED: the store's active show is not the posted playlist"; exit 1; }
+import json, sys
+m = json.load(open(sys.argv[1]))
+print("store active show:", m["name"], sorted(m["files"]))
+assert m["name"] == "SparseOnly" and sorted(m["files"]) == ["Sparse.fseq"], m
+PY
 echo "fpp-connect: ok"

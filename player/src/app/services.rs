@@ -59,7 +59,7 @@ pub fn start(show: &Show, engine: &Engine, opts: &RunOptions) -> anyhow::Result<
     );
     let unit = super::build::unit_id(show);
     let addr = opts.http.unwrap_or(show.config.http);
-    let http = start_http(addr, handle.clone(), unit.clone())?;
+    let http = start_http(addr, handle.clone(), unit.clone(), opts.show_state.clone())?;
     let fpp_cfg = show.config.fpp_connect.clone().filter(|f| f.enabled);
     let mut mdns = if !opts.mdns {
         None
@@ -84,15 +84,24 @@ pub fn start(show: &Show, engine: &Engine, opts: &RunOptions) -> anyhow::Result<
     {
         tracing::warn!("mDNS _fppd._udp off: {e}");
     }
+    // FPP Connect that cannot start (no data partition, port 80 taken) is logged; the
+    // show plays regardless.
     let fpp = match &fpp_cfg {
         None => None,
-        Some(f) => Some(crate::fppconnect::start(
+        Some(f) => match crate::fppconnect::start(
             f,
             show,
             crate::fppconnect::unit_info(show, &unit, VERSION),
             handle.clone(),
             opts.config.clone(),
-        )?),
+            opts.store.clone(),
+        ) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                tracing::error!("{e:#}");
+                None
+            }
+        },
     };
     let nic = {
         let h = handle.clone();
@@ -117,6 +126,7 @@ fn start_http(
     addr: SocketAddr,
     profiler: ProfilerHandle,
     unit_id: String,
+    show: super::showpick::ShowState,
 ) -> anyhow::Result<HttpThread> {
     let std_listener = std::net::TcpListener::bind(addr).with_context(|| {
         format!("cannot serve HTTP on {addr}; choose another address with --http ADDR:PORT")
@@ -148,6 +158,7 @@ fn start_http(
                     profiler,
                     unit_id,
                     version: VERSION,
+                    show,
                 };
                 if let Err(e) = crate::http::serve(listener, state, async move {
                     let _ = rx.await;

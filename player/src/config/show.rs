@@ -86,12 +86,6 @@ pub struct FppConnectConfig {
     /// Where the FPP API listens; xLights always uses port 80.
     #[serde(default = "default_fpp_http")]
     pub http: SocketAddr,
-    /// The data partition: staging, the sequences, the active show.
-    #[serde(default = "default_data_dir")]
-    pub data_dir: PathBuf,
-    /// Space an upload may never take, so the active show is never lost to it.
-    #[serde(default = "default_reserve_mib")]
-    pub reserve_mib: u64,
     /// Upper bound on how fast uploads are written to the card.
     #[serde(default = "default_write_rate")]
     pub write_rate_mib_s: u32,
@@ -102,12 +96,6 @@ fn default_fpp_user() -> String {
 }
 fn default_fpp_http() -> SocketAddr {
     SocketAddr::from(([0, 0, 0, 0], 80))
-}
-fn default_data_dir() -> PathBuf {
-    PathBuf::from("/var/lib/pfx")
-}
-fn default_reserve_mib() -> u64 {
-    256
 }
 fn default_write_rate() -> u32 {
     16
@@ -134,11 +122,6 @@ impl FppConnectConfig {
                 "fpp_connect.write_rate_mib_s: {} is outside 1..=1000",
                 self.write_rate_mib_s
             ));
-        }
-        if !self.data_dir.is_absolute() {
-            return Err(
-                "fpp_connect.data_dir: give an absolute path (default /var/lib/pfx)".into(),
-            );
         }
         Ok(())
     }

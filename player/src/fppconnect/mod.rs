@@ -90,18 +90,22 @@ pub fn start(
     unit: UnitInfo,
     profiler: ProfilerHandle,
     running_config: Option<PathBuf>,
+    store_root: Option<PathBuf>,
 ) -> anyhow::Result<FppConnect> {
     let hash = cfg
         .password_hash
         .clone()
         .context("fpp_connect.password_hash: missing")?;
-    let st = store::DirStore::open(&cfg.data_dir, cfg.reserve_mib * 1024 * 1024, running_config)
-        .with_context(|| {
-            format!(
-                "FPP Connect: cannot use the data directory {}; check fpp_connect.data_dir and that the data partition is mounted",
-                cfg.data_dir.display()
-            )
-        })?;
+    let root = store_root.context(
+        "FPP Connect needs the show store: run the player with --store /var/lib/pfx (the image's service does)",
+    )?;
+    let st = store::PfxStore::open(&root, running_config).map_err(|e| {
+        anyhow::anyhow!(
+            "FPP Connect off: the show store at {} cannot be used: {e}",
+            root.display()
+        )
+    })?;
+    let playlist_file = st.root().join("fpp-connect/playlist.json");
     let std_listener = std::net::TcpListener::bind(cfg.http).with_context(|| {
         format!(
             "FPP Connect: cannot serve HTTP on {}; xLights needs port 80 (set fpp_connect.http only for tests)",
@@ -118,7 +122,7 @@ pub fn start(
         Arc::new(st),
         profiler,
         u64::from(cfg.write_rate_mib_s) * 1024 * 1024,
-        &cfg.data_dir,
+        playlist_file,
     );
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let http = std::thread::Builder::new()

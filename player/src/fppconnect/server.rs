@@ -93,9 +93,8 @@ impl FppState {
         store: Arc<dyn ShowStore>,
         profiler: ProfilerHandle,
         rate_bytes_s: u64,
-        data_dir: &std::path::Path,
+        playlist_file: PathBuf,
     ) -> FppState {
-        let playlist_file = data_dir.join("fpp-connect-playlist.json");
         let mut current = Current::default();
         if let Ok(text) = std::fs::read(&playlist_file)
             && let Ok(v) = serde_json::from_slice::<Value>(&text)
@@ -458,13 +457,12 @@ async fn post_playlist(
         Ok(s) => s,
         Err(e) => return error_json(StatusCode::BAD_REQUEST, e),
     };
-    let mut paths = Vec::with_capacity(seqs.len());
     for q in &seqs {
         if let Err(e) = names::check_name(q.as_bytes()) {
             return error_json(StatusCode::BAD_REQUEST, format!("sequenceName {q:?}: {e}"));
         }
         match s.0.store.sequence(q) {
-            Some(p) => paths.push(p),
+            Some(_) => {}
             None => {
                 return error_json(
                     StatusCode::BAD_REQUEST,
@@ -476,10 +474,18 @@ async fn post_playlist(
     let _g = s.0.activate_gate.lock().await;
     let store = s.0.store.clone();
     let pl = name.clone();
+    let wanted = seqs.clone();
     let res = tokio::task::spawn_blocking(move || {
-        let (cfg, base) = store.active_config()?;
-        let next = showmap::with_playlist(showmap::rebase(&cfg, &base), &pl, &paths);
-        store.activate(&next)
+        let (cfg, base, from_store) = store.active_config()?;
+        // A store show's files come along by name; a config show's paths are made absolute.
+        let cfg = if from_store {
+            cfg
+        } else {
+            showmap::rebase(&cfg, &base)
+        };
+        let refs: Vec<PathBuf> = wanted.iter().map(|q| store.sequence_ref(q)).collect();
+        let next = showmap::with_playlist(cfg, &pl, &refs);
+        store.activate(&pl, &next, &wanted)
     })
     .await
     .unwrap_or_else(|_| Err("the show switch failed".into()));

@@ -1,4 +1,4 @@
-//! The FPP Connect router with hostile requests, in process (a real `DirStore` on a
+//! The FPP Connect router with hostile requests, in process (a real `PfxStore` on a
 //! temporary directory; the client address comes from axum's `MockConnectInfo`, since
 //! `oneshot` has no socket). Every request gets an answer; none panics; nothing is
 //! written outside staging and the store.
@@ -14,10 +14,11 @@ use tower::ServiceExt;
 
 use super::info::{Mode, UnitInfo};
 use super::server::{FppState, Peer, router};
-use super::store::DirStore;
+use super::store::PfxStore;
 
 fn app(dir: &std::path::Path, hash: &str) -> axum::Router {
-    let store = DirStore::open(dir, 0, None).expect("store");
+    std::fs::write(dir.join(pfx_store::MARKER), b"").expect("marker");
+    let store = PfxStore::open(dir, None).expect("store");
     let (_sink, profiler) = crate::profiler::start(
         crate::profiler::ProfilerConfig {
             window: Duration::from_secs(1),
@@ -40,7 +41,7 @@ fn app(dir: &std::path::Path, hash: &str) -> axum::Router {
         Arc::new(store),
         profiler,
         1 << 30,
-        dir,
+        dir.join("fpp-connect/playlist.json"),
     );
     router(state).layer(MockConnectInfo(Peer {
         remote: "10.9.9.9:5000".parse().expect("addr"),
@@ -205,11 +206,20 @@ async fn hostile_requests_get_answers_and_write_nothing() {
         .expect("dir")
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| !["staging", "sequences", "shows"].contains(&n.as_str()))
+        .filter(|n| {
+            ![
+                "staging",
+                "store",
+                "shows",
+                "fpp-connect",
+                pfx_store::MARKER,
+            ]
+            .contains(&n.as_str())
+        })
         .collect();
     assert!(outside.is_empty(), "{outside:?}");
     assert_eq!(
-        std::fs::read_dir(d.path().join("sequences/by-name"))
+        std::fs::read_dir(d.path().join("store/sha256"))
             .expect("dir")
             .count(),
         0
