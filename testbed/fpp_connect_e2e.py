@@ -58,6 +58,17 @@ def wait_pixels(dump: str, want: bytes, seconds: float = 15.0) -> bool:
     return False
 
 
+def profile(unit: str) -> dict | None:
+    """The player's own /profile (port 8080, read-only, no password): since-start counters."""
+    try:
+        c = xl.http.client.HTTPConnection(unit, 8080, timeout=5)
+        c.request("GET", "/profile")
+        doc = json.loads(c.getresponse().read())
+        return doc["since_start"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def pattern(a: bytes, n: int) -> bytes:
     return (a * (n // len(a) + 1))[:n]
 
@@ -141,11 +152,16 @@ def main() -> int:
     check(staging_files(a.data) == [], "oversize: nothing staged")
 
     # --- the full upload, in 16 MiB chunks, then a playlist
+    before = profile(a.unit)
     meta = u.meta("Full.fseq")
     local = xl.fseq_summary(full)
     check(xl.needs_upload(meta, local, None), "meta 404 before: upload needed")
     ok, sts = u.upload("Full.fseq", full)
     check(ok and len(sts) >= 2 and all(s == 200 for s in sts), f"full upload in {len(sts)} chunks: {sts}")
+    after = profile(a.unit)
+    if before and after:
+        print(f"     render loop during the upload: deadline misses +{after['deadline_misses'] - before['deadline_misses']}, "
+              f"frames +{after['frames'] - before['frames']}")
     meta = u.meta("Full.fseq")
     print("     meta:", meta)
     check(meta is not None and not xl.needs_upload(meta, local, None), "meta afterwards: xLights would skip the upload")

@@ -77,6 +77,19 @@ for _ in $(seq 50); do
 done
 ip netns exec "$nu" ss -ltn | grep -q '10.88.0.1:80 ' || { cat "$work/player.log"; echo "FAILED: FPP Connect is not listening on port 80"; exit 1; }
 
+# FPP Connect's threads run at background priority (nice 19; idle I/O is set beside it).
+ppid=$(ip netns pids "$nu" | head -1)
+bad_nice=0; seen=0
+for t in /proc/"$ppid"/task/*; do
+  case "$(cat "$t/comm")" in
+    pfx-fppc*) seen=$((seen + 1)); n=$(awk '{print $19}' "$t/stat")
+      [ "$n" = 19 ] || { echo "FAILED: thread $(cat "$t/comm") at nice $n"; bad_nice=1; } ;;
+  esac
+done
+[ "$seen" -ge 2 ] || { echo "FAILED: no FPP Connect threads found in the player ($seen)"; exit 1; }
+[ "$bad_nice" = 0 ] || exit 1
+echo "FPP Connect threads at nice 19: $seen"
+
 rc=0
 ip netns exec "$nx" python3 "$tb/fpp_connect_e2e.py" --unit 10.88.0.1 --bind 10.88.0.2 --other-source 10.88.0.3 \
   --password "$pw" --data "$data" --pole-a "$work/pole-a.jsonl" --pole-b "$work/pole-b.jsonl" || rc=1

@@ -132,6 +132,7 @@ pub fn start(
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .max_blocking_threads(2)
+                .thread_name("pfx-fppc-io")
                 .on_thread_start(|| background("pfx-fppconnect blocking"))
                 .build()
             {
