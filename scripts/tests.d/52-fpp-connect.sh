@@ -5,7 +5,7 @@
 # 401 without/with a wrong password and the lockout, hostile Upload-Names and an oversize
 # upload refused with nothing staged, a >16 MiB upload in chunks, a playlist that the
 # poles then show, and a sparse upload whose channels land where the poles expect them.
-# The unit plays from the show store (--store), as the image's service does. About 1 minute.
+# The unit plays from the show store (--store), as the image's service does. About 20 s.
 set -uo pipefail
 top="${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}"
 if [ "$(id -u)" != 0 ]; then
