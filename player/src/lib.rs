@@ -13,6 +13,7 @@ pub mod config;
 pub mod demo;
 pub mod doctor;
 pub mod engine;
+pub mod fppconnect;
 pub mod geometry;
 pub mod http;
 pub mod mdns;

@@ -38,6 +38,8 @@ enum Cmd {
     Profile(cli::profile::ProfileArgs),
     /// List a show's upcoming scheduled starts and stops, and which entry wins.
     Schedule(cli::schedule::ScheduleArgs),
+    /// xLights FPP Connect: make the password hash for the show config.
+    FppConnect(cli::fppconnect::FppConnectArgs),
 }
 
 fn after_help() -> String {
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
         Cmd::Nic(a) => cli::nic::run(a),
         Cmd::Doctor(a) => cli::doctor::run(a),
         Cmd::Schedule(a) => cli::schedule::run(a),
+        Cmd::FppConnect(a) => cli::fppconnect::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,5 +1,5 @@
 //! mDNS advertisement of `_pfx._tcp`, so the fleet tool and a laptop on the venue LAN find
-//! units. `mdns-sd` runs its own daemon thread and answers on every interface with an
+//! units, and, with FPP Connect on, of `_fppd._udp` for xLights (docs/fpp-connect.md). `mdns-sd` runs its own daemon thread and answers on every interface with an
 //! address (loopback included, as of 0.21.7); dropping the guard unregisters (a goodbye
 //! packet, TTL 0) and stops the daemon.
 
@@ -8,6 +8,9 @@ use std::time::Duration;
 use mdns_sd::{ServiceDaemon, ServiceInfo};
 
 pub const SERVICE_TYPE: &str = "_pfx._tcp.local.";
+/// What xLights browses for FPP units; the port is MultiSync's.
+pub const FPPD_SERVICE_TYPE: &str = "_fppd._udp.local.";
+pub const FPPD_PORT: u16 = 32320;
 /// How long Drop waits for the goodbye packet to go out.
 const GOODBYE_WAIT: Duration = Duration::from_secs(1);
 
@@ -25,6 +28,8 @@ pub enum MdnsError {
 pub struct MdnsAdvert {
     daemon: ServiceDaemon,
     fullname: String,
+    /// Further services on the same daemon (`_fppd._udp`).
+    more: Vec<String>,
 }
 
 impl MdnsAdvert {
@@ -32,10 +37,37 @@ impl MdnsAdvert {
     pub fn fullname(&self) -> &str {
         &self.fullname
     }
+
+    /// Also advertises `<unit_id>._fppd._udp.local.` on port 32320, same host and
+    /// addresses, so xLights' FPP Connect finds the unit.
+    pub fn add_fppd(&mut self, unit_id: &str) -> Result<String, MdnsError> {
+        let host = format!("{}.local.", host_label(unit_id));
+        let no_txt: &[(&str, &str)] = &[];
+        let info = ServiceInfo::new(FPPD_SERVICE_TYPE, unit_id, &host, "", FPPD_PORT, no_txt)
+            .map_err(|e| MdnsError::Service {
+                unit_id: unit_id.into(),
+                reason: e.to_string(),
+            })?
+            .enable_addr_auto();
+        let fullname = info.get_fullname().to_string();
+        self.daemon
+            .register(info)
+            .map_err(|e| MdnsError::Register {
+                fullname: fullname.clone(),
+                reason: e.to_string(),
+            })?;
+        self.more.push(fullname.clone());
+        Ok(fullname)
+    }
 }
 
 impl Drop for MdnsAdvert {
     fn drop(&mut self) {
+        for name in &self.more {
+            if let Ok(rx) = self.daemon.unregister(name) {
+                let _ = rx.recv_timeout(GOODBYE_WAIT);
+            }
+        }
         if let Ok(rx) = self.daemon.unregister(&self.fullname) {
             let _ = rx.recv_timeout(GOODBYE_WAIT);
         }
@@ -114,7 +146,11 @@ pub fn advertise(
             reason: e.to_string(),
         });
     }
-    Ok(MdnsAdvert { daemon, fullname })
+    Ok(MdnsAdvert {
+        daemon,
+        fullname,
+        more: Vec::new(),
+    })
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! The services around the render loop: profiler, HTTP, mDNS, NIC monitor. Everything
+//! The services around the render loop: profiler, HTTP, mDNS, NIC monitor, FPP Connect. Everything
 //! here runs off the render thread; dropping `Services` stops them.
 
 use std::net::SocketAddr;
@@ -20,6 +20,7 @@ pub struct Services {
     _http: Option<HttpThread>,
     _mdns: Option<crate::mdns::MdnsAdvert>,
     _nic: Option<crate::nic::MonitorHandle>,
+    _fpp: Option<crate::fppconnect::FppConnect>,
 }
 
 struct HttpThread {
@@ -58,8 +59,9 @@ pub fn start(show: &Show, engine: &Engine, opts: &RunOptions) -> anyhow::Result<
     );
     let unit = super::build::unit_id(show);
     let addr = opts.http.unwrap_or(show.config.http);
-    let http = start_http(addr, handle.clone(), unit.clone())?;
-    let mdns = if !opts.mdns {
+    let http = start_http(addr, handle.clone(), unit.clone(), opts.show_state.clone())?;
+    let fpp_cfg = show.config.fpp_connect.clone().filter(|f| f.enabled);
+    let mut mdns = if !opts.mdns {
         None
     } else {
         let mut profiles: Vec<String> = show
@@ -77,6 +79,30 @@ pub fn start(show: &Show, engine: &Engine, opts: &RunOptions) -> anyhow::Result<
             }
         }
     };
+    if let (Some(a), Some(_)) = (mdns.as_mut(), &fpp_cfg)
+        && let Err(e) = a.add_fppd(&unit)
+    {
+        tracing::warn!("mDNS _fppd._udp off: {e}");
+    }
+    // FPP Connect that cannot start (no data partition, port 80 taken) is logged; the
+    // show plays regardless.
+    let fpp = match &fpp_cfg {
+        None => None,
+        Some(f) => match crate::fppconnect::start(
+            f,
+            show,
+            crate::fppconnect::unit_info(show, &unit, VERSION),
+            handle.clone(),
+            opts.config.clone(),
+            opts.store.clone(),
+        ) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                tracing::error!("{e:#}");
+                None
+            }
+        },
+    };
     let nic = {
         let h = handle.clone();
         crate::nic::spawn_monitor(
@@ -91,6 +117,7 @@ pub fn start(show: &Show, engine: &Engine, opts: &RunOptions) -> anyhow::Result<
         _http: Some(http),
         _mdns: mdns,
         _nic: Some(nic),
+        _fpp: fpp,
     })
 }
 
@@ -99,6 +126,7 @@ fn start_http(
     addr: SocketAddr,
     profiler: ProfilerHandle,
     unit_id: String,
+    show: super::showpick::ShowState,
 ) -> anyhow::Result<HttpThread> {
     let std_listener = std::net::TcpListener::bind(addr).with_context(|| {
         format!("cannot serve HTTP on {addr}; choose another address with --http ADDR:PORT")
@@ -130,6 +158,7 @@ fn start_http(
                     profiler,
                     unit_id,
                     version: VERSION,
+                    show,
                 };
                 if let Err(e) = crate::http::serve(listener, state, async move {
                     let _ = rx.await;

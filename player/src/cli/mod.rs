@@ -2,6 +2,7 @@
 //! they found. What runs a show is in `app`.
 
 pub mod doctor;
+pub mod fppconnect;
 pub mod nic;
 pub mod profile;
 pub mod run;

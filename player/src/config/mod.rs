@@ -77,6 +77,44 @@ mod tests {
     }
 
     #[test]
+    fn fpp_connect_needs_an_argon2_hash_when_enabled() {
+        let base = "interface: lo\noutputs:\n  - name: a\n    profile: bench-ddp\ncontent:\n  playlist:\n    - pattern: id\n";
+        let load =
+            |extra: &str| ShowConfig::from_str(&format!("{base}{extra}"), Path::new("s.yaml"));
+        let show = load("").expect("no fpp_connect");
+        assert!(show.config.fpp_connect.is_none());
+        let off = load("fpp_connect:\n  enabled: false\n").expect("off needs nothing");
+        assert!(off.config.fpp_connect.is_some_and(|f| !f.enabled));
+        let e = load("fpp_connect:\n  enabled: true\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("fpp_connect.password_hash") && e.contains("hash-password"),
+            "{e}"
+        );
+        let e = load("fpp_connect:\n  enabled: true\n  password_hash: hunter2\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not an argon2 hash"), "{e}");
+        use argon2::password_hash::{PasswordHasher, SaltString};
+        let salt = SaltString::from_b64("c29tZXNhbHRzb21lc2FsdA").expect("salt");
+        let h = argon2::Argon2::default()
+            .hash_password(b"pw", &salt)
+            .expect("hash")
+            .to_string();
+        let ok = load(&format!(
+            "fpp_connect:\n  enabled: true\n  password_hash: \"{h}\"\n"
+        ))
+        .expect("a real hash");
+        let f = ok.config.fpp_connect.expect("section");
+        assert_eq!((f.user.as_str(), f.http.port()), ("admin", 80));
+        let e = load("fpp_connect:\n  enabled: true\n  pasword_hash: x\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("pasword_hash"), "unknown keys are refused: {e}");
+    }
+
+    #[test]
     fn show_errors_name_the_entry() {
         let base =
             "interface: lo\noutputs:\n  - name: a\n    profile: bench-ddp\ncontent:\n  playlist:\n";

@@ -66,6 +66,65 @@ pub struct ShowConfig {
     /// When to play what; without it the show plays `content` from start.
     #[serde(default)]
     pub schedule: Option<ScheduleConfig>,
+    /// Answering xLights' FPP Connect (docs/fpp-connect.md). Off unless `enabled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fpp_connect: Option<FppConnectConfig>,
+}
+
+/// `fpp_connect:`: uploads from xLights. Needs a password hash when enabled.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FppConnectConfig {
+    #[serde(default)]
+    pub enabled: bool,
+    /// The HTTP Basic user name xLights sends (it pre-fills `admin`).
+    #[serde(default = "default_fpp_user")]
+    pub user: String,
+    /// argon2 PHC string from `pfx-player fpp-connect hash-password`; never the password.
+    #[serde(default)]
+    pub password_hash: Option<String>,
+    /// Where the FPP API listens; xLights always uses port 80.
+    #[serde(default = "default_fpp_http")]
+    pub http: SocketAddr,
+    /// Upper bound on how fast uploads are written to the card.
+    #[serde(default = "default_write_rate")]
+    pub write_rate_mib_s: u32,
+}
+
+fn default_fpp_user() -> String {
+    "admin".into()
+}
+fn default_fpp_http() -> SocketAddr {
+    SocketAddr::from(([0, 0, 0, 0], 80))
+}
+fn default_write_rate() -> u32 {
+    16
+}
+
+impl FppConnectConfig {
+    /// The checks `resolve` makes, as a message naming the key.
+    fn check(&self) -> Result<(), String> {
+        if !self.enabled {
+            return Ok(());
+        }
+        if self.user.is_empty() || self.user.contains(':') {
+            return Err("fpp_connect.user: give a name without `:` (xLights uses `admin`)".into());
+        }
+        let Some(h) = &self.password_hash else {
+            return Err("fpp_connect.password_hash: FPP Connect needs a password; make the hash with `pfx-player fpp-connect hash-password`".into());
+        };
+        match argon2::password_hash::PasswordHash::new(h) {
+            Ok(p) if p.algorithm.as_str().starts_with("argon2") => {}
+            _ => return Err("fpp_connect.password_hash: not an argon2 hash (`$argon2id$...`); make one with `pfx-player fpp-connect hash-password`".into()),
+        }
+        if !(1..=1000).contains(&self.write_rate_mib_s) {
+            return Err(format!(
+                "fpp_connect.write_rate_mib_s: {} is outside 1..=1000",
+                self.write_rate_mib_s
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// `schedule:` as written; `resolve` turns it into a `schedule::Schedule`.
@@ -310,6 +369,11 @@ impl ShowConfig {
                 self.profile_window_s
             ));
         }
+        if let Some(f) = &self.fpp_connect
+            && let Err(m) = f.check()
+        {
+            return bad(m);
+        }
         let tx_queue_parent = match self.tx_queue_parent.as_deref().map(Parent::parse) {
             None => Parent::Root,
             Some(Ok(p)) => p,
@@ -516,6 +580,26 @@ fn resolve_schedule(
 
 /// A profile is a path (contains `/` or ends in `.yaml`) or a name looked up in the
 /// profiles directories.
+/// The file `load_profile` would read for `name` (None: a built-in profile, or none).
+/// Used to write a config elsewhere that reads the same profiles.
+pub fn profile_file(name: &str, base: &Path, dir: Option<&Path>) -> Option<PathBuf> {
+    if name.contains('/') || name.ends_with(".yaml") {
+        return Some(base.join(name));
+    }
+    let defaults = [
+        base.join("profiles"),
+        base.join("../profiles"),
+        PathBuf::from("/usr/share/pfx/profiles"),
+    ];
+    let dirs: Vec<&Path> = match dir {
+        Some(d) => vec![d],
+        None => defaults.iter().map(PathBuf::as_path).collect(),
+    };
+    dirs.into_iter()
+        .map(|d| d.join(format!("{name}.yaml")))
+        .find(|p| p.is_file())
+}
+
 fn load_profile(name: &str, base: &Path, dir: Option<&Path>) -> Result<DeviceProfile, ConfigError> {
     if name.contains('/') || name.ends_with(".yaml") {
         return DeviceProfile::load(&base.join(name));

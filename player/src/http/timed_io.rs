@@ -43,6 +43,11 @@ pub struct TimedIo {
 }
 
 impl TimedIo {
+    /// The address this connection came in on (FPP Connect reports it as the unit's).
+    pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.io.local_addr()
+    }
+
     fn progressed(&mut self) {
         let idle = self.idle;
         self.deadline.as_mut().reset(Instant::now() + idle);

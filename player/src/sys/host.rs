@@ -7,6 +7,17 @@ pub fn hostname() -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// Asks this process's own supervisor to read its config again, exactly as an operator's
+/// SIGHUP does.
+pub fn request_reload() -> std::io::Result<()> {
+    // SAFETY: kill with our own pid and a valid signal number.
+    if unsafe { libc::kill(libc::getpid(), libc::SIGHUP) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

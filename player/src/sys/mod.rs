@@ -4,12 +4,15 @@
 //! the `unsafe` calls and the sysfs/procfs paths.
 //!
 //! - `time`: CLOCK_MONOTONIC, per-thread CPU time, Unix time, absolute sleeps.
-//! - `sched`: real-time priority for the threads a frame waits on.
+//! - `sched`: real-time priority for the threads a frame waits on; background priority
+//!   (nice 19, idle I/O) for uploads.
 //! - `net`: interface index, names, MTU and type; the socket options socket2 lacks.
-//! - `host`: the host name.
+//! - `host`: the host name; asking our own supervisor to reload.
+//! - `disk`: free and total space of a file system.
 //!
 //! It depends on no other module of the crate.
 
+pub mod disk;
 pub mod host;
 pub mod net;
 pub mod sched;

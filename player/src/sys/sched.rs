@@ -38,6 +38,34 @@ pub fn raise_priority(thread: &str) {
     }
 }
 
+/// Puts the calling thread at the back of the queue: nice 19 and the idle I/O class, so
+/// what it reads and writes waits for every other thread's I/O (uploads, hashing).
+/// Linux applies both per thread.
+pub fn set_background() -> io::Result<()> {
+    // SAFETY: gettid has no arguments; setpriority and ioprio_set act on that thread id.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::id_t;
+    // SAFETY: plain syscall with a valid thread id.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, 19) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+    const IOPRIO_CLASS_IDLE: libc::c_long = 3;
+    const IOPRIO_CLASS_SHIFT: libc::c_long = 13;
+    // SAFETY: ioprio_set(which, who, ioprio) with a valid thread id; no pointers.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_ioprio_set,
+            IOPRIO_WHO_PROCESS,
+            tid as libc::c_long,
+            IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

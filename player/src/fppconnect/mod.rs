@@ -1,0 +1,250 @@
+//! FPP Connect: xLights puts sequences and a playlist on the unit as it does on a Falcon
+//! Player (docs/fpp-connect.md). Off unless the show config's `fpp_connect.enabled`.
+//!
+//! - `names`: what an upload may be called, header numbers (pure; fuzzed).
+//! - `auth`: HTTP Basic against an argon2 hash, failed attempts rate-limited (pure limiter).
+//! - `info`: the unit's channel ranges, the JSON documents, sequence meta, the v3 ping (pure).
+//! - `upload`: checks before a byte is written, staging, hashing, hand-over to the store.
+//! - `store`: the interface to the show store, and a plain one on the data directory.
+//! - `showmap`: an FPP playlist → the unit's next show config (pure).
+//! - `server`: the HTTP routes.
+//!
+//! Everything runs on its own threads at background priority (nice 19, idle I/O): the
+//! HTTP server and its blocking pool, and the discover-ping responder. Nothing here
+//! touches the render thread; a new show reaches it through the supervisor's reload.
+
+pub mod auth;
+pub mod info;
+pub mod names;
+pub mod server;
+pub mod showmap;
+pub mod store;
+pub mod upload;
+
+#[cfg(test)]
+mod tests;
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::config::show::{FppConnectConfig, Show};
+use crate::profiler::ProfilerHandle;
+use info::{Mode, UnitInfo};
+
+/// The unit as discovery describes it, from its show.
+pub fn unit_info(show: &Show, unit_id: &str, version: &str) -> UnitInfo {
+    const NAMESPACE: uuid::Uuid = uuid::Uuid::from_bytes(*b"pfx-fppconnect!!");
+    let ranges = info::merge_ranges(
+        show.outputs
+            .iter()
+            .map(|o| (o.start as u32, o.profile.channels() as u32))
+            .collect(),
+    );
+    UnitInfo {
+        hostname: unit_id.to_string(),
+        uuid: uuid::Uuid::new_v5(&NAMESPACE, unit_id.as_bytes()).to_string(),
+        player_version: version.to_string(),
+        mode: Mode::Player,
+        multisync: false,
+        ranges,
+    }
+}
+
+/// The running service; dropping it stops the HTTP server and the ping responder.
+pub struct FppConnect {
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    http: Option<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    ping: Option<JoinHandle<()>>,
+}
+
+impl Drop for FppConnect {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        for t in [self.http.take(), self.ping.take()].into_iter().flatten() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn background(thread: &str) {
+    if let Err(e) = crate::sys::sched::set_background() {
+        tracing::debug!("{thread}: stays at normal priority ({e})");
+    }
+}
+
+/// Starts FPP Connect for `show`. `running_config` is the config the supervisor reloads
+/// on SIGHUP. Binds first, on this thread, so a taken port 80 is an error at start.
+pub fn start(
+    cfg: &FppConnectConfig,
+    show: &Show,
+    unit: UnitInfo,
+    profiler: ProfilerHandle,
+    running_config: Option<PathBuf>,
+    store_root: Option<PathBuf>,
+) -> anyhow::Result<FppConnect> {
+    let hash = cfg
+        .password_hash
+        .clone()
+        .context("fpp_connect.password_hash: missing")?;
+    let root = store_root.context(
+        "FPP Connect needs the show store: run the player with --store /var/lib/pfx (the image's service does)",
+    )?;
+    let st = store::PfxStore::open(&root, running_config).map_err(|e| {
+        anyhow::anyhow!(
+            "FPP Connect off: the show store at {} cannot be used: {e}",
+            root.display()
+        )
+    })?;
+    let playlist_file = st.root().join("fpp-connect/playlist.json");
+    let std_listener = std::net::TcpListener::bind(cfg.http).with_context(|| {
+        format!(
+            "FPP Connect: cannot serve HTTP on {}; xLights needs port 80 (set fpp_connect.http only for tests)",
+            cfg.http
+        )
+    })?;
+    std_listener.set_nonblocking(true)?;
+    let ping_sock = ping_socket(&show.config.interface)
+        .context("FPP Connect: cannot listen for discover pings on UDP 32320")?;
+    let state = server::FppState::new(
+        cfg.user.clone(),
+        hash,
+        unit.clone(),
+        Arc::new(st),
+        profiler,
+        u64::from(cfg.write_rate_mib_s) * 1024 * 1024,
+        playlist_file,
+    );
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let http = std::thread::Builder::new()
+        .name("pfx-fppconnect".into())
+        .spawn(move || {
+            background("pfx-fppconnect");
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .max_blocking_threads(2)
+                .thread_name("pfx-fppc-io")
+                .on_thread_start(|| background("pfx-fppconnect blocking"))
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!("FPP Connect runtime: {e}");
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let listener = match tokio::net::TcpListener::from_std(std_listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::error!("FPP Connect listener: {e}");
+                        return;
+                    }
+                };
+                if let Err(e) = server::serve(listener, state, async move {
+                    let _ = rx.await;
+                })
+                .await
+                {
+                    tracing::error!("FPP Connect HTTP stopped: {e}");
+                }
+            });
+        })?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let ping = {
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("pfx-fppc-ping".into())
+            .spawn(move || {
+                background("pfx-fppc-ping");
+                answer_pings(ping_sock, unit, stop)
+            })?
+    };
+    tracing::info!(http = %cfg.http, "FPP Connect on (discover pings on UDP 32320)");
+    Ok(FppConnect {
+        shutdown: Some(tx),
+        http: Some(http),
+        stop,
+        ping: Some(ping),
+    })
+}
+
+/// UDP 32320 shared with anything else that listens there (SO_REUSEPORT), joined to
+/// 239.70.80.80 on the show interface and every other non-loopback interface.
+fn ping_socket(show_iface: &str) -> std::io::Result<UdpSocket> {
+    use socket2::{Domain, InterfaceIndexOrAddress, Protocol, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.bind(&SocketAddr::from((Ipv4Addr::UNSPECIFIED, info::PING_PORT)).into())?;
+    let mut joined = 0;
+    let mut names = crate::sys::net::interface_names();
+    names.sort_by_key(|n| n != show_iface);
+    for name in names {
+        if crate::sys::net::is_loopback(&name) {
+            continue;
+        }
+        if let Some(idx) = crate::sys::net::interface_index(&name)
+            && s.join_multicast_v4_n(&info::PING_GROUP, &InterfaceIndexOrAddress::Index(idx))
+                .is_ok()
+        {
+            joined += 1;
+        }
+    }
+    if joined == 0 {
+        tracing::warn!(
+            "FPP Connect: joined 239.70.80.80 nowhere; only unicast and broadcast discover pings are heard"
+        );
+    }
+    s.set_read_timeout(Some(Duration::from_millis(200)))?;
+    s.set_broadcast(true)?;
+    Ok(s.into())
+}
+
+/// The local IPv4 address the kernel would use to reach `peer` (no packet is sent).
+fn local_addr_towards(peer: Ipv4Addr) -> Option<Ipv4Addr> {
+    let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok()?;
+    s.connect((peer, info::PING_PORT)).ok()?;
+    match s.local_addr().ok()? {
+        SocketAddr::V4(a) if !a.ip().is_unspecified() => Some(*a.ip()),
+        _ => None,
+    }
+}
+
+/// Answers each discover ping with a v3 ping, to the group and to the sender, after a
+/// random delay under 5 ms (docs/fpp-connect.md 2.1).
+fn answer_pings(sock: UdpSocket, unit: UnitInfo, stop: Arc<AtomicBool>) {
+    let mut buf = [0u8; 1500];
+    while !stop.load(Ordering::Relaxed) {
+        let (n, from) = match sock.recv_from(&mut buf) {
+            Ok(x) => x,
+            Err(_) => continue,
+        };
+        if !info::is_discover_ping(&buf[..n]) {
+            continue;
+        }
+        let SocketAddr::V4(from) = from else { continue };
+        let Some(local) = local_addr_towards(*from.ip()) else {
+            continue;
+        };
+        let jitter_ns = crate::sys::time::mono_ns() % 5_000_000;
+        crate::sys::time::sleep_until(crate::sys::time::mono_ns() + jitter_ns);
+        let pkt = info::ping_v3(&unit, local);
+        let group = SocketAddrV4::new(info::PING_GROUP, info::PING_PORT);
+        let back = SocketAddrV4::new(*from.ip(), info::PING_PORT);
+        if let Ok(out) = UdpSocket::bind((local, 0)) {
+            let _ = socket2::SockRef::from(&out).set_multicast_if_v4(&local);
+            let _ = out.send_to(&pkt, group);
+            let _ = out.send_to(&pkt, back);
+        }
+    }
+}

@@ -1,0 +1,507 @@
+//! The FPP API routes xLights uses (docs/fpp-connect.md 2.3), behind HTTP Basic.
+//! Every handler answers; none panics on what a client sends.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::connect_info::Connected;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, patch};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+use super::auth::{self, Limiter, Verdict};
+use super::info::{self, UnitInfo};
+use super::names;
+use super::showmap;
+use super::store::ShowStore;
+use super::upload::{Done, Refusal, Uploads};
+use crate::http::timed_io::TimedListener;
+use crate::profiler::ProfilerHandle;
+
+/// Body limit of everything but an upload chunk.
+pub const JSON_LIMIT: usize = 1024 * 1024;
+/// A request (an upload chunk included) that takes longer than this is cut off.
+pub const HANDLER_TIMEOUT: Duration = Duration::from_secs(180);
+/// A connection idle this long is closed.
+pub const IO_IDLE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Who is on the other end, and which of our addresses they reached.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer {
+    pub remote: SocketAddr,
+    pub local: Option<SocketAddr>,
+}
+
+impl Connected<axum::serve::IncomingStream<'_, TimedListener>> for Peer {
+    fn connect_info(s: axum::serve::IncomingStream<'_, TimedListener>) -> Peer {
+        Peer {
+            remote: *s.remote_addr(),
+            local: s.io().local_addr().ok(),
+        }
+    }
+}
+
+/// What plays now, as far as FPP Connect made it.
+#[derive(Debug, Clone, Default)]
+struct Current {
+    playlist: Option<String>,
+    /// The last playlist JSON posted, as stored.
+    json: Option<Value>,
+    sequences: Vec<String>,
+}
+
+pub struct Inner {
+    pub user: String,
+    pub hash: String,
+    pub unit: UnitInfo,
+    pub store: Arc<dyn ShowStore>,
+    pub profiler: ProfilerHandle,
+    uploads: Arc<Mutex<Uploads>>,
+    limiter: Mutex<Limiter>,
+    current: Mutex<Current>,
+    /// Where the last posted playlist is kept across restarts.
+    playlist_file: PathBuf,
+    /// One upload body in memory at a time.
+    upload_gate: tokio::sync::Semaphore,
+    /// One show switch at a time.
+    activate_gate: tokio::sync::Mutex<()>,
+}
+
+#[derive(Clone)]
+pub struct FppState(pub Arc<Inner>);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn now_ms() -> u64 {
+    crate::sys::time::mono_ns() / 1_000_000
+}
+
+impl FppState {
+    pub fn new(
+        user: String,
+        hash: String,
+        unit: UnitInfo,
+        store: Arc<dyn ShowStore>,
+        profiler: ProfilerHandle,
+        rate_bytes_s: u64,
+        playlist_file: PathBuf,
+    ) -> FppState {
+        let mut current = Current::default();
+        if let Ok(text) = std::fs::read(&playlist_file)
+            && let Ok(v) = serde_json::from_slice::<Value>(&text)
+        {
+            current.playlist = v.get("name").and_then(Value::as_str).map(str::to_string);
+            current.sequences = showmap::sequences_of(&v).unwrap_or_default();
+            current.json = Some(v);
+        }
+        let uploads = Uploads::new(store.staging_dir(), rate_bytes_s);
+        FppState(Arc::new(Inner {
+            user,
+            hash,
+            unit,
+            store,
+            profiler,
+            uploads: Arc::new(Mutex::new(uploads)),
+            limiter: Mutex::new(Limiter::default()),
+            current: Mutex::new(current),
+            playlist_file,
+            upload_gate: tokio::sync::Semaphore::new(1),
+            activate_gate: tokio::sync::Mutex::new(()),
+        }))
+    }
+}
+
+pub fn router(state: FppState) -> Router {
+    Router::new()
+        .route("/api/fppd/multiSyncSystems", get(multisync_systems))
+        .route("/api/system/info", get(system_info))
+        .route("/api/fppd/status", get(status))
+        .route("/api/playlists", get(playlists))
+        .route("/api/sequence/{name}/meta", get(sequence_meta))
+        .route("/api/file/{dir}", patch(upload))
+        .route(
+            "/api/playlist/{name}",
+            get(get_playlist).post(post_playlist),
+        )
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(JSON_LIMIT))
+        .layer(middleware::from_fn_with_state(state.clone(), require_auth))
+        .layer(middleware::from_fn(timeout))
+        .with_state(state)
+}
+
+/// Serves the router on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: FppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = TimedListener {
+        inner: listener,
+        idle: IO_IDLE_TIMEOUT,
+    };
+    axum::serve(
+        listener,
+        router(state).into_make_service_with_connect_info::<Peer>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}
+
+async fn timeout(req: Request, next: Next) -> Response {
+    match tokio::time::timeout(HANDLER_TIMEOUT, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "request timed out\n").into_response(),
+    }
+}
+
+fn text(code: StatusCode, msg: impl Into<String>) -> Response {
+    let mut m = msg.into();
+    m.push('\n');
+    (code, m).into_response()
+}
+
+fn unauthorized(msg: &str) -> Response {
+    let mut r = text(StatusCode::UNAUTHORIZED, msg);
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"pfx\""),
+    );
+    r
+}
+
+fn too_many() -> Response {
+    let mut r = text(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too many wrong passwords or password checks; wait and try again",
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
+    r
+}
+
+/// HTTP Basic on every route; see docs/fpp-connect.md 2.2.
+async fn require_auth(
+    State(s): State<FppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let ip = peer.remote.ip();
+    let now = now_ms();
+    let Some(h) = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes().to_vec())
+    else {
+        return unauthorized("this unit needs the FPP Connect password");
+    };
+    let remembered = {
+        let mut l = lock(&s.0.limiter);
+        if l.is_locked(ip, now) {
+            return too_many();
+        }
+        let r = l.remembered(&h, now);
+        if !r && l.admit(ip, now) == Verdict::Limited {
+            return too_many();
+        }
+        r
+    };
+    if remembered {
+        return next.run(req).await;
+    }
+    let Some((user, password)) = auth::parse_basic(&h) else {
+        return unauthorized("send the FPP Connect password with HTTP Basic");
+    };
+    let hash = s.0.hash.clone();
+    let user_ok = user == s.0.user;
+    // argon2 costs real CPU: on a blocking thread, which runs at background priority.
+    let ok = tokio::task::spawn_blocking(move || auth::verify_password(&hash, &password))
+        .await
+        .unwrap_or(false)
+        && user_ok;
+    if ok {
+        lock(&s.0.limiter).succeeded(ip, &h, now_ms());
+        next.run(req).await
+    } else {
+        lock(&s.0.limiter).failed(ip, now_ms());
+        tracing::warn!(client = %ip, "FPP Connect: wrong user or password");
+        unauthorized("wrong user or password")
+    }
+}
+
+async fn not_found() -> Response {
+    text(
+        StatusCode::NOT_FOUND,
+        "not something pfx answers (docs/fpp-connect.md)",
+    )
+}
+
+fn room(s: &FppState) -> (u64, u64) {
+    s.0.store.room().unwrap_or((0, 0))
+}
+
+async fn multisync_systems(
+    State(s): State<FppState>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+) -> Json<Value> {
+    let addr = peer.local.map(|a| a.ip().to_string()).unwrap_or_default();
+    Json(info::multisync_systems(&s.0.unit, &addr))
+}
+
+async fn system_info(State(s): State<FppState>) -> Json<Value> {
+    let (free, total) = room(&s);
+    Json(info::system_info(&s.0.unit, free, total))
+}
+
+async fn playlists(State(s): State<FppState>) -> Json<Value> {
+    let c = lock(&s.0.current);
+    Json(json!(c.playlist.iter().collect::<Vec<_>>()))
+}
+
+async fn status(State(s): State<FppState>) -> Json<Value> {
+    let snap = s.0.profiler.snapshot();
+    let playing = snap.fps > 0.0;
+    let c = lock(&s.0.current).clone();
+    let u = &s.0.unit;
+    Json(json!({
+        "fppd": "running",
+        "status": if playing { 1 } else { 0 },
+        "status_name": if playing { "playing" } else { "idle" },
+        "mode": if u.mode == info::Mode::Remote { 8 } else { 2 },
+        "mode_name": u.mode.name(),
+        "host_name": u.hostname,
+        "version": u.version_string(),
+        "uuid": u.uuid,
+        "multisync": u.multisync,
+        "current_playlist": {
+            "playlist": c.playlist.clone().unwrap_or_default(),
+            "index": if c.sequences.is_empty() { "0" } else { "1" },
+            "count": c.sequences.len().to_string(),
+        },
+        "current_sequence": c.sequences.first().cloned().unwrap_or_default(),
+        "seconds_played": format!("{}", snap.uptime_s as u64),
+    }))
+}
+
+async fn sequence_meta(State(s): State<FppState>, Path(name): Path<String>) -> Response {
+    let name = match names::sequence_name(&name) {
+        Ok(n) => n,
+        Err(e) => return text(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let Some(path) = s.0.store.sequence(&name) else {
+        return text(StatusCode::NOT_FOUND, format!("{name}: not on this unit"));
+    };
+    let res = tokio::task::spawn_blocking(move || crate::source::fseq::FseqFile::open(&path)).await;
+    match res {
+        Ok(Ok(f)) => Json(info::sequence_meta(&name, f.header())).into_response(),
+        Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{name}: {e}")),
+        Err(_) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "reading the sequence failed",
+        ),
+    }
+}
+
+fn refusal(r: Refusal) -> Response {
+    let (code, m) = match r {
+        Refusal::Bad(m) => (StatusCode::BAD_REQUEST, m),
+        Refusal::Conflict(m) => (StatusCode::CONFLICT, m),
+        Refusal::TooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, m),
+        Refusal::Busy(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
+        Refusal::NoRoom(m) => (StatusCode::INSUFFICIENT_STORAGE, m),
+        Refusal::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m),
+    };
+    if code != StatusCode::CONFLICT {
+        tracing::warn!("FPP Connect upload refused ({code}): {m}");
+    }
+    text(code, m)
+}
+
+fn header_number(h: &HeaderMap, key: &str) -> Result<u64, String> {
+    let Some(v) = h.get(key) else {
+        return Err(format!("{key}: missing"));
+    };
+    names::decimal(v.as_bytes()).ok_or_else(|| format!("{key}: not a decimal number"))
+}
+
+async fn upload(
+    State(s): State<FppState>,
+    Path(dir): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if dir != "sequences" {
+        return text(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{dir}: pfx stores sequences only (no media, effects or other files); untick Media in FPP Connect"
+            ),
+        );
+    }
+    let Some(raw_name) = headers.get("upload-name") else {
+        return text(StatusCode::BAD_REQUEST, "Upload-Name: missing");
+    };
+    let name = match names::check_name(raw_name.as_bytes()) {
+        Ok(n) => n.to_string(),
+        Err(e) => return text(StatusCode::BAD_REQUEST, format!("Upload-Name: {e}")),
+    };
+    let offset = match header_number(&headers, "upload-offset") {
+        Ok(n) => n,
+        Err(m) => return text(StatusCode::BAD_REQUEST, m),
+    };
+    let length = match header_number(&headers, "upload-length") {
+        Ok(n) => n,
+        Err(m) => return text(StatusCode::BAD_REQUEST, m),
+    };
+    let chunk = match headers.get(header::CONTENT_LENGTH) {
+        Some(v) => match names::decimal(v.as_bytes()) {
+            Some(n) => n,
+            None => return text(StatusCode::BAD_REQUEST, "Content-Length: not a number"),
+        },
+        None => {
+            return text(
+                StatusCode::LENGTH_REQUIRED,
+                "send each chunk with a Content-Length",
+            );
+        }
+    };
+    let Ok(_permit) = s.0.upload_gate.acquire().await else {
+        return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
+    };
+    let store = s.0.store.clone();
+    let (room, _) = match store.room() {
+        Ok(r) => r,
+        Err(e) => {
+            return text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot read the free space of the data partition: {e}"),
+            );
+        }
+    };
+    if let Err(r) = lock(&s.0.uploads).check(&name, offset, length, chunk, room, now_ms()) {
+        return refusal(r);
+    }
+    // Content-Length was checked against the chunk limit above, so this bounds memory.
+    let data = match axum::body::to_bytes(body, chunk as usize).await {
+        Ok(b) if b.len() as u64 == chunk => b,
+        Ok(b) => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                format!("got {} bytes, Content-Length said {chunk}", b.len()),
+            );
+        }
+        Err(e) => return text(StatusCode::BAD_REQUEST, format!("reading the chunk: {e}")),
+    };
+    let uploads = s.0.uploads.clone();
+    let n = name.clone();
+    let res = tokio::task::spawn_blocking(move || {
+        lock(&uploads).write(store.as_ref(), &n, &data, now_ms())
+    })
+    .await;
+    match res {
+        Ok(Ok(Done::Partial(size))) => {
+            Json(json!({"status": "OK", "file": name, "dir": dir, "size": size})).into_response()
+        }
+        Ok(Ok(Done::Stored { size, sha256 })) => {
+            let hex: String = sha256.iter().map(|b| format!("{b:02x}")).collect();
+            tracing::info!(file = %name, size, sha256 = %hex, "FPP Connect: sequence stored");
+            Json(json!({"status": "OK", "file": name, "dir": dir, "size": size})).into_response()
+        }
+        Ok(Err(r)) => refusal(r),
+        Err(_) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the upload writer failed",
+        ),
+    }
+}
+
+async fn get_playlist(State(s): State<FppState>, Path(name): Path<String>) -> Response {
+    let c = lock(&s.0.current).clone();
+    match (c.playlist, c.json) {
+        (Some(p), Some(j)) if p == name => Json(j).into_response(),
+        _ => text(
+            StatusCode::NOT_FOUND,
+            format!("{name}: no such playlist on this unit"),
+        ),
+    }
+}
+
+fn error_json(code: StatusCode, msg: String) -> Response {
+    (code, Json(json!({"Status": "Error", "Message": msg}))).into_response()
+}
+
+async fn post_playlist(
+    State(s): State<FppState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Response {
+    let name = match names::playlist_name(&name) {
+        Ok(n) => n.to_string(),
+        Err(e) => return error_json(StatusCode::BAD_REQUEST, format!("playlist name: {e}")),
+    };
+    let mut v: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return error_json(StatusCode::BAD_REQUEST, format!("not JSON: {e}")),
+    };
+    let seqs = match showmap::sequences_of(&v) {
+        Ok(s) => s,
+        Err(e) => return error_json(StatusCode::BAD_REQUEST, e),
+    };
+    for q in &seqs {
+        if let Err(e) = names::check_name(q.as_bytes()) {
+            return error_json(StatusCode::BAD_REQUEST, format!("sequenceName {q:?}: {e}"));
+        }
+        match s.0.store.sequence(q) {
+            Some(_) => {}
+            None => {
+                return error_json(
+                    StatusCode::BAD_REQUEST,
+                    format!("{q} is not on this unit; upload it first"),
+                );
+            }
+        }
+    }
+    let _g = s.0.activate_gate.lock().await;
+    let store = s.0.store.clone();
+    let pl = name.clone();
+    let wanted = seqs.clone();
+    let res = tokio::task::spawn_blocking(move || {
+        let (cfg, base, from_store) = store.active_config()?;
+        // A store show's files come along by name; a config show's paths are made absolute.
+        let cfg = if from_store {
+            cfg
+        } else {
+            showmap::rebase(&cfg, &base)
+        };
+        let refs: Vec<PathBuf> = wanted.iter().map(|q| store.sequence_ref(q)).collect();
+        let next = showmap::with_playlist(cfg, &pl, &refs);
+        store.activate(&pl, &next, &wanted)
+    })
+    .await
+    .unwrap_or_else(|_| Err("the show switch failed".into()));
+    if let Err(e) = res {
+        tracing::error!(playlist = %name, "FPP Connect: new show refused, the old one keeps playing: {e}");
+        return error_json(StatusCode::UNPROCESSABLE_ENTITY, e);
+    }
+    v["name"] = json!(name);
+    let record = serde_json::to_vec_pretty(&v).unwrap_or_default();
+    let file = s.0.playlist_file.clone();
+    let _ = tokio::task::spawn_blocking(move || super::store::write_atomic(&file, &record)).await;
+    tracing::info!(playlist = %name, sequences = ?seqs, "FPP Connect: new show active");
+    *lock(&s.0.current) = Current {
+        playlist: Some(name),
+        json: Some(v.clone()),
+        sequences: seqs,
+    };
+    Json(v).into_response()
+}
