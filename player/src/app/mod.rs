@@ -13,11 +13,14 @@
 //! - `tx_queue`: the head-drop queue on the show interface, put in place and removed.
 //! - `play`: the supervisor loop (signals, reload, stop).
 //! - `schedule`: follows the show's schedule, switching engines at its starts and ends.
+//! - `sync`: MultiSync's sockets and threads: a master announces what it plays, a remote
+//!   follows the master's timeline and plays its sequences.
 
 pub mod build;
 pub mod play;
 pub mod schedule;
 pub mod services;
+pub mod sync;
 pub mod tx_queue;
 
 use std::net::SocketAddr;

@@ -13,6 +13,12 @@ pub const MAX_SLEW_NS: i64 = 500_000;
 /// An error below this is left alone, so an estimate that wobbles by a few µs does not
 /// count as a correction every frame.
 const DEADBAND_NS: i64 = 20_000;
+/// While the estimate is young (a few packets since a start), its first samples may have
+/// waited in a socket buffer: it only ever moves earlier as better ones come, and the
+/// pacer jumps with it beyond this instead of slewing for seconds.
+const SETTLING_JUMP_NS: i64 = 1_000_000;
+/// An estimate of fewer samples than this is settling.
+pub const SETTLED_SAMPLES: usize = 8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -44,8 +50,9 @@ impl Pacer {
     }
 
     /// One frame: moves `base` toward `target` and returns what it did. `frame_ns` is the
-    /// sequence's frame period (the jump threshold is two of them).
-    pub fn step(&mut self, target: i64, frame_ns: i64) -> Step {
+    /// sequence's frame period (the jump threshold is two of them); `settling` says the
+    /// estimate is young (see `SETTLING_JUMP_NS`).
+    pub fn step(&mut self, target: i64, frame_ns: i64, settling: bool) -> Step {
         let Some(base) = self.base else {
             self.base = Some(target);
             self.jumps += 1;
@@ -53,7 +60,12 @@ impl Pacer {
             return Step::Jump;
         };
         let err = base - target;
-        if err.abs() > 2 * frame_ns {
+        let far = if settling {
+            SETTLING_JUMP_NS
+        } else {
+            2 * frame_ns
+        };
+        if err.abs() > far {
             self.base = Some(target);
             self.jumps += 1;
             self.error_ns = 0;
@@ -83,26 +95,32 @@ mod tests {
     #[test]
     fn first_step_and_far_errors_jump_small_ones_slew_within_bounds() {
         let mut p = Pacer::default();
-        assert_eq!(p.step(1000 * MS, FRAME), Step::Jump);
+        assert_eq!(p.step(1000 * MS, FRAME, false), Step::Jump);
         assert_eq!(p.base(), Some(1000 * MS));
         // 10 ms off: slews by 20 % capped at 0.5 ms.
-        assert_eq!(p.step(1010 * MS, FRAME), Step::Slew(MAX_SLEW_NS));
+        assert_eq!(p.step(1010 * MS, FRAME, false), Step::Slew(MAX_SLEW_NS));
         // 51 ms off (> 2 frames): jumps.
-        assert_eq!(p.step(1051 * MS, FRAME), Step::Jump);
+        assert_eq!(p.step(1051 * MS, FRAME, false), Step::Jump);
         assert_eq!(p.jumps, 2);
-        assert_eq!(p.step(1051 * MS + 5_000, FRAME), Step::Hold);
+        assert_eq!(p.step(1051 * MS + 5_000, FRAME, false), Step::Hold);
+        // A young estimate: 2 ms is far enough to jump.
+        assert_eq!(p.step(1049 * MS, FRAME, true), Step::Jump);
+        assert_eq!(
+            p.step(1049 * MS + 900_000, FRAME, true),
+            Step::Slew(180_000)
+        );
         p.reset();
-        assert_eq!(p.step(0, FRAME), Step::Jump);
+        assert_eq!(p.step(0, FRAME, false), Step::Jump);
     }
 
     #[test]
     fn a_slew_never_exceeds_its_bound_and_converges() {
         let mut p = Pacer::default();
-        p.step(0, FRAME);
+        p.step(0, FRAME, false);
         let target = 40 * MS; // within two frames
         let mut prev = p.base().unwrap();
         for _ in 0..400 {
-            p.step(target, FRAME);
+            p.step(target, FRAME, false);
             let b = p.base().unwrap();
             assert!((b - prev).abs() <= MAX_SLEW_NS);
             prev = b;
@@ -136,7 +154,7 @@ mod tests {
                 last_arrival_based = Some(arrival - pos);
             }
             let Some(e) = est.estimate() else { continue };
-            pace.step(e.base_at(pos), FRAME);
+            pace.step(e.base_at(pos), FRAME, e.samples < SETTLED_SAMPLES);
             if f > 40 * 10 {
                 errs.push((pace.base().unwrap() + pos - truth(pos)).abs());
                 naive.push((last_arrival_based.unwrap() + pos - truth(pos)).abs());
@@ -155,6 +173,6 @@ mod tests {
             naive_p99 > 2_000_000,
             "per-packet following would be off by {naive_p99}"
         );
-        assert!(pace.jumps <= 2, "jumps {}", pace.jumps);
+        assert!(pace.jumps <= 10, "jumps {}", pace.jumps);
     }
 }

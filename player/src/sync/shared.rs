@@ -18,6 +18,7 @@ pub struct Timeline {
     base_ns: AtomicI64,
     at_pos_ns: AtomicI64,
     rate_bits: AtomicU64,
+    samples: AtomicU64,
 }
 
 /// One consistent read of the `Timeline`.
@@ -39,6 +40,7 @@ impl Timeline {
             self.base_ns.store(e.base_ns, Ordering::Relaxed);
             self.at_pos_ns.store(e.at_pos_ns, Ordering::Relaxed);
             self.rate_bits.store(e.rate.to_bits(), Ordering::Relaxed);
+            self.samples.store(e.samples as u64, Ordering::Relaxed);
         }
         self.seq.store(s.wrapping_add(2), Ordering::Release);
     }
@@ -57,6 +59,7 @@ impl Timeline {
             let base_ns = self.base_ns.load(Ordering::Relaxed);
             let at_pos_ns = self.at_pos_ns.load(Ordering::Relaxed);
             let rate = f64::from_bits(self.rate_bits.load(Ordering::Relaxed));
+            let samples = self.samples.load(Ordering::Relaxed) as usize;
             fence(Ordering::Acquire);
             if self.seq.load(Ordering::Relaxed) == s1 {
                 return Some(Published {
@@ -66,7 +69,7 @@ impl Timeline {
                         rate,
                         at_pos_ns,
                         jitter_ns: 0,
-                        samples: 0,
+                        samples,
                     }),
                 });
             }
