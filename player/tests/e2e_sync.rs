@@ -104,15 +104,72 @@ fn a_remote_follows_a_master_in_a_namespace() {
     );
 }
 
-/// The arrival time of each frame number (its first packet).
-fn firsts(got: &[(f64, Option<u32>)]) -> std::collections::BTreeMap<u32, f64> {
+/// The arrival time of each frame number (its first packet) between `from` and `to`.
+fn firsts(got: &[(f64, Option<u32>)], from: f64, to: f64) -> std::collections::BTreeMap<u32, f64> {
     let mut m = std::collections::BTreeMap::new();
     for (t, f) in got {
-        if let Some(f) = f {
+        if let Some(f) = f
+            && *t >= from
+            && *t < to
+        {
             m.entry(*f).or_insert(*t);
         }
     }
     m
+}
+
+fn lit(got: &[(f64, Option<u32>)], from: f64, to: f64) -> (usize, usize) {
+    let w: Vec<_> = got.iter().filter(|(t, _)| *t >= from && *t < to).collect();
+    (
+        w.iter().filter(|(_, f)| f.is_some()).count(),
+        w.iter().filter(|(_, f)| f.is_none()).count(),
+    )
+}
+
+fn spawn_master(dir: &std::path::Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_pfx-player"))
+        .args(["run", "--no-mdns", "--config"])
+        .arg(dir.join("show.yaml"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("master")
+}
+
+/// Checks one stretch of playing: the remote's first frame (in time) after `from`, and
+/// its offsets from the master for the frames both sent after it settled.
+fn phase(
+    name: &str,
+    master: &[(f64, Option<u32>)],
+    remote: &[(f64, Option<u32>)],
+    from: f64,
+    to: f64,
+) -> u32 {
+    let fm = firsts(master, from, to);
+    let fr = firsts(remote, from, to);
+    let first = remote
+        .iter()
+        .filter(|(t, _)| *t >= from && *t < to)
+        .find_map(|(_, f)| *f)
+        .unwrap_or_else(|| panic!("{name}: no lit frame between {from:.1} and {to:.1} s"));
+    // Skip the first 1.5 s after joining (the estimate settles); compare the rest.
+    let mut d: Vec<f64> = fr
+        .iter()
+        .filter(|(_, t)| **t > from + 1.5)
+        .filter_map(|(f, t)| fm.get(f).map(|m| (t - m) * 1000.0))
+        .collect();
+    assert!(d.len() > 40, "{name}: only {} frames in common", d.len());
+    d.sort_by(f64::total_cmp);
+    let (p50, p90) = (d[d.len() / 2], d[d.len() * 9 / 10]);
+    let max = d.iter().fold(0f64, |a, b| a.max(b.abs()));
+    println!(
+        "{name} {from:.1}-{to:.1} s: first frame {first}, {} frames compared, offset p50 {p50:.3} ms p90 {p90:.3} ms max |{max:.3}| ms",
+        d.len()
+    );
+    // Loose bounds: a loaded 2-core test machine running debug builds. The tight
+    // measurement is the sync suite's, on release builds.
+    assert!(p50.abs() < 3.0, "{name}: median offset {p50:.3} ms");
+    assert!(p90.abs() < 10.0, "{name}: p90 offset {p90:.3} ms");
+    first
 }
 
 #[test]
@@ -122,16 +179,25 @@ fn child_master_and_remotes() {
     }
     let seq = sequence();
     let t0 = Instant::now();
+    let now = || t0.elapsed().as_secs_f64();
     let stop = Arc::new(AtomicBool::new(false));
     let (pm, pa, pb) = (46101u16, 46102u16, 46103u16);
     let rx: Vec<_> = [pm, pa, pb]
         .iter()
         .map(|p| receiver(*p, stop.clone(), t0))
         .collect();
-    let remote = "  role: remote\n";
-    // The remote's config folder holds the sequence (the default `sequences`); the file
-    // is written right after the player starts, before any master names it.
-    let a = start(&show(pa, 46201, remote, false), pa, &seq);
+    // Remote a stops 1 s after losing its master; remote b plays on. Their config folder
+    // holds the sequence (the default `sequences`).
+    let a = start(
+        &show(
+            pa,
+            46201,
+            "  role: remote\n  master_lost:\n    after_s: 1\n    then: stop\n",
+            false,
+        ),
+        pa,
+        &seq,
+    );
     std::thread::sleep(Duration::from_millis(1500));
     // The master's config names show.fseq beside it (checked at load): write it first.
     let mdir = tempfile::tempdir().expect("tempdir");
@@ -147,97 +213,77 @@ fn child_master_and_remotes() {
         show(pm, 46200, "  role: master\n", true),
     )
     .expect("show");
-    let mut master = std::process::Command::new(env!("CARGO_BIN_EXE_pfx-player"))
-        .args(["run", "--no-mdns", "--config"])
-        .arg(mdir.path().join("show.yaml"))
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("master");
-    let master_started = t0.elapsed().as_secs_f64();
+    let mut master = spawn_master(mdir.path());
+    let m1 = now();
     std::thread::sleep(Duration::from_secs(4));
-    let b = start(&show(pb, 46202, remote, false), pb, &seq);
-    let b_started = t0.elapsed().as_secs_f64();
+    let b = start(
+        &show(
+            pb,
+            46202,
+            "  role: remote\n  master_lost:\n    after_s: 1\n    then: continue\n",
+            false,
+        ),
+        pb,
+        &seq,
+    );
+    let b1 = now();
     std::thread::sleep(Duration::from_secs(3));
-    // Stop the master mid-sequence (about 7 s of 12): it sends stop.
+    // Stopped mid-sequence (about 7 s of 12), the master sends stop.
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(master.id() as i32, libc::SIGTERM) };
-    let stopped = t0.elapsed().as_secs_f64();
+    let stopped = now();
     let _ = master.wait();
     std::thread::sleep(Duration::from_secs(1));
+    // Restarted, it starts the sequence again from frame 0.
+    let mut master = spawn_master(mdir.path());
+    let m2 = now();
+    std::thread::sleep(Duration::from_secs(4));
+    // Killed, it sends nothing more: the remotes play on for `after_s`, then do what
+    // their config says.
+    let _ = master.kill();
+    let killed = now();
+    let _ = master.wait();
+    std::thread::sleep(Duration::from_secs(3));
     stop.store(true, Ordering::Relaxed);
     let got: Vec<_> = rx
         .into_iter()
         .map(|h| h.join().expect("receiver"))
         .collect();
     drop((a, b));
+    let (gm, ga, gb) = (&got[0], &got[1], &got[2]);
 
-    let fm = firsts(&got[0]);
-    assert!(fm.len() > 200, "the master played {} frames", fm.len());
-    for (name, g, joined) in [
-        ("remote a", &got[1], master_started),
-        ("remote b", &got[2], b_started),
-    ] {
-        let fr = firsts(g);
-        // Frames both sent, while both played: the remote's arrival minus the master's.
-        let mut d: Vec<f64> = fr
-            .iter()
-            .filter_map(|(f, t)| fm.get(f).map(|m| (t - m) * 1000.0))
-            .collect();
-        assert!(d.len() > 100, "{name}: only {} frames in common", d.len());
-        // The first frame it lit, in time order.
-        let first = g.iter().find_map(|(_, f)| *f).expect("lit frames");
-        let worst: Vec<String> = fr
-            .iter()
-            .filter_map(|(f, t)| fm.get(f).map(|m| (f, (t - m) * 1000.0, *t)))
-            .filter(|(_, d, _)| d.abs() > 2.0)
-            .take(8)
-            .map(|(f, d, t)| format!("frame {f} at {t:.3}: {d:.2} ms"))
-            .collect();
-        println!("{name}: off by more than 2 ms: {worst:?}");
-        let master_then = fm
-            .range(..)
-            .find(|(_, t)| **t >= joined)
-            .map(|(f, _)| *f)
-            .unwrap_or(0);
-        // Skip the first second after joining (the estimate converges); then compare.
-        let settled: Vec<f64> = fr
-            .iter()
-            .filter(|(_, t)| **t > joined + 1.5)
-            .filter_map(|(f, t)| fm.get(f).map(|m| (t - m) * 1000.0))
-            .collect();
-        d.sort_by(f64::total_cmp);
-        let mut s = settled.clone();
-        s.sort_by(f64::total_cmp);
-        let p50 = s[s.len() / 2];
-        let p90 = s[s.len() * 9 / 10];
-        let max = s.iter().fold(0f64, |a, b| a.max(b.abs()));
-        println!(
-            "{name}: first frame {first} (master at {master_then} when it joined), {} frames in common, settled p50 {p50:.3} ms p90 {p90:.3} ms max |{max:.3}| ms",
-            d.len()
+    assert!(
+        firsts(gm, m1, stopped).len() > 200,
+        "the master played too little"
+    );
+    let fa = phase("remote a", gm, ga, m1, stopped);
+    assert!(fa < 10, "remote a was waiting but started at frame {fa}");
+    let fb = phase("remote b", gm, gb, b1, stopped);
+    assert!(
+        fb > 100,
+        "remote b joined mid-sequence but started at frame {fb}"
+    );
+    for (name, g) in [("remote a", ga), ("remote b", gb)] {
+        let (l, k) = lit(g, stopped + 0.5, m2);
+        assert_eq!(l, 0, "{name} kept playing after the master stopped");
+        assert!(k > 5, "{name} sent no black after the stop");
+        let f = phase(name, gm, g, m2, killed);
+        assert!(
+            f < 10,
+            "{name}: the restarted master began at frame 0, the remote at {f}"
         );
-        if name == "remote b" {
-            assert!(
-                first > 100,
-                "{name} joined mid-sequence but started at frame {first}"
-            );
-        } else {
-            assert!(
-                first < 10,
-                "{name} was waiting but started at frame {first}"
-            );
-        }
-        assert!(p50.abs() < 3.0, "{name}: median offset {p50:.3} ms");
-        assert!(p90.abs() < 10.0, "{name}: p90 offset {p90:.3} ms");
-        // Black after the master stopped, long before the sequence's own end.
-        let lit_after = g
-            .iter()
-            .filter(|(t, f)| *t > stopped + 0.5 && f.is_some())
-            .count();
-        let black_after = g
-            .iter()
-            .filter(|(t, f)| *t > stopped + 0.5 && f.is_none())
-            .count();
-        assert_eq!(lit_after, 0, "{name} kept playing after the master stopped");
-        assert!(black_after > 5, "{name} sent no black after the stop");
+        let (l, _) = lit(g, killed + 0.3, killed + 0.8);
+        assert!(l > 5, "{name} stopped at once when the master went silent");
     }
+    let (la, ka) = lit(ga, killed + 1.6, killed + 3.0);
+    assert_eq!(
+        la, 0,
+        "remote a (then: stop) still played {la} frames after after_s"
+    );
+    assert!(ka > 5);
+    let (lb, _) = lit(gb, killed + 1.6, killed + 3.0);
+    assert!(
+        lb > 20,
+        "remote b (then: continue) did not play on: {lb} lit frames"
+    );
 }
