@@ -4,6 +4,9 @@
 //! number, so the receiver knows which frame each unit sent when. One remote is up before
 //! the master starts, the other joins mid-sequence: both must play the master's frame at
 //! the master's time, and both must go black when the master is stopped mid-sequence.
+//! The units run at 60 fps and the sequence at 40, so a frame leaves at the first tick
+//! after its start on every unit's grid alike (a frame boundary falls on every third
+//! tick, to within the integer period's rounding).
 
 mod common;
 mod netns_util;
@@ -52,7 +55,7 @@ fn show(port: u16, http: u16, sync: &str, content: bool) -> String {
         ""
     };
     format!(
-        "interface: lo\nfps: 40\nhttp: 127.0.0.1:{http}\nunit_id: u{port}\noutputs:\n  - name: a\n    profile: p{port}\n{content}sync:\n{sync}"
+        "interface: lo\nfps: 60\nhttp: 127.0.0.1:{http}\nunit_id: u{port}\noutputs:\n  - name: a\n    profile: p{port}\n{content}sync:\n{sync}"
     )
 }
 

@@ -319,18 +319,22 @@ impl Show {
     }
 }
 
-/// A remote following the master: the sequence's position 0 on this clock, the frame
-/// the loop plans next, and its period.
+/// A remote following the master: the sequence's position 0 on this clock, and the tick
+/// the loop plans next on the grid of its own frame period laid from there. A master with
+/// the same `fps` lays the same grid from its item's start, so both send a frame at the
+/// same tick.
 #[derive(Debug, Clone, Copy)]
 struct Followed {
     base_ns: i64,
+    tick: u64,
+    period_ns: u64,
+    /// The sequence frame that tick shows.
     frame: u32,
-    step_ns: i64,
 }
 
 impl Followed {
     fn deadline(&self) -> u64 {
-        (self.base_ns + i64::from(self.frame) * self.step_ns).max(0) as u64
+        (self.base_ns + (self.tick * self.period_ns) as i64).max(0) as u64
     }
 }
 
@@ -340,12 +344,12 @@ fn base_name(p: &std::path::Path) -> &str {
 }
 
 /// A remote plays the one sequence its engine holds on the master's timeline: the next
-/// frame (after `frame`, or the one due now when late) and its deadline, or None when
-/// there is no estimate or no sequence (the loop keeps its own clock).
+/// tick (after `tick`, or the one due now when late) and its deadline, or None when there
+/// is no estimate or no sequence (the loop keeps its own clock).
 fn follow_next(
     remote: &mut RemoteLink,
     show: &Show,
-    frame: Option<u32>,
+    tick: Option<u64>,
     now_ns: u64,
 ) -> Option<Followed> {
     if show.ended {
@@ -354,17 +358,24 @@ fn follow_next(
     let Some(ItemSource::Fseq { step_ms, .. }) = show.engine.items.first() else {
         return None;
     };
-    let step_ns = i64::from((*step_ms).max(1)) * 1_000_000;
-    let next = frame.map_or(0, |f| f.saturating_add(1));
-    let (base, jumped) = remote.base_for(i64::from(next) * step_ns, step_ns)?;
-    let due = u32::try_from((now_ns as i64 - base).div_euclid(step_ns).max(0)).unwrap_or(u32::MAX);
-    // A jump (a start, a skip, a restart) goes to the frame due now, back or ahead;
-    // otherwise the frames go on in order and a late loop skips to the one due.
-    let frame = if jumped { due } else { due.max(next) };
+    let step_ns = u64::from((*step_ms).max(1)) * 1_000_000;
+    // The period FrameClock uses, so a master's and a remote's grids agree to the ns.
+    let period_ns = 1_000_000_000 / u64::from(show.engine.fps.max(1));
+    let next = tick.map_or(0, |t| t + 1);
+    let (base, jumped) = remote.base_for((next * period_ns) as i64, step_ns as i64)?;
+    let due = (now_ns as i64 - base).div_euclid(period_ns as i64).max(0) as u64;
+    // A jump (a start, a skip, a restart) goes to the tick due now, back or ahead;
+    // otherwise the ticks go on in order and a late loop skips to the one due.
+    let tick = if jumped { due } else { due.max(next) };
     Some(Followed {
         base_ns: base,
-        frame,
-        step_ns,
+        tick,
+        period_ns,
+        // The master takes the frame at the moment it woke, a little after its tick;
+        // a tick that falls on a frame boundary to within the integer period's rounding
+        // (3 × 16_666_666 ns vs. 2 × 25 ms) must show the frame the master shows.
+        frame: u32::try_from((tick * period_ns + (period_ns / 4).min(1_000_000)) / step_ns)
+            .unwrap_or(u32::MAX),
     })
 }
 
@@ -388,7 +399,7 @@ fn run(
     let mut next_discovery = clock.start_ns();
     // A remote's plan for this frame, and the sequence frame it played last.
     let mut followed: Option<Followed> = None;
-    let mut last_frame: Option<u32> = None;
+    let mut last_tick: Option<u64> = None;
     loop {
         let deadline = followed.map_or_else(|| clock.deadline(ctick), |f| f.deadline());
         sleep_until(deadline);
@@ -407,7 +418,7 @@ fn run(
                 show = Show::new(*new, t0);
                 show_gen += 1;
                 followed = None;
-                last_frame = None;
+                last_tick = None;
                 pending = None;
                 next_discovery = t0;
                 tracing::info!("show reloaded");
@@ -434,7 +445,7 @@ fn run(
             show = Show::new(*new, at.min(t0));
             show_gen += 1;
             followed = None;
-            last_frame = None;
+            last_tick = None;
             next_discovery = t0;
             tracing::info!("the item ended; the next show starts");
         }
@@ -543,7 +554,7 @@ fn run(
             });
             a.frame_sent(playing);
         }
-        let period_ns = followed.map_or(clock.period_ns(), |f| f.step_ns as u64);
+        let period_ns = followed.map_or(clock.period_ns(), |f| f.period_ns);
 
         sink.push(FrameSample {
             tick,
@@ -564,17 +575,17 @@ fn run(
         });
         let now = mono_ns();
         let was_following = followed.is_some();
+        if let Some(f) = followed {
+            last_tick = Some(f.tick);
+        }
         followed = match &mut sync {
-            SyncLink::Remote(r) => follow_next(r, &show, played.map(|p| p.1).or(last_frame), now),
+            SyncLink::Remote(r) => follow_next(r, &show, last_tick, now),
             _ => None,
         };
-        if played.is_some() {
-            last_frame = played.map(|p| p.1);
-        }
         match followed {
             Some(f) => {
-                let planned = last_frame.map_or(0, |l| l.saturating_add(1));
-                skipped = u64::from(f.frame.saturating_sub(planned));
+                let planned = last_tick.map_or(0, |l| l + 1);
+                skipped = f.tick.saturating_sub(planned);
                 tick += 1 + skipped;
             }
             None => {
