@@ -113,29 +113,17 @@ pub fn prepare(show: &Show, s: &SyncSettings) -> anyhow::Result<(Prepared, SyncL
     let status = Arc::new(Status::default());
     status.set_text(|t| t.state = "idle".into());
     let timeline = Arc::new(Timeline::default());
-    let dests: Vec<SockAddr> = match s.transport {
-        SyncTransport::Multicast => vec![SocketAddrV4::new(packet::GROUP, s.port).into()],
-        SyncTransport::Broadcast => {
-            let b = addrs.and_then(|a| a.1).unwrap_or(Ipv4Addr::BROADCAST);
-            vec![SocketAddrV4::new(b, s.port).into()]
-        }
-        SyncTransport::Unicast => s
-            .remotes
-            .iter()
-            .map(|r| SocketAddrV4::new(*r, s.port).into())
-            .collect(),
-    };
+    let dests = destinations(s, addrs.and_then(|a| a.1));
     let ping = our_ping(show, s, ip);
     let link = match s.role {
         SyncRole::Master => {
-            let sock = open_send(s, ifindex)
-                .with_context(|| format!("sync: cannot open the send socket on {}", s.interface))?;
+            let m = open_master(s, status.clone())?;
             // The master announces itself once at start.
             let p = packet::encode_ping_v3(&ping);
             for d in &dests {
-                let _ = sock.send_to(&p, d);
+                let _ = m.sock.send_to(&p, d);
             }
-            SyncLink::Master(Box::new(MasterSender::new(sock, dests, status.clone())))
+            SyncLink::Master(Box::new(m))
         }
         SyncRole::Remote => {
             SyncLink::Remote(Box::new(RemoteLink::new(timeline.clone(), status.clone())))
@@ -152,6 +140,32 @@ pub fn prepare(show: &Show, s: &SyncSettings) -> anyhow::Result<(Prepared, SyncL
         },
         link,
     ))
+}
+
+/// Where a master's packets go.
+fn destinations(s: &SyncSettings, broadcast: Option<Ipv4Addr>) -> Vec<SockAddr> {
+    match s.transport {
+        SyncTransport::Multicast => vec![SocketAddrV4::new(packet::GROUP, s.port).into()],
+        SyncTransport::Broadcast => {
+            let b = broadcast.unwrap_or(Ipv4Addr::BROADCAST);
+            vec![SocketAddrV4::new(b, s.port).into()]
+        }
+        SyncTransport::Unicast => s
+            .remotes
+            .iter()
+            .map(|r| SocketAddrV4::new(*r, s.port).into())
+            .collect(),
+    }
+}
+
+/// A master's sender for the render loop (`SyncLink::Master`), its socket open.
+pub fn open_master(s: &SyncSettings, status: Arc<Status>) -> anyhow::Result<MasterSender> {
+    let ifindex = crate::sys::net::interface_index(&s.interface)
+        .with_context(|| format!("sync.interface: no interface `{}`", s.interface))?;
+    let broadcast = crate::sys::net::ipv4_of(&s.interface).and_then(|a| a.1);
+    let sock = open_send(s, ifindex, broadcast.is_none())
+        .with_context(|| format!("sync: cannot open the send socket on {}", s.interface))?;
+    Ok(MasterSender::new(sock, destinations(s, broadcast), status))
 }
 
 fn open_listen(port: u16, ifindex: u32) -> std::io::Result<Socket> {
@@ -171,7 +185,9 @@ fn open_listen(port: u16, ifindex: u32) -> std::io::Result<Socket> {
     Ok(s)
 }
 
-fn open_send(s: &SyncSettings, ifindex: u32) -> std::io::Result<Socket> {
+/// `bind_device`: for broadcast to 255.255.255.255 (an interface without a broadcast
+/// address), which would otherwise leave by the default route.
+fn open_send(s: &SyncSettings, ifindex: u32, bind_device: bool) -> std::io::Result<Socket> {
     let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
     // The render thread sends: a full buffer drops the packet, it never waits.
     sock.set_nonblocking(true)?;
@@ -185,7 +201,12 @@ fn open_send(s: &SyncSettings, ifindex: u32) -> std::io::Result<Socket> {
         }
         SyncTransport::Broadcast => {
             sock.set_broadcast(true)?;
-            sock.bind_device(Some(s.interface.as_bytes()))?;
+            if bind_device && let Err(e) = sock.bind_device(Some(s.interface.as_bytes())) {
+                tracing::warn!(
+                    "sync: cannot bind the broadcast socket to {} ({e}); broadcasts follow the routing table",
+                    s.interface
+                );
+            }
         }
         SyncTransport::Unicast => {}
     }
