@@ -231,6 +231,33 @@ fn child_master_and_remotes() {
     );
     let b1 = now();
     std::thread::sleep(Duration::from_secs(3));
+    // What /profile says of the sync while all three play.
+    let profile_of = |http: u16| -> pfx_api::profile::SyncStatus {
+        let base = format!("http://127.0.0.1:{http}");
+        let r = pfx_api::http::request_path(
+            "GET",
+            &base,
+            "/profile",
+            &[],
+            None,
+            Duration::from_secs(2),
+        )
+        .expect("GET /profile");
+        let body = r.ok_body(&base).expect("200");
+        let d: pfx_api::profile::ProfileDoc =
+            serde_json::from_slice(&body).expect("a /profile document");
+        d.snapshot.sync.expect("a sync section")
+    };
+    let (sm, sa) = (profile_of(46200), profile_of(46201));
+    println!("master /profile sync: {sm:?}\nremote a /profile sync: {sa:?}");
+    assert_eq!((sm.role.as_str(), sm.state.as_str()), ("master", "sending"));
+    assert!(sm.packets_sent > 20 && sm.send_errors == 0, "{sm:?}");
+    assert_eq!((sa.role.as_str(), sa.state.as_str()), ("remote", "playing"));
+    assert_eq!(sa.sequence.as_deref(), Some("show.fseq"));
+    assert_eq!(sa.master.as_deref(), Some("127.0.0.1"));
+    assert!(sa.packets_received > 20 && sa.jumps >= 1, "{sa:?}");
+    assert!(sa.offset_ms.is_some_and(|o| o.abs() < 2.0), "{sa:?}");
+    assert!(sa.last_packet_age_ms.is_some_and(|a| a < 1000.0), "{sa:?}");
     // Stopped mid-sequence (about 7 s of 12), the master sends stop.
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(master.id() as i32, libc::SIGTERM) };

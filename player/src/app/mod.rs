@@ -63,6 +63,15 @@ pub struct Checked {
 
 /// Opens everything the show needs (sockets, files, first frames) and closes it again.
 pub fn check(show: &crate::config::show::Show, opts: &RunOptions) -> anyhow::Result<Checked> {
+    if let Some(s) = &show.sync
+        && crate::sys::net::interface_index(&s.interface).is_none()
+    {
+        anyhow::bail!(
+            "{}: sync.interface: no interface `{}`; name the interface the other units are on",
+            show.source.display(),
+            s.interface
+        );
+    }
     let engine = build_engine(show, opts)?;
     let mut items = engine.items.len();
     drop(engine);

@@ -45,6 +45,12 @@ pub fn play(mut show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
         None => (None, SyncLink::Standalone),
     };
     let remote = is_remote(&show);
+    if remote && !show.playlist.is_empty() {
+        tracing::warn!(
+            "{}: this unit is a sync remote; it plays what its master plays and ignores `content`",
+            show.source.display()
+        );
+    }
     let handle = frame_loop::spawn_with(engine, sink, on_end(&follower, &show), link)
         .context("cannot start the render thread")?;
     let _sync = match sync_prepared {

@@ -162,8 +162,9 @@ fn destinations(s: &SyncSettings, broadcast: Option<Ipv4Addr>) -> Vec<SockAddr> 
 pub fn open_master(s: &SyncSettings, status: Arc<Status>) -> anyhow::Result<MasterSender> {
     let ifindex = crate::sys::net::interface_index(&s.interface)
         .with_context(|| format!("sync.interface: no interface `{}`", s.interface))?;
-    let broadcast = crate::sys::net::ipv4_of(&s.interface).and_then(|a| a.1);
-    let sock = open_send(s, ifindex, broadcast.is_none())
+    let addrs = crate::sys::net::ipv4_of(&s.interface);
+    let broadcast = addrs.and_then(|a| a.1);
+    let sock = open_send(s, ifindex, broadcast.is_none(), addrs.map(|a| a.0))
         .with_context(|| format!("sync: cannot open the send socket on {}", s.interface))?;
     Ok(MasterSender::new(sock, destinations(s, broadcast), status))
 }
@@ -187,7 +188,14 @@ fn open_listen(port: u16, ifindex: u32) -> std::io::Result<Socket> {
 
 /// `bind_device`: for broadcast to 255.255.255.255 (an interface without a broadcast
 /// address), which would otherwise leave by the default route.
-fn open_send(s: &SyncSettings, ifindex: u32, bind_device: bool) -> std::io::Result<Socket> {
+/// `source`: the interface's address, so the packets carry it (a remote shows it as its
+/// master, and answers pings there) even where the kernel would pick none (loopback).
+fn open_send(
+    s: &SyncSettings,
+    ifindex: u32,
+    bind_device: bool,
+    source: Option<Ipv4Addr>,
+) -> std::io::Result<Socket> {
     let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
     // The render thread sends: a full buffer drops the packet, it never waits.
     sock.set_nonblocking(true)?;
@@ -210,7 +218,8 @@ fn open_send(s: &SyncSettings, ifindex: u32, bind_device: bool) -> std::io::Resu
         }
         SyncTransport::Unicast => {}
     }
-    sock.bind(&SocketAddr::from(([0, 0, 0, 0], 0)).into())?;
+    let ip = source.unwrap_or(Ipv4Addr::UNSPECIFIED);
+    sock.bind(&SocketAddr::from((ip, 0)).into())?;
     Ok(sock)
 }
 
