@@ -232,7 +232,7 @@ fn child_master_and_remotes() {
     let b1 = now();
     std::thread::sleep(Duration::from_secs(3));
     // What /profile says of the sync while all three play.
-    let profile_of = |http: u16| -> pfx_api::profile::SyncStatus {
+    let doc_of = |http: u16| -> pfx_api::profile::ProfileDoc {
         let base = format!("http://127.0.0.1:{http}");
         let r = pfx_api::http::request_path(
             "GET",
@@ -244,10 +244,12 @@ fn child_master_and_remotes() {
         )
         .expect("GET /profile");
         let body = r.ok_body(&base).expect("200");
-        let d: pfx_api::profile::ProfileDoc =
-            serde_json::from_slice(&body).expect("a /profile document");
-        d.snapshot.sync.expect("a sync section")
+        serde_json::from_slice(&body).expect("a /profile document")
     };
+    let profile_of = |http: u16| doc_of(http).snapshot.sync.expect("a sync section");
+    // Joining mid-sequence is a jump, not hundreds of skipped ticks.
+    let skipped = doc_of(46202).snapshot.since_start.skipped_ticks;
+    assert!(skipped < 30, "remote b counted {skipped} skipped ticks");
     let (sm, sa) = (profile_of(46200), profile_of(46201));
     println!("master /profile sync: {sm:?}\nremote a /profile sync: {sa:?}");
     assert_eq!((sm.role.as_str(), sm.state.as_str()), ("master", "sending"));

@@ -330,6 +330,8 @@ struct Followed {
     period_ns: u64,
     /// The sequence frame that tick shows.
     frame: u32,
+    /// This tick jumped onto the master's timeline (ticks passed over are not skips).
+    jumped: bool,
 }
 
 impl Followed {
@@ -376,6 +378,7 @@ fn follow_next(
         // (3 × 16_666_666 ns vs. 2 × 25 ms) must show the frame the master shows.
         frame: u32::try_from((tick * period_ns + (period_ns / 4).min(1_000_000)) / step_ns)
             .unwrap_or(u32::MAX),
+        jumped,
     })
 }
 
@@ -585,7 +588,11 @@ fn run(
         match followed {
             Some(f) => {
                 let planned = last_tick.map_or(0, |l| l + 1);
-                skipped = f.tick.saturating_sub(planned);
+                skipped = if f.jumped {
+                    0
+                } else {
+                    f.tick.saturating_sub(planned)
+                };
                 tick += 1 + skipped;
             }
             None => {
