@@ -389,6 +389,25 @@ mod sync_tests {
     }
 
     #[test]
+    fn the_sync_examples_load() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let m = ShowConfig::load(&dir.join("sync-master.yaml"))
+            .unwrap()
+            .sync
+            .unwrap();
+        assert_eq!(
+            (m.role, m.transport),
+            (SyncRole::Master, SyncTransport::Multicast)
+        );
+        let r = ShowConfig::load(&dir.join("sync-remote.yaml"))
+            .unwrap()
+            .sync
+            .unwrap();
+        assert_eq!(r.role, SyncRole::Remote);
+        assert_eq!(r.sequences, dir.join("."));
+    }
+
+    #[test]
     fn a_remote_takes_no_schedule() {
         let text = format!(
             "{BASE}playlists:\n  a:\n    - pattern: id\nschedule:\n  timezone: UTC\n  entries:\n    - playlist: a\n      start: \"19:00\"\n      end: \"20:00\"\nsync:\n  role: remote\n"
