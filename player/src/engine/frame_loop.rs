@@ -336,7 +336,8 @@ struct Followed {
 
 impl Followed {
     fn deadline(&self) -> u64 {
-        (self.base_ns + (self.tick * self.period_ns) as i64).max(0) as u64
+        let at = i64::try_from(self.tick.saturating_mul(self.period_ns)).unwrap_or(i64::MAX);
+        self.base_ns.saturating_add(at).max(0) as u64
     }
 }
 
@@ -364,8 +365,14 @@ fn follow_next(
     // The period FrameClock uses, so a master's and a remote's grids agree to the ns.
     let period_ns = 1_000_000_000 / u64::from(show.engine.fps.max(1));
     let next = tick.map_or(0, |t| t + 1);
-    let (base, jumped) = remote.base_for((next * period_ns) as i64, step_ns as i64)?;
-    let due = (now_ns as i64 - base).div_euclid(period_ns as i64).max(0) as u64;
+    // Saturating: the estimate comes from the network (the sync thread bounds positions,
+    // and this stays defined whatever it publishes).
+    let pos = i64::try_from(next.saturating_mul(period_ns)).unwrap_or(i64::MAX);
+    let (base, jumped) = remote.base_for(pos, step_ns as i64)?;
+    let due = (now_ns as i64)
+        .saturating_sub(base)
+        .div_euclid(period_ns as i64)
+        .max(0) as u64;
     // A jump (a start, a skip, a restart) goes to the tick due now, back or ahead;
     // otherwise the ticks go on in order and a late loop skips to the one due.
     let tick = if jumped { due } else { due.max(next) };
@@ -376,8 +383,12 @@ fn follow_next(
         // The master takes the frame at the moment it woke, a little after its tick;
         // a tick that falls on a frame boundary to within the integer period's rounding
         // (3 × 16_666_666 ns vs. 2 × 25 ms) must show the frame the master shows.
-        frame: u32::try_from((tick * period_ns + (period_ns / 4).min(1_000_000)) / step_ns)
-            .unwrap_or(u32::MAX),
+        frame: u32::try_from(
+            tick.saturating_mul(period_ns)
+                .saturating_add((period_ns / 4).min(1_000_000))
+                / step_ns,
+        )
+        .unwrap_or(u32::MAX),
         jumped,
     })
 }

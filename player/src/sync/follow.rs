@@ -11,6 +11,9 @@ use super::packet::{Action, FileType, Sync};
 /// A sync whose position disagrees with the estimate by more than this is a skip or a
 /// restart on the master: start over on the new timeline.
 const SKIP_NS: i64 = 500_000_000;
+/// Positions beyond a week (or not numbers) are not a sequence's: such a packet is
+/// ignored, so no arithmetic downstream meets an absurd time.
+const MAX_POS_S: f32 = 7.0 * 86_400.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Then {
@@ -131,6 +134,9 @@ impl Follow {
                 }
             }
             Action::Sync => {
+                if !(s.seconds.is_finite() && (0.0..=MAX_POS_S).contains(&s.seconds)) {
+                    return None;
+                }
                 let pos = (f64::from(s.seconds) * 1e9) as i64 - self.offset_ns;
                 let pos = pos.max(0);
                 let mut act = None;
@@ -298,6 +304,21 @@ mod tests {
         assert!(f.estimator.estimate().is_some(), "keeps the last estimate");
         assert_eq!(f.packet(7_000 * MS, &pkt(Action::Sync, "a", 7.0)), None);
         assert_eq!(f.state, State::Playing("a".into()));
+    }
+
+    #[test]
+    fn absurd_positions_are_ignored() {
+        let mut f = follow(Then::Stop);
+        f.packet(0, &pkt(Action::Start, "a", 0.0));
+        for bad in [f32::NAN, f32::INFINITY, -1.0, 1e30] {
+            assert_eq!(f.packet(MS, &pkt(Action::Sync, "a", bad)), None);
+        }
+        assert!(
+            f.estimator.estimate().is_none(),
+            "none of them became a sample"
+        );
+        assert_eq!(f.packet(MS, &pkt(Action::Sync, "a", 0.5)), None);
+        assert!(f.estimator.estimate().is_some());
     }
 
     #[test]
