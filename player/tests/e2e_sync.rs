@@ -163,9 +163,12 @@ fn phase(
     assert!(d.len() > 40, "{name}: only {} frames in common", d.len());
     d.sort_by(f64::total_cmp);
     let (p50, p90) = (d[d.len() / 2], d[d.len() * 9 / 10]);
+    let mut abs: Vec<f64> = d.iter().map(|v| v.abs()).collect();
+    abs.sort_by(f64::total_cmp);
+    let p99 = abs[(abs.len() - 1) * 99 / 100];
     let max = d.iter().fold(0f64, |a, b| a.max(b.abs()));
     println!(
-        "{name} {from:.1}-{to:.1} s: first frame {first}, {} frames compared, offset p50 {p50:.3} ms p90 {p90:.3} ms max |{max:.3}| ms",
+        "{name} {from:.1}-{to:.1} s: first frame {first}, {} frames compared, offset p50 {p50:.3} ms p90 {p90:.3} ms, |offset| p99 {p99:.3} ms max {max:.3} ms",
         d.len()
     );
     // Loose bounds: a loaded 2-core test machine running debug builds. The tight
