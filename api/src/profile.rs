@@ -91,6 +91,40 @@ pub struct Snapshot {
     pub profiler_cpu_s: f64,
     pub outputs: Vec<OutputStats>,
     pub nic: Option<NicStatus>,
+    /// MultiSync as this unit sees it; `role: standalone` when it plays alone. Absent in
+    /// the documents of players that predate it.
+    #[serde(default)]
+    pub sync: Option<SyncStatus>,
+}
+
+/// The `sync` section of `/profile` (docs/profile-api.md).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SyncStatus {
+    /// `master`, `remote` or `standalone`.
+    pub role: String,
+    /// A remote: the address its sync packets come from (None before the first).
+    pub master: Option<String>,
+    /// A remote: `idle`, `open`, `playing` or `lost`; a master: `sending`; `standalone`.
+    pub state: String,
+    /// A remote: the master's sequence it plays (its file name).
+    pub sequence: Option<String>,
+    /// A remote: how far its frame deadlines are from its estimate of the master's, in
+    /// ms (positive: behind the master).
+    pub offset_ms: Option<f64>,
+    /// A remote: how much the packets' arrival wanders above the network's floor, in ms.
+    pub jitter_ms: Option<f64>,
+    /// A remote: ms since the last sync packet (None before the first).
+    pub last_packet_age_ms: Option<f64>,
+    /// A remote: frames on which the deadlines were moved gently toward the master.
+    pub corrections: u64,
+    /// A remote: times it jumped onto the master's timeline (a start, a skip, far off).
+    pub jumps: u64,
+    /// A remote: sync packets received, and datagrams dropped as malformed.
+    pub packets_received: u64,
+    pub packets_dropped: u64,
+    /// A master: packets sent, and sends the kernel refused.
+    pub packets_sent: u64,
+    pub send_errors: u64,
 }
 
 /// `GET /profile`: the snapshot plus who answered.

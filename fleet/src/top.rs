@@ -105,7 +105,8 @@ pub struct TopRow {
     pub wire_send_p99_us: Option<f64>,
     /// PAUSE frames received per second on the show interface.
     pub pause_rx_per_s: Option<f64>,
-    /// Offset from the sync master, ms. `/profile` has no sync section yet: always `None`.
+    /// A sync remote's offset from its master, ms (its `/profile` sync section); `None`
+    /// for a master, a standalone unit, or a remote that has not heard its master yet.
     pub sync_offset_ms: Option<f64>,
     /// Why the unit did not answer (`None` when it did).
     pub down: Option<DownKind>,
@@ -169,7 +170,11 @@ pub fn row(unit: &TopUnit, got: &Result<ProfileDoc, Down>) -> TopRow {
                 deadline_misses: Some(s.deadline_misses),
                 wire_send_p99_us: s.stages.get("wire_send").map(|w| w.p99_us),
                 pause_rx_per_s: s.nic.as_ref().and_then(|n| n.pause_rx_frames.per_s),
-                sync_offset_ms: None,
+                sync_offset_ms: s
+                    .sync
+                    .as_ref()
+                    .filter(|y| y.role == "remote")
+                    .and_then(|y| y.offset_ms),
                 down: None,
                 reason: None,
             }
@@ -494,6 +499,26 @@ mod tests {
             Some("evening (config)")
         );
         assert_eq!((r.down, r.reason), (None, None));
+    }
+
+    #[test]
+    fn a_sync_remote_shows_its_offset_a_master_does_not() {
+        let mut d = doc();
+        d.snapshot.sync = Some(pfx_api::profile::SyncStatus {
+            role: "remote".into(),
+            state: "playing".into(),
+            offset_ms: Some(-0.25),
+            ..Default::default()
+        });
+        let r = row(&unit("u1"), &Ok(d.clone()));
+        assert_eq!(r.sync_offset_ms, Some(-0.25));
+        assert!(render(&[r]).contains("-0.25 ms"));
+        d.snapshot.sync = Some(pfx_api::profile::SyncStatus {
+            role: "master".into(),
+            offset_ms: Some(3.0),
+            ..Default::default()
+        });
+        assert_eq!(row(&unit("u1"), &Ok(d)).sync_offset_ms, None);
     }
 
     #[test]

@@ -22,5 +22,6 @@ pub mod output;
 pub mod profiler;
 pub mod schedule;
 pub mod source;
+pub mod sync;
 pub mod sys;
 pub mod wire;

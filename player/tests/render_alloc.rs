@@ -14,11 +14,14 @@ use std::time::{Duration, Instant};
 mod fseq_writer;
 
 use pfx_player::config::show::Item;
-use pfx_player::engine::frame_loop::{self, Engine, ItemSource};
+use pfx_player::engine::frame_loop::{self, Engine, ItemSource, OnEnd, RemoteLink, SyncLink};
 use pfx_player::geometry::Brightness;
 use pfx_player::output::{Output, OutputOptions, SocketOptions};
 use pfx_player::profiler::{self, OutputInfo, ProfilerConfig};
 use pfx_player::source::fseq::{FseqFile, Prefetcher};
+
+/// The counters are global: the tests take turns.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Counting is on (after the warm-up).
 static ARMED: AtomicBool = AtomicBool::new(false);
@@ -125,8 +128,12 @@ fn demo_engine() -> Engine {
 /// A looped sequence over the demo's channels: 100 frames of 25 ms, so 600 frames at
 /// 60 fps pass the loop seam (and its restart of decode-ahead) four times.
 fn sequence_item(channels: usize) -> ItemSource {
+    sequence_of(channels, 100)
+}
+
+fn sequence_of(channels: usize, count: usize) -> ItemSource {
     let spec = fseq_writer::Spec::default();
-    let bytes = fseq_writer::write(&spec, &fseq_writer::frames(100, channels));
+    let bytes = fseq_writer::write(&spec, &fseq_writer::frames(count, channels));
     let file = FseqFile::open_bytes("alloc.fseq", bytes).expect("written file opens");
     let (frames, step_ms, frame_len) = (
         file.frames(),
@@ -146,6 +153,16 @@ fn sequence_item(channels: usize) -> ItemSource {
 /// Runs `engine` on the render thread; after `warm_up` frames counts the render thread's
 /// allocations over at least `measured` frames. Returns (frames measured, allocations).
 fn measure(engine: Engine, warm_up: u64, measured: u64) -> (u64, u64) {
+    measure_with(engine, warm_up, measured, OnEnd::Exit, SyncLink::Standalone)
+}
+
+fn measure_with(
+    engine: Engine,
+    warm_up: u64,
+    measured: u64,
+    on_end: OnEnd,
+    sync: SyncLink,
+) -> (u64, u64) {
     let infos = engine
         .outputs
         .iter()
@@ -166,7 +183,7 @@ fn measure(engine: Engine, warm_up: u64, measured: u64) -> (u64, u64) {
     );
     RENDER_ALLOCS.store(0, Ordering::SeqCst);
     FIRST_SIZE.store(0, Ordering::SeqCst);
-    let handle = frame_loop::spawn(engine, sink).expect("render thread starts");
+    let handle = frame_loop::spawn_with(engine, sink, on_end, sync).expect("render thread starts");
     let frames = || prof.snapshot().since_start.frames;
     let wait_until = |n: u64| {
         let end = Instant::now() + Duration::from_secs(60);
@@ -204,6 +221,7 @@ fn measure(engine: Engine, warm_up: u64, measured: u64) -> (u64, u64) {
 // One test, two shows in turn: the counter is per render thread, so they must not overlap.
 #[test]
 fn demo_show_and_a_looped_sequence_make_no_allocation_on_the_render_thread() {
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     const WARM_UP: u64 = 60;
     const MEASURED: u64 = 600;
     let (frames, allocs) = measure(demo_engine(), WARM_UP, MEASURED);
@@ -230,5 +248,117 @@ fn demo_show_and_a_looped_sequence_make_no_allocation_on_the_render_thread() {
         0,
         "a looped sequence: the render thread allocated {allocs} times in {frames} frames (the first of {} bytes)",
         FIRST_SIZE.load(Ordering::SeqCst)
+    );
+}
+
+/// The same looped sequence played as a MultiSync master (unicast to a socket on
+/// loopback, so open, start, sync and stop go out every lap), then as a remote following
+/// a timeline another thread keeps publishing with jitter (so the pacer slews and jumps):
+/// neither allocates on the render thread.
+#[test]
+fn a_sync_master_and_a_sync_remote_make_no_allocation_on_the_render_thread() {
+    use pfx_player::config::show::{MasterLostThen, SyncRole, SyncSettings, SyncTransport};
+    use pfx_player::sync::estimator::Estimate;
+    use pfx_player::sync::shared::{Status, Timeline};
+    use std::sync::Arc;
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    const WARM_UP: u64 = 60;
+    const MEASURED: u64 = 600;
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").expect("receiver");
+    rx.set_read_timeout(Some(Duration::from_millis(100)))
+        .expect("timeout");
+    let settings = SyncSettings {
+        role: SyncRole::Master,
+        interface: "lo".into(),
+        port: rx.local_addr().expect("addr").port(),
+        transport: SyncTransport::Unicast,
+        remotes: vec![std::net::Ipv4Addr::LOCALHOST],
+        sequences: ".".into(),
+        offset_ms: 0,
+        lost_after_s: 5.0,
+        lost_then: MasterLostThen::Stop,
+    };
+    let status = Arc::new(Status::default());
+    let master =
+        pfx_player::app::sync::open_master(&settings, status.clone()).expect("master socket");
+    let mut engine = demo_engine();
+    let channels = engine
+        .outputs
+        .iter()
+        .map(|o| o.map().start + o.map().channels())
+        .max()
+        .unwrap_or(0);
+    engine.items = vec![sequence_item(channels)];
+    let (frames, allocs) = measure_with(
+        engine,
+        WARM_UP,
+        MEASURED,
+        OnEnd::Exit,
+        SyncLink::Master(Box::new(master)),
+    );
+    assert!(frames >= MEASURED, "{frames} frames");
+    assert_eq!(
+        allocs,
+        0,
+        "a sync master: the render thread allocated {allocs} times in {frames} frames (the first of {} bytes)",
+        FIRST_SIZE.load(Ordering::SeqCst)
+    );
+    let sent = status.sent.load(Ordering::SeqCst);
+    let mut buf = [0u8; 2048];
+    assert!(
+        rx.recv(&mut buf).is_ok() && sent > 60,
+        "the master sent {sent} sync packets"
+    );
+
+    // A remote: one long item, on a timeline that wanders by up to 0.3 ms and starts over
+    // every 4 s.
+    let timeline = Arc::new(Timeline::default());
+    let status = Arc::new(Status::default());
+    let link = SyncLink::Remote(Box::new(RemoteLink::new(timeline.clone(), status.clone())));
+    let stop = Arc::new(AtomicBool::new(false));
+    let publisher = {
+        let (timeline, stop) = (timeline.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut generation = 1;
+            let mut base = pfx_player::sys::time::mono_ns() as i64;
+            let mut k = 0i64;
+            while !stop.load(Ordering::Relaxed) {
+                k += 1;
+                if k % 16 == 0 {
+                    generation += 1;
+                    base = pfx_player::sys::time::mono_ns() as i64;
+                }
+                let e = Estimate {
+                    base_ns: base + (k * 37_000) % 300_000,
+                    rate: 0.0,
+                    at_pos_ns: 0,
+                    jitter_ns: 0,
+                    samples: 16,
+                };
+                timeline.publish(generation, Some(e));
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        })
+    };
+    let mut engine = demo_engine();
+    engine.looped = false;
+    engine.items = vec![sequence_of(channels, 2000)];
+    let (frames, allocs) = measure_with(engine, WARM_UP, MEASURED, OnEnd::Black, link);
+    stop.store(true, Ordering::SeqCst);
+    let _ = publisher.join();
+    assert!(frames >= MEASURED, "{frames} frames");
+    assert_eq!(
+        allocs,
+        0,
+        "a sync remote: the render thread allocated {allocs} times in {frames} frames (the first of {} bytes)",
+        FIRST_SIZE.load(Ordering::SeqCst)
+    );
+    assert!(
+        status.jumps.load(Ordering::SeqCst) >= 2,
+        "the remote followed the restarts"
+    );
+    assert!(
+        status.corrections.load(Ordering::SeqCst) > 10,
+        "the remote slewed"
     );
 }

@@ -14,12 +14,15 @@
 //! - `play`: the supervisor loop (signals, reload, stop).
 //! - `showpick`: the store's active show or the config's, and why.
 //! - `schedule`: follows the show's schedule, switching engines at its starts and ends.
+//! - `sync`: MultiSync's sockets and threads: a master announces what it plays, a remote
+//!   follows the master's timeline and plays its sequences.
 
 pub mod build;
 pub mod play;
 pub mod schedule;
 pub mod services;
 pub mod showpick;
+pub mod sync;
 pub mod tx_queue;
 
 use std::net::SocketAddr;
@@ -66,6 +69,15 @@ pub struct Checked {
 
 /// Opens everything the show needs (sockets, files, first frames) and closes it again.
 pub fn check(show: &crate::config::show::Show, opts: &RunOptions) -> anyhow::Result<Checked> {
+    if let Some(s) = &show.sync
+        && crate::sys::net::interface_index(&s.interface).is_none()
+    {
+        anyhow::bail!(
+            "{}: sync.interface: no interface `{}`; name the interface the other units are on",
+            show.source.display(),
+            s.interface
+        );
+    }
     let engine = build_engine(show, opts)?;
     let mut items = engine.items.len();
     drop(engine);

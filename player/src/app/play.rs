@@ -9,13 +9,14 @@ use anyhow::Context;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use super::RunOptions;
-use super::build::build_engine;
+use super::build::{self, build_engine};
 use super::schedule::Follower;
 use super::services::{self, Services};
 use super::showpick;
+use super::sync as multisync;
 use super::tx_queue;
-use crate::config::show::{Show, ShowConfig};
-use crate::engine::frame_loop::{self, Engine, Exit, OnEnd};
+use crate::config::show::{Show, ShowConfig, SyncRole};
+use crate::engine::frame_loop::{self, Engine, Exit, OnEnd, SyncLink};
 
 /// How often the supervisor looks at signals, the deadline and the render thread.
 const TICK: Duration = Duration::from_millis(20);
@@ -36,8 +37,27 @@ pub fn play(mut show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
         .sink
         .take()
         .context("profiler sink already taken")?;
-    let handle = frame_loop::spawn_with(engine, sink, on_end(&follower))
+    let (sync_prepared, link) = match &show.sync {
+        Some(s) => {
+            let (p, link) = multisync::prepare(&show, s)?;
+            services.profiler.set_sync(p.status.clone(), s.role);
+            (Some(p), link)
+        }
+        None => (None, SyncLink::Standalone),
+    };
+    let remote = is_remote(&show);
+    if remote && !show.playlist.is_empty() {
+        tracing::warn!(
+            "{}: this unit is a sync remote; it plays what its master plays and ignores `content`",
+            show.source.display()
+        );
+    }
+    let handle = frame_loop::spawn_with(engine, sink, on_end(&follower, &show), link)
         .context("cannot start the render thread")?;
+    let _sync = match sync_prepared {
+        Some(p) => Some(p.start(&show, &opts, handle.sender())?),
+        None => None,
+    };
     let finish = |exit: Exit, services: Services| {
         services::summarize(&services.profiler, opts.summary.as_deref());
         drop(services);
@@ -54,12 +74,15 @@ pub fn play(mut show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
     loop {
         for sig in signals.pending() {
             match sig {
+                SIGHUP if remote => tracing::info!(
+                    "SIGHUP: a sync remote plays what its master plays; restart the player to apply a new config"
+                ),
                 SIGHUP => match &opts.config {
                     Some(p) => match reload(p, &opts) {
                         Ok((new_show, engine, new_follower)) => {
                             tx_queue = Some(tx_queue::apply(&new_show, tx_queue.take()));
-                            if on_end(&new_follower) != on_end(&follower) {
-                                handle.set_on_end(on_end(&new_follower));
+                            if on_end(&new_follower, &new_show) != on_end(&follower, &show) {
+                                handle.set_on_end(on_end(&new_follower, &new_show));
                             }
                             handle.reload(engine);
                             show = new_show;
@@ -102,8 +125,18 @@ pub fn play(mut show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
     }
 }
 
-/// The engine to start `show` with, and the schedule follower when it has a schedule.
+fn is_remote(show: &Show) -> bool {
+    show.sync
+        .as_ref()
+        .is_some_and(|s| s.role == SyncRole::Remote)
+}
+
+/// The engine to start `show` with, and the schedule follower when it has a schedule. A
+/// sync remote starts black and plays what its master starts.
 fn start(show: &Show, opts: &RunOptions) -> anyhow::Result<(Option<Follower>, Engine)> {
+    if is_remote(show) {
+        return Ok((None, build::build_engine_for(show, &[], false, opts)?));
+    }
     match show.schedule {
         Some(_) => {
             let now_us = crate::sys::time::unix_micros() as i64;
@@ -114,10 +147,12 @@ fn start(show: &Show, opts: &RunOptions) -> anyhow::Result<(Option<Follower>, En
     }
 }
 
-/// A scheduled show goes black at a playlist's end; an unscheduled one ends there.
-fn on_end(follower: &Option<Follower>) -> OnEnd {
+/// A scheduled show (and a sync remote, between its master's sequences) goes black at a
+/// playlist's end; an unscheduled one ends there.
+fn on_end(follower: &Option<Follower>, show: &Show) -> OnEnd {
     match follower {
         Some(_) => OnEnd::Black,
+        None if is_remote(show) => OnEnd::Black,
         None => OnEnd::Exit,
     }
 }

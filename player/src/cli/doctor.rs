@@ -17,6 +17,9 @@ pub struct DoctorArgs {
     /// Print {"interface", "host", "findings": [{"id", "verdict", "evidence", "fix"}], "checks"}.
     #[arg(long)]
     pub json: bool,
+    /// The local player's HTTP address, for its MultiSync status (`/profile`).
+    #[arg(long, default_value = "http://127.0.0.1:8080", value_name = "URL")]
+    pub player: String,
 }
 
 pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
@@ -37,7 +40,7 @@ pub fn run_code(args: DoctorArgs) -> anyhow::Result<u8> {
             Some(i) => i.clone(),
             None => measure::default_iface()?,
         };
-        let ev = measure::measure(&iface, Duration::from_secs_f64(args.seconds))?;
+        let ev = measure::measure(&iface, Duration::from_secs_f64(args.seconds), &args.player)?;
         Ok(doctor::diagnose(&ev))
     })();
     match measured {
@@ -96,6 +99,7 @@ mod tests {
             iface: Some("pfx-nope0".into()),
             seconds: 1.0,
             json: true,
+            player: "http://127.0.0.1:1".into(),
         })
         .unwrap();
         assert_eq!(code, 2);
@@ -107,6 +111,7 @@ mod tests {
             iface: Some("lo".into()),
             seconds: -1.0,
             json: false,
+            player: "http://127.0.0.1:1".into(),
         })
         .unwrap();
         assert_eq!(code, 2);

@@ -173,7 +173,40 @@ pub fn render(d: &ProfileDoc) -> String {
             },
         );
     }
+    if let Some(l) = v.sync.as_ref().and_then(sync_line) {
+        out += &l;
+        out += "\n";
+    }
     out
+}
+
+/// One line for a unit in MultiSync; none for a standalone one (or an older player).
+pub fn sync_line(y: &pfx_api::profile::SyncStatus) -> Option<String> {
+    let ms = |v: Option<f64>, signed: bool| match (v, signed) {
+        (Some(v), true) => format!("{v:+.2} ms"),
+        (Some(v), false) => format!("{v:.2} ms"),
+        (None, _) => "-".into(),
+    };
+    match y.role.as_str() {
+        "master" => Some(format!(
+            "sync: master, {} packets sent, {} refused",
+            y.packets_sent, y.send_errors
+        )),
+        "remote" => Some(format!(
+            "sync: remote {} {} from {}, offset {}, jitter {}, last packet {} ago, {} corrections, {} jumps, {} packets ({} dropped)",
+            y.state,
+            y.sequence.as_deref().unwrap_or("-"),
+            y.master.as_deref().unwrap_or("no master yet"),
+            ms(y.offset_ms, true),
+            ms(y.jitter_ms, false),
+            ms(y.last_packet_age_ms, false),
+            y.corrections,
+            y.jumps,
+            y.packets_received,
+            y.packets_dropped,
+        )),
+        _ => None,
+    }
 }
 
 pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
@@ -305,6 +338,42 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("output pole-1 (sacn → 239.255.0.1:5568): 290 frames sent, 10 dropped (2.0/s), 0 failed, errors EAGAIN=10"), "{t}");
+    }
+
+    #[test]
+    fn a_sync_remote_and_master_get_a_line_a_standalone_unit_none() {
+        use pfx_api::profile::SyncStatus;
+        let r = SyncStatus {
+            role: "remote".into(),
+            state: "playing".into(),
+            sequence: Some("show.fseq".into()),
+            master: Some("10.0.0.1".into()),
+            offset_ms: Some(0.25),
+            jitter_ms: Some(0.5),
+            last_packet_age_ms: Some(120.0),
+            corrections: 3,
+            jumps: 1,
+            packets_received: 40,
+            ..Default::default()
+        };
+        assert_eq!(
+            sync_line(&r).unwrap(),
+            "sync: remote playing show.fseq from 10.0.0.1, offset +0.25 ms, jitter 0.50 ms, last packet 120.00 ms ago, 3 corrections, 1 jumps, 40 packets (0 dropped)"
+        );
+        let m = SyncStatus {
+            role: "master".into(),
+            packets_sent: 9,
+            ..Default::default()
+        };
+        assert_eq!(
+            sync_line(&m).unwrap(),
+            "sync: master, 9 packets sent, 0 refused"
+        );
+        let s = SyncStatus {
+            role: "standalone".into(),
+            ..Default::default()
+        };
+        assert_eq!(sync_line(&s), None);
     }
 
     /// The whole report for the document the server produces (`api/tests/golden/profile.json`,

@@ -301,3 +301,159 @@ mod schedule_tests {
         assert!(e.contains("content.playlist: empty"), "{e}");
     }
 }
+
+#[cfg(test)]
+mod sync_tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::show::{MasterLostThen, SyncRole, SyncTransport};
+
+    const BASE: &str = "interface: lo\noutputs:\n  - name: a\n    profile: bench-ddp\n";
+    const CONTENT: &str = "content:\n  playlist:\n    - pattern: id\n";
+
+    fn load(text: &str) -> Result<show::Show, String> {
+        ShowConfig::from_str(text, Path::new("/etc/pfx/s.yaml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn no_sync_section_is_standalone_and_defaults_fill_in() {
+        assert!(load(&format!("{BASE}{CONTENT}")).unwrap().sync.is_none());
+        assert!(
+            load(&format!("{BASE}{CONTENT}sync:\n  role: standalone\n"))
+                .unwrap()
+                .sync
+                .is_none()
+        );
+        let s = load(&format!("{BASE}{CONTENT}sync:\n  role: master\n"))
+            .unwrap()
+            .sync
+            .unwrap();
+        assert_eq!(
+            (s.role, s.port, s.transport, s.interface.as_str()),
+            (SyncRole::Master, 32320, SyncTransport::Multicast, "lo")
+        );
+        assert_eq!((s.lost_after_s, s.lost_then), (5.0, MasterLostThen::Stop));
+    }
+
+    #[test]
+    fn a_remote_needs_no_content_and_reads_every_key() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("seqs")).unwrap();
+        let cfg = dir.path().join("show.yaml");
+        std::fs::write(
+            &cfg,
+            format!("{BASE}sync:\n  role: remote\n  interface: eth1\n  port: 32321\n  sequences: seqs\n  offset_ms: -20\n  master_lost:\n    after_s: 2.5\n    then: continue\n"),
+        )
+        .unwrap();
+        let s = ShowConfig::load(&cfg).unwrap().sync.unwrap();
+        assert_eq!(s.role, SyncRole::Remote);
+        assert_eq!(
+            (s.interface.as_str(), s.port, s.offset_ms),
+            ("eth1", 32321, -20)
+        );
+        assert_eq!(s.sequences, dir.path().join("seqs"));
+        assert_eq!(
+            (s.lost_after_s, s.lost_then),
+            (2.5, MasterLostThen::Continue)
+        );
+    }
+
+    #[test]
+    fn unicast_master_lists_its_remotes() {
+        let s = load(&format!("{BASE}{CONTENT}sync:\n  role: master\n  transport: unicast\n  remotes: [10.0.0.2, 10.0.0.3]\n"))
+            .unwrap()
+            .sync
+            .unwrap();
+        assert_eq!(s.remotes.len(), 2);
+    }
+
+    #[test]
+    fn sync_errors_name_file_line_and_column_and_say_what_to_do() {
+        let cases = [
+            (format!("{BASE}{CONTENT}sync:\n  role: boss\n"), "line 9"),
+            (
+                format!("{BASE}{CONTENT}sync:\n  role: master\n  transport: unicast\n"),
+                "list at least one address",
+            ),
+            (
+                format!("{BASE}{CONTENT}sync:\n  role: master\n  port: 0\n"),
+                "sync.port: 0",
+            ),
+            (
+                format!("{BASE}{CONTENT}sync:\n  role: remote\n  transport: broadcast\n"),
+                "only a master sends",
+            ),
+            (
+                format!("{BASE}{CONTENT}sync:\n  role: remote\n  master_lost:\n    after_s: 0\n"),
+                "after_s: 0 must be more than 0",
+            ),
+            (
+                format!("{BASE}{CONTENT}sync:\n  role: remote\n  master_lost:\n    then: panic\n"),
+                "line 11",
+            ),
+            (
+                format!("{BASE}{CONTENT}sync:\n  role: remote\n  offset_ms: 99999\n"),
+                "sync.offset_ms",
+            ),
+            (
+                format!("{BASE}{CONTENT}sync:\n  role: remote\n  remotes: [1.2.3.4]\n"),
+                "only a master sends",
+            ),
+            (
+                format!("{BASE}{CONTENT}sync:\n  role: remote\n  sequences: /nonexistent-pfx\n"),
+                "is not a directory",
+            ),
+            (
+                format!("{BASE}{CONTENT}sync:\n  role: master\n  remotes: [not-an-ip]\n"),
+                "line 10",
+            ),
+            (
+                format!("{BASE}{CONTENT}sync:\n  role: master\n  colour: red\n"),
+                "colour",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = load(&text).unwrap_err();
+            assert!(e.starts_with("/etc/pfx/s.yaml"), "{e}");
+            assert!(e.contains(want), "{e}\nwanted: {want}");
+        }
+        // The combination errors point at the section too.
+        let e = load(&format!(
+            "{BASE}{CONTENT}sync:\n  role: master\n  transport: unicast\n"
+        ))
+        .unwrap_err();
+        assert!(e.contains("/etc/pfx/s.yaml:9:3"), "{e}");
+    }
+
+    #[test]
+    fn the_sync_examples_load() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let m = ShowConfig::load(&dir.join("sync-master.yaml"))
+            .unwrap()
+            .sync
+            .unwrap();
+        assert_eq!(
+            (m.role, m.transport),
+            (SyncRole::Master, SyncTransport::Multicast)
+        );
+        let r = ShowConfig::load(&dir.join("sync-remote.yaml"))
+            .unwrap()
+            .sync
+            .unwrap();
+        assert_eq!(r.role, SyncRole::Remote);
+        assert_eq!(r.sequences, dir.join("."));
+    }
+
+    #[test]
+    fn a_remote_takes_no_schedule() {
+        let text = format!(
+            "{BASE}playlists:\n  a:\n    - pattern: id\nschedule:\n  timezone: UTC\n  entries:\n    - playlist: a\n      start: \"19:00\"\n      end: \"20:00\"\nsync:\n  role: remote\n"
+        );
+        let e = load(&text).unwrap_err();
+        assert!(
+            e.contains("a sync remote plays what its master plays"),
+            "{e}"
+        );
+    }
+}

@@ -69,6 +69,9 @@ pub struct ShowConfig {
     /// Answering xLights' FPP Connect (docs/fpp-connect.md). Off unless `enabled`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fpp_connect: Option<FppConnectConfig>,
+    /// MultiSync with other units (FPP-compatible); absent = standalone.
+    #[serde(default)]
+    pub sync: Option<SyncConfig>,
 }
 
 /// `fpp_connect:`: uploads from xLights. Needs a password hash when enabled.
@@ -125,6 +128,178 @@ impl FppConnectConfig {
         }
         Ok(())
     }
+}
+
+
+/// `sync:` as written. Checked while it is read (`try_from`), so an error points at the
+/// section's line and column.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(try_from = "SyncRaw")]
+pub struct SyncConfig {
+    pub role: SyncRole,
+    pub interface: Option<String>,
+    pub port: u16,
+    pub transport: SyncTransport,
+    pub remotes: Vec<std::net::Ipv4Addr>,
+    pub sequences: Option<PathBuf>,
+    pub offset_ms: i64,
+    pub master_lost: MasterLostConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyncRaw {
+    #[serde(default)]
+    pub role: SyncRole,
+    #[serde(default)]
+    pub interface: Option<String>,
+    #[serde(default = "default_sync_port")]
+    pub port: u16,
+    #[serde(default)]
+    pub transport: Option<SyncTransport>,
+    #[serde(default)]
+    pub remotes: Vec<std::net::Ipv4Addr>,
+    #[serde(default)]
+    pub sequences: Option<PathBuf>,
+    #[serde(default)]
+    pub offset_ms: i64,
+    #[serde(default)]
+    pub master_lost: MasterLostConfig,
+}
+
+impl TryFrom<SyncRaw> for SyncConfig {
+    type Error = String;
+    fn try_from(r: SyncRaw) -> Result<SyncConfig, String> {
+        if r.port == 0 {
+            return Err("sync.port: 0 is not a port; FPP uses 32320".into());
+        }
+        if r.interface.as_deref() == Some("") {
+            return Err(
+                "sync.interface: empty; name an interface, or leave it out to use the show's"
+                    .into(),
+            );
+        }
+        if !(-10_000..=10_000).contains(&r.offset_ms) {
+            return Err(format!(
+                "sync.offset_ms: {} is outside -10000..=10000 (a remote offset of more than 10 s is a mistake)",
+                r.offset_ms
+            ));
+        }
+        let a = r.master_lost.after_s;
+        if !(a.is_finite() && a > 0.0 && a <= 3600.0) {
+            return Err(format!(
+                "sync.master_lost.after_s: {a} must be more than 0 and at most 3600 seconds"
+            ));
+        }
+        match r.role {
+            SyncRole::Master => {
+                let t = r.transport.unwrap_or_default();
+                if t == SyncTransport::Unicast && r.remotes.is_empty() {
+                    return Err("sync.remotes: `transport: unicast` sends to the listed remotes; list at least one address".into());
+                }
+                if t != SyncTransport::Unicast && !r.remotes.is_empty() {
+                    return Err("sync.remotes: only used with `transport: unicast`; set the transport or drop the list".into());
+                }
+            }
+            SyncRole::Remote | SyncRole::Standalone => {
+                if r.transport.is_some() || !r.remotes.is_empty() {
+                    return Err("sync.transport/remotes: only a master sends; a remote listens on the port (multicast, broadcast and unicast alike)".into());
+                }
+            }
+        }
+        Ok(SyncConfig {
+            role: r.role,
+            interface: r.interface,
+            port: r.port,
+            transport: r.transport.unwrap_or_default(),
+            remotes: r.remotes,
+            sequences: r.sequences,
+            offset_ms: r.offset_ms,
+            master_lost: r.master_lost,
+        })
+    }
+}
+
+impl From<SyncConfig> for SyncRaw {
+    fn from(c: SyncConfig) -> SyncRaw {
+        SyncRaw {
+            role: c.role,
+            interface: c.interface,
+            port: c.port,
+            transport: Some(c.transport),
+            remotes: c.remotes,
+            sequences: c.sequences,
+            offset_ms: c.offset_ms,
+            master_lost: c.master_lost,
+        }
+    }
+}
+
+fn default_sync_port() -> u16 {
+    32320
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncRole {
+    Master,
+    Remote,
+    #[default]
+    Standalone,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncTransport {
+    #[default]
+    Multicast,
+    Broadcast,
+    Unicast,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MasterLostConfig {
+    #[serde(default = "default_after_s")]
+    pub after_s: f64,
+    #[serde(default)]
+    pub then: MasterLostThen,
+}
+
+impl Default for MasterLostConfig {
+    fn default() -> Self {
+        MasterLostConfig {
+            after_s: default_after_s(),
+            then: MasterLostThen::Stop,
+        }
+    }
+}
+
+fn default_after_s() -> f64 {
+    5.0
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MasterLostThen {
+    #[default]
+    Stop,
+    Continue,
+}
+
+/// `sync:` resolved: the interface and the sequence folder filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyncSettings {
+    pub role: SyncRole,
+    pub interface: String,
+    pub port: u16,
+    pub transport: SyncTransport,
+    pub remotes: Vec<std::net::Ipv4Addr>,
+    /// Where a remote looks up the master's file names (base names only).
+    pub sequences: PathBuf,
+    pub offset_ms: i64,
+    pub lost_after_s: f64,
+    pub lost_then: MasterLostThen,
 }
 
 /// `schedule:` as written; `resolve` turns it into a `schedule::Schedule`.
@@ -301,6 +476,8 @@ pub struct Show {
     pub schedule: Option<Schedule>,
     /// `tx_queue_parent`, parsed (`root` when not given).
     pub tx_queue_parent: Parent,
+    /// `sync:`, resolved; None for a standalone unit.
+    pub sync: Option<SyncSettings>,
     pub source: PathBuf,
 }
 
@@ -360,7 +537,11 @@ impl ShowConfig {
         if self.schedule.is_some() && !self.content.playlist.is_empty() {
             return bad("content: with a `schedule:`, put what plays under `playlists:` and name them in the entries".into());
         }
-        if self.schedule.is_none() && self.content.playlist.is_empty() {
+        let role = self.sync.as_ref().map_or(SyncRole::Standalone, |s| s.role);
+        if role == SyncRole::Remote && self.schedule.is_some() {
+            return bad("schedule: a sync remote plays what its master plays; give the schedule to the master (or make this unit `role: master`)".into());
+        }
+        if self.schedule.is_none() && self.content.playlist.is_empty() && role != SyncRole::Remote {
             return bad("content.playlist: empty; add an `fseq:` or `pattern:` entry".into());
         }
         if !(1..=600).contains(&self.profile_window_s) {
@@ -416,6 +597,35 @@ impl ShowConfig {
                 Some(resolve_schedule(c, &playlists).map_err(|m| ConfigError::invalid(origin, m))?)
             }
         };
+        let sync = self.sync.as_ref().and_then(|c| match c.role {
+            SyncRole::Standalone => None,
+            role => Some(SyncSettings {
+                role,
+                interface: c
+                    .interface
+                    .clone()
+                    .unwrap_or_else(|| self.interface.clone()),
+                port: c.port,
+                transport: c.transport,
+                remotes: c.remotes.clone(),
+                sequences: c
+                    .sequences
+                    .as_ref()
+                    .map_or_else(|| base.to_path_buf(), |d| base.join(d)),
+                offset_ms: c.offset_ms,
+                lost_after_s: c.master_lost.after_s,
+                lost_then: c.master_lost.then,
+            }),
+        });
+        if let Some(s) = &sync
+            && s.role == SyncRole::Remote
+            && !s.sequences.is_dir()
+        {
+            return bad(format!(
+                "sync.sequences: {} is not a directory; a remote looks up the master's sequences there",
+                s.sequences.display()
+            ));
+        }
         Ok(Show {
             config: self,
             outputs,
@@ -423,6 +633,7 @@ impl ShowConfig {
             playlists,
             schedule,
             tx_queue_parent,
+            sync,
             source: origin.to_path_buf(),
         })
     }

@@ -147,8 +147,25 @@ pub fn ipv4_addresses() -> Vec<(String, Ipv4Addr, u8)> {
     out
 }
 
-/// One measurement of `iface` over `seconds`.
-pub fn measure(iface: &str, seconds: Duration) -> Result<Evidence, CannotMeasure> {
+/// The local player's sync status from its `/profile` at `player` (a base URL), and its
+/// frame rate; or why not.
+pub fn player_sync(player: &str) -> Result<(pfx_api::profile::SyncStatus, u32), String> {
+    let body =
+        pfx_api::http::request_path("GET", player, "/profile", &[], None, Duration::from_secs(2))
+            .and_then(|r| r.ok_body(player))
+            .map_err(|e| format!("no player answered at {player}: {e}"))?;
+    let doc: pfx_api::profile::ProfileDoc = serde_json::from_slice(&body)
+        .map_err(|e| format!("{player}/profile is not a player's profile: {e}"))?;
+    let fps = doc.snapshot.fps_target;
+    doc.snapshot
+        .sync
+        .map(|s| (s, fps))
+        .ok_or_else(|| format!("the player at {player} predates MultiSync"))
+}
+
+/// One measurement of `iface` over `seconds`; the sync status from the player at
+/// `player`.
+pub fn measure(iface: &str, seconds: Duration, player: &str) -> Result<Evidence, CannotMeasure> {
     let host = hostname();
     let ifindex = link::require_interface(iface).map_err(|e| CannotMeasure(e.to_string()))?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -178,6 +195,7 @@ pub fn measure(iface: &str, seconds: Duration) -> Result<Evidence, CannotMeasure
         joined: joined_groups(&igmp, iface),
         watchdog_lines: watchdog,
         addresses: ipv4_addresses(),
+        sync: player_sync(player),
     })
 }
 

@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::nic::NicStatus;
+use pfx_api::profile::SyncStatus;
 use sniff::{SniffResult, is_link_local_group};
 
 /// Unsubscribed multicast at or above this rate is a finding. A 10BASE-T pole on an
@@ -35,7 +36,14 @@ pub struct Evidence {
     pub watchdog_lines: Result<Vec<String>, String>,
     /// (interface, IPv4 address, prefix length) of every non-loopback address.
     pub addresses: Vec<(String, Ipv4Addr, u8)>,
+    /// The local player's MultiSync status and its frame rate (from its `/profile`), or
+    /// why it could not be read (no player running there).
+    pub sync: Result<(SyncStatus, u32), String>,
 }
+
+/// A remote that heard nothing for this long while it plays has lost its master (FPP's
+/// master sends at least every 10 frames, twice a second at 20 fps).
+pub const SYNC_SILENT_MS: f64 = 2_000.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -77,6 +85,8 @@ pub fn diagnose(e: &Evidence) -> Report {
         link_10m(e),
         multicast_flood(e),
         dual_homed(e),
+        sync_packets(e),
+        sync_jitter(e),
     ];
     Report {
         interface: e.interface.clone(),
@@ -300,6 +310,81 @@ fn dual_homed(e: &Evidence) -> Check {
     }
 }
 
+/// A remote whose sync packets stopped while it plays (or that never heard one).
+fn sync_packets(e: &Evidence) -> Check {
+    let ok = |evidence| Check {
+        id: "sync-packets",
+        verdict: Verdict::Ok,
+        evidence,
+        fix: String::new(),
+    };
+    let (s, _) = match &e.sync {
+        Err(why) => return ok(json!({"player": why})),
+        Ok(v) => v,
+    };
+    if s.role != "remote" {
+        return ok(json!({"role": s.role}));
+    }
+    let evidence = json!({
+        "role": s.role,
+        "state": s.state,
+        "master": s.master,
+        "last_packet_age_ms": s.last_packet_age_ms,
+        "packets_received": s.packets_received,
+        "packets_dropped": s.packets_dropped,
+    });
+    let playing = s.state == "playing" || s.state == "lost";
+    match s.last_packet_age_ms {
+        Some(age) if playing && age > SYNC_SILENT_MS => Check {
+            id: "sync-packets",
+            verdict: Verdict::Problem,
+            evidence,
+            fix: format!(
+                "This remote plays but has heard no sync packet for {:.1} s: check that the master runs and reaches it (same network, port 32320); behind a switch or router with broken IGMP snooping, give the master `transport: unicast` and list this unit under `remotes`",
+                age / 1000.0
+            ),
+        },
+        None => Check {
+            id: "sync-packets",
+            verdict: Verdict::Warning,
+            evidence,
+            fix: "This remote has not heard any sync packet since it started: if its master is playing, check the master's `sync.interface` and port, and multicast on the switch (or use `transport: unicast` on the master)".into(),
+        },
+        _ => ok(evidence),
+    }
+}
+
+/// A remote whose packets wander by more than a frame cannot hold phase by them.
+fn sync_jitter(e: &Evidence) -> Check {
+    let ok = |evidence| Check {
+        id: "sync-jitter",
+        verdict: Verdict::Ok,
+        evidence,
+        fix: String::new(),
+    };
+    let (s, fps) = match &e.sync {
+        Err(why) => return ok(json!({"player": why})),
+        Ok(v) => v,
+    };
+    if s.role != "remote" {
+        return ok(json!({"role": s.role}));
+    }
+    let frame_ms = 1000.0 / f64::from((*fps).max(1));
+    let evidence =
+        json!({"jitter_ms": s.jitter_ms, "frame_ms": frame_ms, "offset_ms": s.offset_ms});
+    match s.jitter_ms {
+        Some(j) if j > frame_ms => Check {
+            id: "sync-jitter",
+            verdict: Verdict::Problem,
+            evidence,
+            fix: format!(
+                "Sync packets arrive with {j:.1} ms of jitter, more than a frame ({frame_ms:.1} ms): the path from the master is congested or wireless; put master and remotes on a wired switch, or keep show traffic off that path"
+            ),
+        },
+        _ => ok(evidence),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,6 +423,78 @@ mod tests {
             joined: vec![],
             watchdog_lines: Ok(vec![]),
             addresses: vec![("eth0".into(), Ipv4Addr::new(10, 0, 0, 5), 24)],
+            sync: Err("no player answered at http://127.0.0.1:8080".into()),
+        }
+    }
+
+    fn remote(
+        state: &str,
+        age: Option<f64>,
+        jitter: Option<f64>,
+    ) -> Result<(SyncStatus, u32), String> {
+        Ok((
+            SyncStatus {
+                role: "remote".into(),
+                state: state.into(),
+                master: Some("10.0.0.1".into()),
+                last_packet_age_ms: age,
+                jitter_ms: jitter,
+                ..Default::default()
+            },
+            40,
+        ))
+    }
+
+    #[test]
+    fn a_remote_whose_packets_stop_is_a_problem() {
+        let mut e = healthy();
+        e.sync = remote("playing", Some(150.0), Some(0.2));
+        assert!(diagnose(&e).findings.is_empty());
+        e.sync = remote("playing", Some(2_500.0), Some(0.2));
+        let r = diagnose(&e);
+        assert_eq!(ids(&r), vec!["sync-packets"]);
+        assert_eq!(r.findings[0].verdict, Verdict::Problem);
+        assert!(
+            r.findings[0].fix.contains("unicast"),
+            "{}",
+            r.findings[0].fix
+        );
+        // Idle between shows: a master sends nothing, that is not a loss.
+        e.sync = remote("idle", Some(60_000.0), None);
+        assert!(diagnose(&e).findings.is_empty());
+        // Never heard one: a warning.
+        e.sync = remote("idle", None, None);
+        let r = diagnose(&e);
+        assert_eq!(ids(&r), vec!["sync-packets"]);
+        assert_eq!(r.findings[0].verdict, Verdict::Warning);
+    }
+
+    #[test]
+    fn jitter_beyond_a_frame_is_a_problem() {
+        let mut e = healthy();
+        // 40 fps: a frame is 25 ms.
+        e.sync = remote("playing", Some(100.0), Some(24.0));
+        assert!(diagnose(&e).findings.is_empty());
+        e.sync = remote("playing", Some(100.0), Some(26.0));
+        let r = diagnose(&e);
+        assert_eq!(ids(&r), vec!["sync-jitter"]);
+        assert!(r.findings[0].fix.contains("more than a frame"));
+    }
+
+    #[test]
+    fn masters_and_standalone_units_have_no_sync_findings() {
+        let mut e = healthy();
+        for role in ["master", "standalone"] {
+            e.sync = Ok((
+                SyncStatus {
+                    role: role.into(),
+                    last_packet_age_ms: None,
+                    jitter_ms: Some(99.0),
+                    ..Default::default()
+                },
+                40,
+            ));
+            assert!(diagnose(&e).findings.is_empty(), "{role}");
         }
     }
 
@@ -349,7 +506,7 @@ mod tests {
     fn healthy_host_has_no_findings_and_exit_0() {
         let r = diagnose(&healthy());
         assert!(r.findings.is_empty(), "{:?}", r.findings);
-        assert_eq!(r.checks.len(), 5);
+        assert_eq!(r.checks.len(), 7);
         assert_eq!(r.exit_code(), 0);
     }
 

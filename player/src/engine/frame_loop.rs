@@ -2,6 +2,8 @@
 //! geometry → wire_send once per tick on absolute deadlines, and never waits on the
 //! network (sockets are non-blocking unless `--blocking-send` asked for the baseline).
 
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -13,6 +15,8 @@ use crate::geometry::{Brightness, PoleMap};
 use crate::output::Output;
 use crate::source::fseq::{Fetch, Prefetcher};
 use crate::source::pattern;
+use crate::sync::pace::{Pacer, Step};
+use crate::sync::shared::{Published, Status, Timeline};
 use crate::sys::sched::raise_priority;
 use crate::sys::time::{mono_ns, sleep_until, unix_micros};
 
@@ -78,6 +82,84 @@ pub enum Exit {
     Finished,
 }
 
+/// The loop's part in MultiSync.
+pub enum SyncLink {
+    Standalone,
+    /// A master: after each frame's send, `Announce` hears what went out.
+    Master(Box<dyn Announce>),
+    /// A remote: its sequence's frames go out on the master's timeline.
+    Remote(Box<RemoteLink>),
+}
+
+/// What a master does with each frame: the sync thread's sender, called on the render
+/// thread right after the frame's wire_send, so a packet's departure tracks the frame's.
+/// It must not block or allocate.
+pub trait Announce: Send {
+    /// `playing` is None when no sequence played this frame (a pattern, black, the end).
+    fn frame_sent(&mut self, playing: Option<Playing<'_>>);
+}
+
+/// The sequence frame that just went out.
+#[derive(Debug, Clone, Copy)]
+pub struct Playing<'a> {
+    /// Which show (engine) it belongs to: a reload is a new start.
+    pub show: u64,
+    /// The item's start on this unit's clock: a new lap of a looping playlist is a new
+    /// start.
+    pub item_start_ns: u64,
+    /// The file's base name.
+    pub name: &'a str,
+    pub frame: u32,
+    /// Position in the file when the frame went out.
+    pub pos_ns: u64,
+}
+
+/// A remote's link: the master's timeline from the sync thread, and what the loop did
+/// with it (for `/profile`).
+pub struct RemoteLink {
+    pub timeline: Arc<Timeline>,
+    pub status: Arc<Status>,
+    pacer: Pacer,
+    last: Option<Published>,
+    generation: u64,
+}
+
+impl RemoteLink {
+    pub fn new(timeline: Arc<Timeline>, status: Arc<Status>) -> RemoteLink {
+        RemoteLink {
+            timeline,
+            status,
+            pacer: Pacer::default(),
+            last: None,
+            generation: u64::MAX,
+        }
+    }
+
+    /// Where position 0 of the sequence is on this clock for the frame at `pos_ns`, after
+    /// one pacing step; None without an estimate (the loop plays on its own clock).
+    fn base_for(&mut self, pos_ns: i64, frame_ns: i64) -> Option<(i64, bool)> {
+        if let Some(p) = self.timeline.read() {
+            self.last = Some(p);
+        }
+        let p = self.last?;
+        if p.generation != self.generation {
+            self.generation = p.generation;
+            self.pacer.reset();
+        }
+        let e = p.estimate?;
+        let settling = e.samples < crate::sync::pace::SETTLED_SAMPLES;
+        let step = self.pacer.step(e.base_at(pos_ns), frame_ns, settling);
+        self.status
+            .offset_ns
+            .store(self.pacer.error_ns, Ordering::Relaxed);
+        self.status
+            .corrections
+            .store(self.pacer.corrections, Ordering::Relaxed);
+        self.status.jumps.store(self.pacer.jumps, Ordering::Relaxed);
+        Some((self.pacer.base()?, step == Step::Jump))
+    }
+}
+
 pub struct LoopHandle {
     control: Sender<Control>,
     thread: Option<JoinHandle<Exit>>,
@@ -96,6 +178,12 @@ impl LoopHandle {
     /// Hands over `engine` to start when the item playing now ends.
     pub fn after_item(&self, engine: Engine) -> bool {
         self.control.send(Control::After(Box::new(engine))).is_ok()
+    }
+
+    /// A sender for control messages from another thread (the sync thread swaps in the
+    /// master's sequence).
+    pub fn sender(&self) -> Sender<Control> {
+        self.control.clone()
     }
 
     pub fn is_finished(&self) -> bool {
@@ -121,21 +209,22 @@ impl LoopHandle {
 }
 
 pub fn spawn(engine: Engine, sink: impl FrameSink + 'static) -> std::io::Result<LoopHandle> {
-    spawn_with(engine, sink, OnEnd::Exit)
+    spawn_with(engine, sink, OnEnd::Exit, SyncLink::Standalone)
 }
 
-/// `spawn`, choosing what the end of a playlist does.
+/// `spawn`, choosing what the end of a playlist does and the loop's part in MultiSync.
 pub fn spawn_with(
     engine: Engine,
     sink: impl FrameSink + 'static,
     on_end: OnEnd,
+    sync: SyncLink,
 ) -> std::io::Result<LoopHandle> {
     let (tx, rx) = channel();
     let thread = std::thread::Builder::new()
         .name("pfx-render".into())
         .spawn(move || {
             raise_priority("render thread");
-            run(engine, sink, rx, on_end)
+            run(engine, sink, rx, on_end, sync)
         })?;
     Ok(LoopHandle {
         control: tx,
@@ -230,21 +319,103 @@ impl Show {
     }
 }
 
+/// A remote following the master: the sequence's position 0 on this clock, and the tick
+/// the loop plans next on the grid of its own frame period laid from there. A master with
+/// the same `fps` lays the same grid from its item's start, so both send a frame at the
+/// same tick.
+#[derive(Debug, Clone, Copy)]
+struct Followed {
+    base_ns: i64,
+    tick: u64,
+    period_ns: u64,
+    /// The sequence frame that tick shows.
+    frame: u32,
+    /// This tick jumped onto the master's timeline (ticks passed over are not skips).
+    jumped: bool,
+}
+
+impl Followed {
+    fn deadline(&self) -> u64 {
+        let at = i64::try_from(self.tick.saturating_mul(self.period_ns)).unwrap_or(i64::MAX);
+        self.base_ns.saturating_add(at).max(0) as u64
+    }
+}
+
+/// The file's base name for sync packets (FPP remotes look sequences up by it).
+fn base_name(p: &std::path::Path) -> &str {
+    p.file_name().and_then(|n| n.to_str()).unwrap_or("")
+}
+
+/// A remote plays the one sequence its engine holds on the master's timeline: the next
+/// tick (after `tick`, or the one due now when late) and its deadline, or None when there
+/// is no estimate or no sequence (the loop keeps its own clock).
+fn follow_next(
+    remote: &mut RemoteLink,
+    show: &Show,
+    tick: Option<u64>,
+    now_ns: u64,
+) -> Option<Followed> {
+    if show.ended {
+        return None;
+    }
+    let Some(ItemSource::Fseq { step_ms, .. }) = show.engine.items.first() else {
+        return None;
+    };
+    let step_ns = u64::from((*step_ms).max(1)) * 1_000_000;
+    // The period FrameClock uses, so a master's and a remote's grids agree to the ns.
+    let period_ns = 1_000_000_000 / u64::from(show.engine.fps.max(1));
+    let next = tick.map_or(0, |t| t + 1);
+    // Saturating: the estimate comes from the network (the sync thread bounds positions,
+    // and this stays defined whatever it publishes).
+    let pos = i64::try_from(next.saturating_mul(period_ns)).unwrap_or(i64::MAX);
+    let (base, jumped) = remote.base_for(pos, step_ns as i64)?;
+    let due = (now_ns as i64)
+        .saturating_sub(base)
+        .div_euclid(period_ns as i64)
+        .max(0) as u64;
+    // A jump (a start, a skip, a restart) goes to the tick due now, back or ahead;
+    // otherwise the ticks go on in order and a late loop skips to the one due.
+    let tick = if jumped { due } else { due.max(next) };
+    Some(Followed {
+        base_ns: base,
+        tick,
+        period_ns,
+        // The master takes the frame at the moment it woke, a little after its tick;
+        // a tick that falls on a frame boundary to within the integer period's rounding
+        // (3 × 16_666_666 ns vs. 2 × 25 ms) must show the frame the master shows.
+        frame: u32::try_from(
+            tick.saturating_mul(period_ns)
+                .saturating_add((period_ns / 4).min(1_000_000))
+                / step_ns,
+        )
+        .unwrap_or(u32::MAX),
+        jumped,
+    })
+}
+
 fn run(
     engine: Engine,
     mut sink: impl FrameSink,
     control: Receiver<Control>,
     mut on_end: OnEnd,
+    mut sync: SyncLink,
 ) -> Exit {
-    let clock = FrameClock::new(mono_ns(), engine.fps);
+    let loop_start = mono_ns();
+    let mut clock = FrameClock::new(loop_start, engine.fps);
     let mut show = Show::new(engine, clock.start_ns());
+    let mut show_gen = 0u64;
     // A show waiting for the current item to end, and when that is.
     let mut pending: Option<(Box<Engine>, u64)> = None;
     let mut tick = 0u64;
+    // The clock's own tick (it restarts when a remote stops following).
+    let mut ctick = 0u64;
     let mut skipped = 0u64;
     let mut next_discovery = clock.start_ns();
+    // A remote's plan for this frame, and the sequence frame it played last.
+    let mut followed: Option<Followed> = None;
+    let mut last_tick: Option<u64> = None;
     loop {
-        let deadline = clock.deadline(tick);
+        let deadline = followed.map_or_else(|| clock.deadline(ctick), |f| f.deadline());
         sleep_until(deadline);
         let t0 = mono_ns();
 
@@ -259,6 +430,9 @@ fn run(
                 }
                 // A reload restarts the playlist now.
                 show = Show::new(*new, t0);
+                show_gen += 1;
+                followed = None;
+                last_tick = None;
                 pending = None;
                 next_discovery = t0;
                 tracing::info!("show reloaded");
@@ -273,7 +447,7 @@ fn run(
             }
             Ok(Control::OnEnd(e)) => on_end = e,
             Ok(Control::Stop) | Err(TryRecvError::Disconnected) => {
-                terminate(&mut show);
+                terminate(&mut show, &mut sync);
                 return Exit::Stopped;
             }
             Err(TryRecvError::Empty) => {}
@@ -283,6 +457,9 @@ fn run(
         {
             // The next show starts where the item ended, not when this tick noticed.
             show = Show::new(*new, at.min(t0));
+            show_gen += 1;
+            followed = None;
+            last_tick = None;
             next_discovery = t0;
             tracing::info!("the item ended; the next show starts");
         }
@@ -292,6 +469,12 @@ fn run(
                 o.send_discovery();
             }
         }
+        // A remote's new show starts at the master's frame, not at its own frame 0.
+        if followed.is_none()
+            && let SyncLink::Remote(r) = &mut sync
+        {
+            followed = follow_next(r, &show, None, t0);
+        }
         let now = Instant::now();
         for o in &mut show.engine.outputs {
             o.maintain(now);
@@ -300,8 +483,21 @@ fn run(
 
         // source: the channel data for this moment.
         let mut source = SourceStatus::Fresh;
-        match show.playlist.at(t0) {
+        let now_playing = match followed {
+            // A remote's frame comes from the master's timeline, not its own start.
+            Some(f) => match show.engine.items.first() {
+                Some(ItemSource::Fseq { frames, .. }) if f.frame < *frames => Now::Fseq {
+                    item: 0,
+                    frame: f.frame,
+                },
+                _ => Now::Finished,
+            },
+            None => show.playlist.at(t0),
+        };
+        let mut played: Option<(usize, u32)> = None;
+        match now_playing {
             Now::Fseq { item, frame } => {
+                played = Some((item, frame));
                 if let Some(ItemSource::Fseq { prefetch, .. }) = show.engine.items.get_mut(item) {
                     // Late or failed: the newest earlier frame (or what the buffer holds)
                     // goes out again, and the profiler and the journal hear of it.
@@ -329,7 +525,7 @@ fn run(
             }
             Now::Finished => match on_end {
                 OnEnd::Exit => {
-                    terminate(&mut show);
+                    terminate(&mut show, &mut sync);
                     return Exit::Finished;
                 }
                 OnEnd::Black => {
@@ -358,6 +554,21 @@ fn run(
             show.engine.outputs[i].send_frame(stamp);
         }
         let t4 = mono_ns();
+        if let SyncLink::Master(a) = &mut sync {
+            let item_start_ns = show.playlist.item_start_ns();
+            let playing = played.and_then(|(item, frame)| match show.engine.items.get(item) {
+                Some(ItemSource::Fseq { prefetch, .. }) => Some(Playing {
+                    show: show_gen,
+                    item_start_ns,
+                    name: base_name(prefetch.path()),
+                    frame,
+                    pos_ns: mono_ns().saturating_sub(item_start_ns),
+                }),
+                _ => None,
+            });
+            a.frame_sent(playing);
+        }
+        let period_ns = followed.map_or(clock.period_ns(), |f| f.period_ns);
 
         sink.push(FrameSample {
             tick,
@@ -371,14 +582,45 @@ fn run(
             },
             frame_ns: t4 - t0,
             lateness_ns: t0.saturating_sub(deadline),
-            missed: clock.missed(tick, t4),
+            missed: t4 > deadline + period_ns,
             skipped: skipped as u32,
-            at_ns: t0 - clock.start_ns(),
+            at_ns: t0 - loop_start,
             source,
         });
-        let next = clock.next(tick, mono_ns());
-        tick = next.tick;
-        skipped = next.skipped;
+        let now = mono_ns();
+        let was_following = followed.is_some();
+        if let Some(f) = followed {
+            last_tick = Some(f.tick);
+        }
+        followed = match &mut sync {
+            SyncLink::Remote(r) => follow_next(r, &show, last_tick, now),
+            _ => None,
+        };
+        match followed {
+            Some(f) => {
+                let planned = last_tick.map_or(0, |l| l + 1);
+                skipped = if f.jumped {
+                    0
+                } else {
+                    f.tick.saturating_sub(planned)
+                };
+                tick += 1 + skipped;
+            }
+            None => {
+                if was_following {
+                    // Back on the unit's own clock: it starts again from now.
+                    clock = FrameClock::new(now, show.engine.fps);
+                    ctick = 0;
+                    skipped = 0;
+                    tick += 1;
+                } else {
+                    let next = clock.next(ctick, now);
+                    tick += next.tick - ctick;
+                    ctick = next.tick;
+                    skipped = next.skipped;
+                }
+            }
+        }
     }
 }
 
@@ -414,7 +656,10 @@ fn log_source(
     }
 }
 
-fn terminate(show: &mut Show) {
+fn terminate(show: &mut Show, sync: &mut SyncLink) {
+    if let SyncLink::Master(a) = sync {
+        a.frame_sent(None);
+    }
     for o in &mut show.engine.outputs {
         o.terminate();
     }

@@ -63,6 +63,11 @@ impl Playlist {
         self.current
     }
 
+    /// When the item `at` last returned began, on the loop's clock.
+    pub fn item_start_ns(&self) -> u64 {
+        self.item_start_ns
+    }
+
     /// When the item `at` last returned ends (a graceful stop waits for it); None when the
     /// playlist has no item left (finished or empty).
     pub fn item_end_ns(&self) -> Option<u64> {

@@ -398,6 +398,82 @@ pub fn render(s: &Snapshot, unit: &str, version: &str, healthy: bool) -> String 
         fams.extend(nic_fams);
     }
 
+    if let Some(y) = &s.sync {
+        let mut f = fam(
+            "pfx_sync_info",
+            "gauge",
+            "MultiSync: always 1, labelled with the role (master, remote, standalone), the state, the master's address and the sequence a remote plays.",
+        );
+        f.samples.push((
+            labels(&[
+                ("role", &y.role),
+                ("state", &y.state),
+                ("master", y.master.as_deref().unwrap_or("")),
+                ("sequence", y.sequence.as_deref().unwrap_or("")),
+            ]),
+            1.0,
+        ));
+        fams.push(f);
+        let opt_g = |name, help, v: Option<f64>| {
+            let mut f = fam(name, "gauge", help);
+            if let Some(v) = v {
+                f.samples.push((String::new(), v));
+            }
+            f
+        };
+        fams.push(opt_g(
+            "pfx_sync_offset_seconds",
+            "A remote: how far its frame deadlines are from its estimate of the master's (positive: behind).",
+            y.offset_ms.map(|v| v / 1000.0),
+        ));
+        fams.push(opt_g(
+            "pfx_sync_jitter_seconds",
+            "A remote: mean delay of the sync packets above the network's floor.",
+            y.jitter_ms.map(|v| v / 1000.0),
+        ));
+        fams.push(opt_g(
+            "pfx_sync_last_packet_age_seconds",
+            "A remote: time since the last sync packet.",
+            y.last_packet_age_ms.map(|v| v / 1000.0),
+        ));
+        if y.role != "standalone" {
+            for (name, help, v) in [
+                (
+                    "pfx_sync_corrections_total",
+                    "A remote: frames whose deadline was moved gently toward the master.",
+                    y.corrections,
+                ),
+                (
+                    "pfx_sync_jumps_total",
+                    "A remote: jumps onto the master's timeline (a start, a skip, far off).",
+                    y.jumps,
+                ),
+                (
+                    "pfx_sync_packets_received_total",
+                    "A remote: sync packets received.",
+                    y.packets_received,
+                ),
+                (
+                    "pfx_sync_packets_dropped_total",
+                    "Datagrams on the sync port dropped as malformed.",
+                    y.packets_dropped,
+                ),
+                (
+                    "pfx_sync_packets_sent_total",
+                    "A master: sync packets sent.",
+                    y.packets_sent,
+                ),
+                (
+                    "pfx_sync_send_errors_total",
+                    "A master: sync sends the kernel refused.",
+                    y.send_errors,
+                ),
+            ] {
+                fams.push(c(name, help, v as f64));
+            }
+        }
+    }
+
     let mut out = String::with_capacity(8192);
     for f in fams.iter().filter(|f| !f.samples.is_empty()) {
         let _ = writeln!(out, "# HELP {} {}", f.name, f.help);
@@ -413,6 +489,45 @@ pub fn render(s: &Snapshot, unit: &str, version: &str, healthy: bool) -> String 
 mod tests {
     use super::*;
     use crate::nic::{CounterReading, NicStatus};
+
+    #[test]
+    fn a_remote_exports_its_sync_section() {
+        let s = Snapshot {
+            sync: Some(pfx_api::profile::SyncStatus {
+                role: "remote".into(),
+                master: Some("10.0.0.1".into()),
+                state: "playing".into(),
+                sequence: Some("show.fseq".into()),
+                offset_ms: Some(0.25),
+                jitter_ms: Some(1.5),
+                last_packet_age_ms: Some(120.0),
+                corrections: 7,
+                jumps: 1,
+                packets_received: 40,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let text = render(&s, "u", "0.1.0", true);
+        assert!(text.contains("pfx_sync_info{role=\"remote\",state=\"playing\",master=\"10.0.0.1\",sequence=\"show.fseq\"} 1"), "{text}");
+        assert!(text.contains("pfx_sync_offset_seconds 0.00025\n"), "{text}");
+        assert!(text.contains("pfx_sync_jitter_seconds 0.0015\n"), "{text}");
+        assert!(text.contains("pfx_sync_corrections_total 7\n"), "{text}");
+        assert!(text.contains("pfx_sync_jumps_total 1\n"), "{text}");
+        // A standalone unit says so, and has no sync counters.
+        let s = Snapshot {
+            sync: Some(pfx_api::profile::SyncStatus {
+                role: "standalone".into(),
+                state: "standalone".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let text = render(&s, "u", "0.1.0", true);
+        assert!(text.contains("role=\"standalone\""), "{text}");
+        assert!(!text.contains("pfx_sync_jumps_total"), "{text}");
+        assert!(!text.contains("pfx_sync_offset_seconds"), "{text}");
+    }
 
     #[test]
     fn escapes_label_values() {

@@ -107,6 +107,12 @@ struct Shared {
     latest: Mutex<Snapshot>,
     history: Mutex<VecDeque<HistoryPoint>>,
     nic: Mutex<Option<NicStatus>>,
+    sync: Mutex<
+        Option<(
+            Arc<crate::sync::shared::Status>,
+            crate::config::show::SyncRole,
+        )>,
+    >,
     /// Nanoseconds after `started` when a frame last arrived; 0 = never.
     last_frame_ns: AtomicU64,
     lost: Arc<AtomicU64>,
@@ -132,7 +138,61 @@ impl ProfilerHandle {
         s.uptime_s = self.shared.started.elapsed().as_secs_f64();
         s.samples_lost = self.shared.lost.load(Relaxed);
         s.nic = lock(&self.shared.nic).clone();
+        s.sync = Some(self.sync_status());
         s
+    }
+
+    /// The sync thread's status; shown in snapshots from now on.
+    pub fn set_sync(
+        &self,
+        status: Arc<crate::sync::shared::Status>,
+        role: crate::config::show::SyncRole,
+    ) {
+        *lock(&self.shared.sync) = Some((status, role));
+    }
+
+    fn sync_status(&self) -> pfx_api::profile::SyncStatus {
+        use crate::config::show::SyncRole;
+        let standalone = || pfx_api::profile::SyncStatus {
+            role: "standalone".into(),
+            state: "standalone".into(),
+            ..Default::default()
+        };
+        let Some((st, role)) = lock(&self.shared.sync).clone() else {
+            return standalone();
+        };
+        let ms = |ns: f64| ns / 1e6;
+        match role {
+            SyncRole::Standalone => standalone(),
+            SyncRole::Master => pfx_api::profile::SyncStatus {
+                role: "master".into(),
+                state: "sending".into(),
+                packets_sent: st.sent.load(Relaxed),
+                send_errors: st.send_errors.load(Relaxed),
+                packets_dropped: st.dropped.load(Relaxed),
+                ..Default::default()
+            },
+            SyncRole::Remote => {
+                let t = st.text();
+                let last = st.last_packet_ns.load(Relaxed);
+                let heard = last != 0;
+                pfx_api::profile::SyncStatus {
+                    role: "remote".into(),
+                    master: t.master,
+                    state: t.state,
+                    sequence: t.sequence,
+                    offset_ms: heard.then(|| ms(st.offset_ns.load(Relaxed) as f64)),
+                    jitter_ms: heard.then(|| ms(st.jitter_ns.load(Relaxed) as f64)),
+                    last_packet_age_ms: heard
+                        .then(|| ms(crate::sys::time::mono_ns().saturating_sub(last) as f64)),
+                    corrections: st.corrections.load(Relaxed),
+                    jumps: st.jumps.load(Relaxed),
+                    packets_received: st.received.load(Relaxed),
+                    packets_dropped: st.dropped.load(Relaxed),
+                    ..Default::default()
+                }
+            }
+        }
     }
 
     /// Per-second points, oldest first; only those after `since_unix_ms` when given.
@@ -194,6 +254,7 @@ pub fn start(cfg: ProfilerConfig, outputs: Vec<OutputInfo>) -> (SampleSink, Prof
         }),
         history: Mutex::new(VecDeque::with_capacity(HISTORY_POINTS)),
         nic: Mutex::new(None),
+        sync: Mutex::new(None),
         last_frame_ns: AtomicU64::new(0),
         lost: lost.clone(),
     });
@@ -349,6 +410,7 @@ fn run(
             profiler_cpu_s: thread_cpu_s(),
             outputs: outs,
             nic: None,
+            sync: None,
         };
         *lock(&sh.latest) = snap;
 

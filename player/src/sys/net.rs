@@ -101,6 +101,47 @@ pub fn set_multicast_ifindex(fd: RawFd, ifindex: u32) -> io::Result<()> {
     }
 }
 
+/// The interface's first IPv4 address and its broadcast address (getifaddrs(3)); None
+/// when it has no IPv4 address.
+pub fn ipv4_of(iface: &str) -> Option<(std::net::Ipv4Addr, Option<std::net::Ipv4Addr>)> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut p = head;
+    // SAFETY: each node and its fields stay valid until freeifaddrs; addresses are only
+    // read as sockaddr_in when their family says AF_INET.
+    unsafe {
+        while !p.is_null() {
+            let a = &*p;
+            let addr = a.ifa_addr;
+            if !addr.is_null()
+                && i32::from((*addr).sa_family) == libc::AF_INET
+                && !a.ifa_name.is_null()
+                && CStr::from_ptr(a.ifa_name).to_bytes() == iface.as_bytes()
+            {
+                let sin = &*(addr as *const libc::sockaddr_in);
+                let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                let bcast = a.ifa_ifu;
+                let b = (!bcast.is_null()
+                    && (a.ifa_flags & libc::IFF_BROADCAST as u32) != 0
+                    && i32::from((*bcast).sa_family) == libc::AF_INET)
+                    .then(|| {
+                        let s = &*(bcast as *const libc::sockaddr_in);
+                        std::net::Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr))
+                    });
+                found = Some((ip, b));
+                break;
+            }
+            p = a.ifa_next;
+        }
+        libc::freeifaddrs(head);
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +153,11 @@ mod tests {
         assert!(interface_names().iter().any(|n| n == "lo"));
         assert!(is_loopback("lo"));
         assert!(mtu("lo").is_some_and(|m| m >= 1500));
+        assert_eq!(
+            ipv4_of("lo").map(|a| a.0),
+            Some(std::net::Ipv4Addr::LOCALHOST)
+        );
+        assert_eq!(ipv4_of("pfx-no-such-if0"), None);
     }
 
     #[test]
