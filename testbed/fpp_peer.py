@@ -5,7 +5,8 @@ pinger. Standard library only.
 
     fpp_peer.py master --name show.fseq --frames 3600 --step-ms 17 [--to multicast|ADDR ...]
                        [--iface-addr A] [--port 32320] [--ping] [--report F]
-    fpp_peer.py listen --seconds 10 [--iface-addr A] [--discover multicast|ADDR] [--report F]
+    fpp_peer.py listen --seconds 10 [--iface-addr A] [--discover multicast|ADDR [--discover-after S]]
+                       [--report F]
     fpp_peer.py discover --to ADDR|multicast [--iface-addr A] [--wait 1.0]
 
 The layouts (all integers little-endian unless said otherwise):
@@ -361,10 +362,13 @@ def summary(rx: Received) -> dict:
 def run_listen(a) -> int:
     s = open_socket(a.iface_addr, a.port)
     rx = Received()
+    waited = 0.0
     if a.discover:
+        waited = min(a.discover_after, a.seconds)
+        receive(s, waited, rx, own=a.iface_addr)
         for d in destinations([a.discover], a.port):
             s.sendto(ping_v3(a.iface_addr, a.hostname, discover=True, mode=MODE_PLAYER), d)
-    receive(s, a.seconds, rx, own=a.iface_addr)
+    receive(s, a.seconds - waited, rx, own=a.iface_addr)
     out = {"summary": summary(rx), "syncs": rx.syncs, "pings": rx.pings}
     text = json.dumps(out, indent=1)
     if a.report:
@@ -405,7 +409,8 @@ def main(argv=None) -> int:
             p.add_argument("--report")
         elif name == "listen":
             p.add_argument("--seconds", type=float, required=True)
-            p.add_argument("--discover", help="send a v3 discover ping first: multicast or an address")
+            p.add_argument("--discover", help="send a v3 discover ping: multicast or an address")
+            p.add_argument("--discover-after", type=float, default=0.0, help="seconds of listening before it")
             p.add_argument("--report")
         else:
             p.add_argument("--to", action="append", help="multicast (default) or an address")
