@@ -362,14 +362,16 @@ def summary(rx: Received) -> dict:
 def run_listen(a) -> int:
     s = open_socket(a.iface_addr, a.port)
     rx = Received()
-    waited = 0.0
+    waited, sent_at = 0.0, None
     if a.discover:
         waited = min(a.discover_after, a.seconds)
         receive(s, waited, rx, own=a.iface_addr)
+        sent_at = time.time()
         for d in destinations([a.discover], a.port):
             s.sendto(ping_v3(a.iface_addr, a.hostname, discover=True, mode=MODE_PLAYER), d)
     receive(s, a.seconds - waited, rx, own=a.iface_addr)
-    out = {"summary": summary(rx), "syncs": rx.syncs, "pings": rx.pings}
+    # An answer to the discover ping is a ping that arrives after it (a unit also pings unasked).
+    out = {"summary": summary(rx), "discover_sent_at": sent_at, "syncs": rx.syncs, "pings": rx.pings}
     text = json.dumps(out, indent=1)
     if a.report:
         with open(a.report, "w") as fh:

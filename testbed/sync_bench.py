@@ -547,7 +547,7 @@ def interop_cells(c: Ctx) -> list[dict]:
     rep = bed.run_dir / "fpp-receiver.json"
     short_s = 4.0
     lis = bed.spawn("fpp-listen", PEER[0], [sys.executable, str(HERE / "fpp_peer.py"), "listen", "--seconds",
-                    str(short_s + 5), "--iface-addr", PEER[1], "--discover", "multicast", "--discover-after", "1.5",
+                    str(short_s + 5), "--iface-addr", PEER[1], "--discover", "multicast", "--discover-after", "2.5",
                     "--report", str(rep)])  # fmt: skip
     time.sleep(0.5)
     d = bed.run_dir / f"cell{c.cell_no}" / "m"
@@ -580,11 +580,13 @@ def interop_cells(c: Ctx) -> list[dict]:
     late = [g for f, g in zip(frames_synced[1:], gaps) if f > 42]
     secs_ok = all(abs(s["seconds"] - s["frame"] * a.step_ms / 1000) <= a.step_ms / 1000 for s in syncs
                   if s["action_name"] == "sync")  # fmt: skip
-    discover_answers = [p for p in pings if p["version"] == 3 and p["discover"] == 0]
-    v3_ok = [p for p in discover_answers if not p["problems"]]
+    asked = got.get("discover_sent_at") or float("inf")
+    discover_answers = [p for p in pings if p["t"] >= asked]
+    v3_answers = [p for p in discover_answers if p["version"] == 3 and p["discover"] == 0]
+    v3_ok = [p for p in v3_answers if not p["problems"] and p["len"] == fpp_peer.PING_V3_LEN]
     res["syncs"] = {k: acts.count(k) for k in set(acts)}
     res["ping_problems"] = [p["problems"] for p in pings if p["problems"]][:3]
-    res["ping_hex"] = discover_answers[0]["hex"] if discover_answers else None
+    res["ping_hex"] = v3_answers[0]["hex"] if v3_answers else None
     first = lambda k: acts.index(k) if k in acts else None  # noqa: E731
     res["checks"] = [
         (names == {SHORT_NAME}, f"file name in every sync packet: {sorted(names)} (want ['{SHORT_NAME}'])"),
@@ -597,8 +599,8 @@ def interop_cells(c: Ctx) -> list[dict]:
         ("stop" in acts and acts.index("stop") > acts.index("start") if "start" in acts else False,
          "a stop after the sequence ends"),
         (not got["summary"]["dropped"], f"no datagram FPP would drop ({got['summary']['dropped'][:2]})"),
-        (bool(v3_ok), f"a v3 ping answer from the master, right byte by byte ({len(v3_ok)} of "
-                      f"{len(discover_answers)} answers; problems {res['ping_problems']})"),
+        (bool(v3_ok), f"the master answers a discover ping with a v3 ping, right byte by byte ({len(v3_ok)} of "
+                      f"{len(discover_answers)} pings after it; problems {res['ping_problems']})"),
         (any(p["mode"] & fpp_peer.MODE_SENDS_MULTISYNC for p in v3_ok), "its mode byte says it sends MultiSync (0x04)"),
     ]  # fmt: skip
     out.append(res)
@@ -618,6 +620,9 @@ def print_results(results: list[dict], a) -> None:
         off = " ".join(f"{u}:{v}" for u, v in r["offset_p50"].items())
         print(f"{r['cell']:10s} {r['p50']:8.3f} {r['p99']:8.3f} {r['max']:8.3f} {r['measured']:7d}  {off}"
               f"{'  relay ' + json.dumps(r['relay']) if r.get('relay') else ''}")  # fmt: skip
+        for u, sy in (r.get("profiles") or {}).items():
+            if sy:
+                print(f"{'':10s}   {u} /profile sync: {json.dumps(sy, sort_keys=True)[:300]}")
     for r in results:
         if not r["cell"].startswith("interop"):
             continue
@@ -679,7 +684,7 @@ def main(argv=None) -> int:
     r = sub.add_parser("run")
     r.add_argument("--player", default=os.environ.get("PFX_PLAYER", str(HERE.parent / "target/debug/pfx-player")))
     r.add_argument("--seconds", type=float, default=60.0, help="measured seconds per cell")
-    r.add_argument("--warmup", type=float, default=3.0, help="seconds after the master starts, not measured")
+    r.add_argument("--warmup", type=float, default=5.0, help="seconds after the master starts, not measured")
     r.add_argument("--cells", default="clean,loss,restart,control,interop")
     r.add_argument("--fps", type=int, default=60)
     r.add_argument("--step-ms", type=int, default=17, help="the test sequence's step time")
