@@ -56,6 +56,7 @@ SHORT_NAME = "synctest-short.fseq"
 TAG = bytes([0x5A, 0xA5, 0x3C])
 MARGIN_MS = 4.0  # a frame is measured when its start lies this far from the master's ticks
 MATCH_WINDOW_S = 1.0  # the same frame on two units is matched within this much of the master's
+WANT_RANGES = f"0-{PIXELS * 3 - 1}"  # the units' one output: start_channel 1, PIXELS x 3 channels
 
 
 # ---------------------------------------------------------------------------- the sequence
@@ -602,6 +603,9 @@ def interop_cells(c: Ctx) -> list[dict]:
         (bool(v3_ok), f"the master answers a discover ping with a v3 ping, right byte by byte ({len(v3_ok)} of "
                       f"{len(discover_answers)} pings after it; problems {res['ping_problems']})"),
         (any(p["mode"] & fpp_peer.MODE_SENDS_MULTISYNC for p in v3_ok), "its mode byte says it sends MultiSync (0x04)"),
+        # FPP's ranges are zero-based channel numbers: start_channel 1 with 12 channels is 0-11.
+        (any(p.get("ranges") == WANT_RANGES for p in v3_answers),
+         f"its channel ranges are FPP's zero-based {WANT_RANGES!r} (got {sorted({p.get('ranges') for p in v3_answers})})"),
     ]  # fmt: skip
     out.append(res)
     return out
@@ -610,7 +614,7 @@ def interop_cells(c: Ctx) -> list[dict]:
 def print_results(results: list[dict], a) -> None:
     print(f"\nsync spread across 4 units, per frame number (ms), {a.seconds:.0f} s per cell, "
           f"{a.fps} fps, sequence step {a.step_ms} ms")  # fmt: skip
-    print(f"{'cell':10s} {'p50':>8s} {'p99':>8s} {'max':>8s} {'frames':>7s}  remote offsets p50 (ms)")
+    print(f"{'cell':10s} {'p50':>8s} {'p99':>8s} {'max':>8s} {'frames':>7s} {'missing':>7s}  remote offsets p50 (ms)")
     for r in results:
         if r["cell"].startswith("interop"):
             continue
@@ -618,7 +622,8 @@ def print_results(results: list[dict], a) -> None:
             print(f"{r['cell']:10s} UNMEASURABLE: {r['unmeasurable']}")
             continue
         off = " ".join(f"{u}:{v}" for u, v in r["offset_p50"].items())
-        print(f"{r['cell']:10s} {r['p50']:8.3f} {r['p99']:8.3f} {r['max']:8.3f} {r['measured']:7d}  {off}"
+        print(f"{r['cell']:10s} {r['p50']:8.3f} {r['p99']:8.3f} {r['max']:8.3f} {r['measured']:7d} "
+              f"{r['not_on_every_unit']:7d}  {off}"
               f"{'  relay ' + json.dumps(r['relay']) if r.get('relay') else ''}")  # fmt: skip
         for u, sy in (r.get("profiles") or {}).items():
             if sy:
