@@ -120,7 +120,8 @@ def robust_frames(master_eps: list[tuple[int, int]], step_us: float, period_us: 
     smaller than the margin, so the arrival spread is the units' tick alignment. Per segment
     (a new segment where the frame goes back, or after a gap of half a second), the timeline's
     zero is the earliest `rx - frame x step` (a tick never precedes its frame's start).
-    Returns {(segment, frame): rx_us}."""
+    When the step is the period (within 50 us) every tick shows its own frame and nothing
+    aliases: every frame is measured. Returns {(segment, frame): rx_us}."""
     segs: list[list[tuple[int, int]]] = []
     for t, f in master_eps:
         if not segs or f < segs[-1][-1][1] or t - segs[-1][-1][0] > 500_000:
@@ -131,7 +132,7 @@ def robust_frames(master_eps: list[tuple[int, int]], step_us: float, period_us: 
         t0 = min(t - f * step_us for t, f in seg)
         for t, f in seg:
             m = t - f * step_us - t0
-            if margin_us <= m <= period_us - margin_us:
+            if abs(step_us - period_us) < 50 or margin_us <= m <= period_us - margin_us:
                 out[(i, f)] = t
     return out
 

@@ -84,3 +84,10 @@ def test_master_restart_starts_a_new_segment():
 def test_a_silent_unit_makes_the_cell_unmeasurable():
     r = sb.spread_cell({"m": unit(100), "r1": unit(100), "r2": [], "r3": unit(100)}, "m", STEP_MS)
     assert r["unmeasurable"] == "unit r2: no frames reached the pole"
+
+
+def test_step_equal_to_the_period_measures_every_frame():
+    def u50(n, send_ms=0.0):
+        return [(int(1e9 + k * 20_000 + send_ms * 1000), k) for k in range(n)]
+    r = sb.spread_cell({"m": u50(500), "r1": u50(500, 0.2), "r2": u50(500), "r3": u50(500)}, "m", 20)
+    assert r["measured"] == 500 and abs(r["p99"] - 0.2) < 0.01
