@@ -130,7 +130,6 @@ impl FppConnectConfig {
     }
 }
 
-
 /// `sync:` as written. Checked while it is read (`try_from`), so an error points at the
 /// section's line and column.
 #[derive(Debug, Clone, Deserialize, Serialize)]
