@@ -65,37 +65,11 @@ pub struct Prepared {
     pub status: Arc<Status>,
 }
 
-/// FPP's ping view of this unit.
-fn our_ping(show: &Show, s: &SyncSettings, ip: Ipv4Addr) -> Ping {
-    let channels = show
-        .outputs
-        .iter()
-        .map(|o| o.start + o.profile.channels())
-        .max()
-        .unwrap_or(0);
-    let mut version = env!("CARGO_PKG_VERSION")
-        .split('.')
-        .map(|v| v.parse().unwrap_or(0));
-    Ping {
-        version: 3,
-        discover: false,
-        system_type: packet::SYSTEM_TYPE_OTHER,
-        major: version.next().unwrap_or(0),
-        minor: version.next().unwrap_or(0),
-        mode: match s.role {
-            SyncRole::Master => packet::mode::PLAYER | packet::mode::SENDS_SYNC,
-            _ => packet::mode::REMOTE,
-        },
-        ipv4: ip,
-        hostname: unit_id(show),
-        version_text: env!("CARGO_PKG_VERSION").to_string(),
-        model: "pfx".into(),
-        ranges: if channels > 0 {
-            format!("1-{channels}")
-        } else {
-            String::new()
-        },
-    }
+/// FPP's ping view of this unit: the same identity FPP Connect gives xLights (host name,
+/// version, the outputs' zero-based channel ranges), with the sync role as its mode.
+fn our_ping(show: &Show, _s: &SyncSettings, ip: Ipv4Addr) -> Ping {
+    let unit = crate::fppconnect::unit_info(show, &unit_id(show), env!("CARGO_PKG_VERSION"));
+    crate::fppconnect::info::ping(&unit, ip)
 }
 
 /// Opens the sync sockets and makes the render loop's link. Errors name the setting.

@@ -206,40 +206,30 @@ pub fn sequence_meta(name: &str, h: &Header) -> Value {
 
 /// A discover request we answer: an `FPPD` ping (any version) with the discover flag.
 pub fn is_discover_ping(d: &[u8]) -> bool {
-    if d.len() < 9 || &d[0..4] != b"FPPD" || d[4] != 4 {
-        return false;
+    matches!(crate::sync::packet::decode(d), Ok(crate::sync::packet::Packet::Ping(p)) if p.discover)
+}
+
+/// This unit as a MultiSync ping, the one identity both the FPP Connect responder and the
+/// MultiSync socket (`app::sync`) answer with.
+pub fn ping(u: &UnitInfo, addr: std::net::Ipv4Addr) -> crate::sync::packet::Ping {
+    crate::sync::packet::Ping {
+        version: 3,
+        discover: false,
+        system_type: SYSTEM_TYPE,
+        major: API_MAJOR,
+        minor: API_MINOR,
+        mode: u.mode.byte() | if u.multisync { 0x04 } else { 0 },
+        ipv4: addr,
+        hostname: u.hostname.clone(),
+        version_text: u.version_string(),
+        model: MODEL.into(),
+        ranges: ranges_text(&u.ranges, PING_RANGES_LEN),
     }
-    let len = u16::from_le_bytes([d[5], d[6]]) as usize;
-    d.len() == 7 + len && len >= 2 && d[8] == 1
 }
 
 /// Our answer: a v3 ping (301 bytes) with the discover flag clear.
 pub fn ping_v3(u: &UnitInfo, addr: std::net::Ipv4Addr) -> [u8; PING_V3_LEN] {
-    let mut b = [0u8; PING_V3_LEN];
-    b[0..4].copy_from_slice(b"FPPD");
-    b[4] = 4;
-    b[5..7].copy_from_slice(&((PING_V3_LEN - 7) as u16).to_le_bytes());
-    b[7] = 3;
-    b[8] = 0;
-    b[9] = SYSTEM_TYPE;
-    b[10..12].copy_from_slice(&API_MAJOR.to_be_bytes());
-    b[12..14].copy_from_slice(&API_MINOR.to_be_bytes());
-    b[14] = u.mode.byte() | if u.multisync { 0x04 } else { 0 };
-    b[15..19].copy_from_slice(&addr.octets());
-    put_str(&mut b[19..83], &u.hostname);
-    put_str(&mut b[84..124], &u.version_string());
-    put_str(&mut b[125..165], MODEL);
-    put_str(&mut b[166..286], &ranges_text(&u.ranges, PING_RANGES_LEN));
-    b
-}
-
-/// NUL-padded, cut at a character boundary so the field keeps one NUL at its end.
-fn put_str(field: &mut [u8], s: &str) {
-    let mut n = s.len().min(field.len() - 1);
-    while !s.is_char_boundary(n) {
-        n -= 1;
-    }
-    field[..n].copy_from_slice(&s.as_bytes()[..n]);
+    crate::sync::packet::encode_ping_v3(&ping(u, addr))
 }
 
 #[cfg(test)]
@@ -317,7 +307,8 @@ mod tests {
         let mut u = unit();
         u.hostname = "é".repeat(40);
         let p = ping_v3(&u, std::net::Ipv4Addr::LOCALHOST);
-        let field = &p[19..83];
+        // The field and the gap byte after it (FPP's layout: the gap ends a full field).
+        let field = &p[19..84];
         let end = field.iter().position(|&b| b == 0).expect("nul");
         assert!(std::str::from_utf8(&field[..end]).is_ok());
     }

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::config::show::{FppConnectConfig, Show};
+use crate::config::show::{FppConnectConfig, Show, SyncRole};
 use crate::profiler::ProfilerHandle;
 use info::{Mode, UnitInfo};
 
@@ -46,14 +46,29 @@ pub fn unit_info(show: &Show, unit_id: &str, version: &str) -> UnitInfo {
             .map(|o| (o.start as u32, o.profile.channels() as u32))
             .collect(),
     );
+    let role = show.sync.as_ref().map(|s| s.role);
     UnitInfo {
         hostname: unit_id.to_string(),
         uuid: uuid::Uuid::new_v5(&NAMESPACE, unit_id.as_bytes()).to_string(),
         player_version: version.to_string(),
-        mode: Mode::Player,
-        multisync: false,
+        mode: if role == Some(SyncRole::Remote) {
+            Mode::Remote
+        } else {
+            Mode::Player
+        },
+        multisync: role == Some(SyncRole::Master),
         ranges,
     }
+}
+
+/// Whether the MultiSync socket (`app::sync`) is open for this show: it then answers the
+/// discover pings itself, from the same identity (`unit_info`), and FPP Connect opens no
+/// second socket on the port (two SO_REUSEPORT sockets would split the unicast sync
+/// packets between them).
+fn sync_answers_pings(show: &Show) -> bool {
+    show.sync
+        .as_ref()
+        .is_some_and(|s| s.role != SyncRole::Standalone)
 }
 
 /// The running service; dropping it stops the HTTP server and the ping responder.
@@ -113,8 +128,14 @@ pub fn start(
         )
     })?;
     std_listener.set_nonblocking(true)?;
-    let ping_sock = ping_socket(&show.config.interface)
-        .context("FPP Connect: cannot listen for discover pings on UDP 32320")?;
+    let ping_sock = if sync_answers_pings(show) {
+        None
+    } else {
+        Some(
+            ping_socket(&show.config.interface)
+                .context("FPP Connect: cannot listen for discover pings on UDP 32320")?,
+        )
+    };
     let state = server::FppState::new(
         cfg.user.clone(),
         hash,
@@ -160,21 +181,26 @@ pub fn start(
             });
         })?;
     let stop = Arc::new(AtomicBool::new(false));
-    let ping = {
-        let stop = stop.clone();
-        std::thread::Builder::new()
-            .name("pfx-fppc-ping".into())
-            .spawn(move || {
-                background("pfx-fppc-ping");
-                answer_pings(ping_sock, unit, stop)
-            })?
+    let ping = match ping_sock {
+        Some(sock) => {
+            let stop = stop.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("pfx-fppc-ping".into())
+                    .spawn(move || {
+                        background("pfx-fppc-ping");
+                        answer_pings(sock, unit, stop)
+                    })?,
+            )
+        }
+        None => None,
     };
     tracing::info!(http = %cfg.http, "FPP Connect on (discover pings on UDP 32320)");
     Ok(FppConnect {
         shutdown: Some(tx),
         http: Some(http),
         stop,
-        ping: Some(ping),
+        ping,
     })
 }
 
