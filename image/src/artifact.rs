@@ -1,5 +1,6 @@
 //! Reads the built image FILE back (never the staging directory): the FAT partition with
-//! mtools at its byte offset, the ext4 root with debugfs at its byte offset.
+//! mtools at its byte offset, the ext4 root and the ext4 data partition with debugfs at
+//! their byte offsets.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,8 @@ pub struct ImageFile {
     pub partitions: Vec<Partition>,
     pub boot: Partition,
     pub root: Partition,
+    /// The second Linux partition (after the root), when there is one.
+    pub data: Option<Partition>,
 }
 
 fn run(cmd: &mut Command) -> Result<(Vec<u8>, String, bool), String> {
@@ -48,13 +51,16 @@ impl ImageFile {
             .iter()
             .find(|p| p.kind == 0x0c || p.kind == 0x0b)
             .copied();
-        let root = partitions.iter().find(|p| p.kind == 0x83).copied();
+        let mut linux = partitions.iter().filter(|p| p.kind == 0x83).copied();
+        let root = linux.next();
+        let data = linux.next();
         match (boot, root) {
             (Some(boot), Some(root)) => Ok(ImageFile {
                 path: path.to_path_buf(),
                 partitions,
                 boot,
                 root,
+                data,
             }),
             _ => Err(err(format!(
                 "expected a FAT (0x0c) and a Linux (0x83) partition, found {partitions:?}"
@@ -73,8 +79,8 @@ impl ImageFile {
         format!("{}@@{}", self.path.display(), self.boot.offset())
     }
 
-    fn root_spec(&self) -> String {
-        format!("{}?offset={}", self.path.display(), self.root.offset())
+    fn ext4_spec(&self, part: &Partition) -> String {
+        format!("{}?offset={}", self.path.display(), part.offset())
     }
 
     /// Every file on the FAT partition, paths without the leading `::/`.
@@ -117,8 +123,13 @@ impl ImageFile {
     }
 
     fn debugfs(&self, request: &str) -> Result<(Vec<u8>, String), ReadError> {
-        let (out, errs, ok) = run(Command::new("debugfs").args(["-R", request, &self.root_spec()]))
-            .map_err(|m| self.err(m))?;
+        self.debugfs_on(&self.root, request)
+    }
+
+    fn debugfs_on(&self, part: &Partition, request: &str) -> Result<(Vec<u8>, String), ReadError> {
+        let (out, errs, ok) =
+            run(Command::new("debugfs").args(["-R", request, &self.ext4_spec(part)]))
+                .map_err(|m| self.err(m))?;
         if !ok {
             return Err(self.err(format!("debugfs {request:?} failed: {errs}")));
         }
@@ -163,6 +174,47 @@ impl ImageFile {
                 .strip_prefix("Fast link dest: ")
                 .map(|d| d.trim_matches('"').to_string())
         }))
+    }
+}
+
+impl ImageFile {
+    /// What the data file system holds for the checks (verify::data::check_data_fs): its
+    /// superblock, its root directory, the marker. Errors when there is no data partition
+    /// or debugfs cannot open it (not an ext file system).
+    pub fn data_files(&self) -> Result<verify::data::DataFiles, ReadError> {
+        let part = self
+            .data
+            .ok_or_else(|| self.err("no data partition (a second Linux partition)".into()))?;
+        let (header, errs) = self.debugfs_on(&part, "stats -h")?;
+        let header = String::from_utf8_lossy(&header).into_owned();
+        if !header.contains("Filesystem magic number") {
+            return Err(self.err(format!(
+                "data partition: debugfs finds no ext file system: {}",
+                errs.trim()
+            )));
+        }
+        let stat = |path: &str| -> Result<verify::Stat, ReadError> {
+            let (out, errs) = self.debugfs_on(&part, &format!("stat {path}"))?;
+            if errs.contains("not found") {
+                return Ok(None);
+            }
+            Ok(verify::parse_debugfs_stat(&String::from_utf8_lossy(&out)))
+        };
+        let marker_path = format!("/{}", crate::plan::DATA_MARKER);
+        let marker = stat(&marker_path)?;
+        let marker_text = match marker {
+            Some(_) => {
+                let (out, _) = self.debugfs_on(&part, &format!("cat {marker_path}"))?;
+                Some(String::from_utf8_lossy(&out).into_owned())
+            }
+            None => None,
+        };
+        Ok(verify::data::DataFiles {
+            header,
+            root: stat("/")?,
+            marker,
+            marker_text,
+        })
     }
 }
 
