@@ -185,11 +185,16 @@ impl ImageFile {
         let part = self
             .data
             .ok_or_else(|| self.err("no data partition (a second Linux partition)".into()))?;
-        let (header, errs) = self.debugfs_on(&part, "stats -h")?;
+        let (header, errs) = self.debugfs_on(&part, "stats -h").map_err(|e| {
+            self.err(format!(
+                "data partition: no readable ext file system: {}",
+                e.message
+            ))
+        })?;
         let header = String::from_utf8_lossy(&header).into_owned();
         if !header.contains("Filesystem magic number") {
             return Err(self.err(format!(
-                "data partition: debugfs finds no ext file system: {}",
+                "data partition: no readable ext file system: {}",
                 errs.trim()
             )));
         }
