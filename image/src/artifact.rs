@@ -252,3 +252,110 @@ pub fn initramfs_names(data: &[u8], scratch: &Path) -> Result<Vec<String>, Strin
     }
     Ok(names)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disk::Layout;
+    use crate::verify::data::check_data_fs;
+
+    fn have(tool: &str) -> bool {
+        Command::new(tool)
+            .arg("-V")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok()
+    }
+
+    fn ok(cmd: &mut Command) {
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A real image file: the builder's layout written by sfdisk, a data file system made
+    /// by mke2fs as the builder makes it, read back through debugfs at its offset.
+    #[test]
+    fn data_partition_read_back_from_a_real_image_file() {
+        if !(have("sfdisk") && have("mke2fs") && have("debugfs")) {
+            eprintln!("skipped: needs sfdisk, mke2fs and debugfs (e2fsprogs, fdisk)");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let l = Layout::new(4 + 64 + 512 + 32, 64, 32).unwrap();
+        let img = d.path().join("t.img");
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(l.total_bytes)
+            .unwrap();
+        let mut sf = Command::new("sfdisk")
+            .args(["-q", "--no-reread", "--no-tell-kernel"])
+            .arg(&img)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut sf.stdin.take().unwrap(), l.sfdisk_script().as_bytes())
+            .unwrap();
+        assert!(sf.wait().unwrap().success());
+        let dir = d.path().join("data");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(
+            dir.join(crate::plan::DATA_MARKER),
+            crate::plan::DATA_MARKER_TEXT,
+        )
+        .unwrap();
+        let fs = d.path().join("data.ext4");
+        std::fs::File::create(&fs)
+            .unwrap()
+            .set_len(l.data_sectors * 512)
+            .unwrap();
+        ok(Command::new("mke2fs")
+            .args(["-q", "-F", "-t", "ext4", "-b", "4096", "-L", "pfx-data"])
+            .args(["-E", "root_owner=0:0", "-d"])
+            .arg(&dir)
+            .arg(&fs));
+        ok(Command::new("dd")
+            .arg(format!("if={}", fs.display()))
+            .arg(format!("of={}", img.display()))
+            .args(["bs=1M", "conv=notrunc,sparse", "status=none"])
+            .arg(format!("seek={}", l.data_start * 512))
+            .arg("oflag=seek_bytes"));
+
+        let f = ImageFile::open(&img).unwrap();
+        assert_eq!(f.root.index, 2);
+        assert_eq!(f.data.map(|p| p.start_sector), Some(l.data_start));
+        let files = f.data_files().unwrap();
+        assert_eq!(files.root.map(|r| r.0), Some(0o755));
+        assert_eq!(
+            files.marker_text.as_deref(),
+            Some(crate::plan::DATA_MARKER_TEXT)
+        );
+        // The marker's owner is whoever ran mke2fs -d: only root gets a fully clean check.
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let c = check_data_fs(&files).unwrap();
+            assert_eq!((c.label.as_str(), c.block_size), ("pfx-data", 4096));
+        }
+
+        // Wipe the superblock: the reader says there is no file system there.
+        ok(Command::new("dd")
+            .args([
+                "if=/dev/zero",
+                "bs=4096",
+                "count=1",
+                "conv=notrunc",
+                "status=none",
+            ])
+            .arg(format!("of={}", img.display()))
+            .arg(format!("seek={}", l.data_start * 512 / 4096)));
+        let e = f.data_files().unwrap_err().to_string();
+        assert!(
+            e.contains("data partition: no readable ext file system"),
+            "{e}"
+        );
+    }
+}

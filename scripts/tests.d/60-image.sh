@@ -65,7 +65,8 @@ if dash systemd/pfx-data-grow "$grow_img" 2 2> "$work/grow.err"; then fail "pfx-
 grep -q "lies after partition 2" "$work/grow.err" || fail "pfx-data-grow refused partition 2 for another reason: $(cat "$work/grow.err")"
 truncate -s 3T "$grow_img"
 dash systemd/pfx-data-grow "$grow_img" 3 > /dev/null || fail "pfx-data-grow on a 3 TiB disk"
-end=$(sfdisk -d "$grow_img" 2>/dev/null | grep "^$grow_img"3 | sed 's/.*start= *\([0-9]*\), size= *\([0-9]*\).*/\1 \2/' | awk '{print $1 + $2}')
+read -r p3_start p3_size <<< "$(sfdisk -d "$grow_img" 2>/dev/null | grep "^$grow_img"3 | sed 's/.*start= *\([0-9]*\), size= *\([0-9]*\).*/\1 \2/')"
+end=$((p3_start + p3_size))
 [ "$end" -le 4294967295 ] && [ $((end % 2048)) = 0 ] || fail "pfx-data-grow on 3 TiB: partition 3 ends at sector $end, past the MBR's limit or unaligned"
 rm -f "$grow_img"
 ok "pfx-data-grow: grows the last partition to the MiB-aligned end, then is a no-op; refuses a partition that is not last; stays within the MBR's 2 TiB"
