@@ -17,10 +17,12 @@ pub const DATA_MOUNT: &str = "/var/lib/pfx";
 pub const DATA_MARKER: &str = ".pfx-data";
 pub const DATA_MARKER_TEXT: &str = "pfx data partition (LABEL=pfx-data, mounted at /var/lib/pfx); see /usr/share/doc/pfx/image.md\n";
 /// The mount's options. nofail: a unit whose data partition is missing or broken still
-/// boots (and plays its built-in show); the device timeout bounds how long boot waits for
-/// it. x-systemd.growfs: the file system follows the partition pfx-data-grow grew.
+/// boots (and plays its built-in show). The device timeout is only a backstop: a slow boot
+/// may take longer than any short one to show the device (the boot test saw 54 s under
+/// load), so pfx-data-grow waits for udev instead and cancels the mount when the partition
+/// is not there. x-systemd.growfs: the file system follows the partition it grew.
 pub const DATA_MOUNT_OPTIONS: &str =
-    "noatime,nodev,nosuid,nofail,x-systemd.device-timeout=10s,x-systemd.growfs";
+    "noatime,nodev,nosuid,nofail,x-systemd.device-timeout=90s,x-systemd.growfs";
 /// Logs stay in RAM (/run/log/journal), bounded: the root is read-only and the data
 /// partition holds shows, not logs. The base root ships /var/log/journal, so without this
 /// journald would keep a "persistent" journal in the overlay's tmpfs, capped only at 10%

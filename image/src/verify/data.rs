@@ -546,7 +546,7 @@ mod tests {
             ),
             (with(&line.replace("nofail,", "")), "nofail"),
             (
-                with(&line.replace("x-systemd.device-timeout=10s,", "")),
+                with(&line.replace("x-systemd.device-timeout=90s,", "")),
                 "device-timeout",
             ),
             (with(&line.replace(",x-systemd.growfs", "")), "growfs"),
