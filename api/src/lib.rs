@@ -6,6 +6,7 @@
 //! - [`profile`]: the `/profile` document;
 //! - [`nic`]: `pfx-player nic ... --json` (and the `nic` object of `/profile`);
 //! - [`agent`]: the agent's reports;
+//! - [`show`]: `/profile`'s `show` section and the agent's show-push answers;
 //! - [`http`]: the one HTTP/1.1 client both sides use;
 //! - [`exit`]: how the four binaries print errors and which exit codes they use.
 //!
@@ -17,6 +18,7 @@ pub mod exit;
 pub mod http;
 pub mod nic;
 pub mod profile;
+pub mod show;
 
 #[doc(hidden)]
 pub mod golden;

@@ -103,4 +103,7 @@ pub struct ProfileDoc {
     /// Flattened: the snapshot's fields sit beside `unit` in the JSON.
     #[serde(flatten)]
     pub snapshot: Snapshot,
+    /// What plays: the store's show or the config's, and why (None from older players).
+    #[serde(default)]
+    pub show: Option<crate::show::ShowInfo>,
 }

@@ -31,7 +31,8 @@ pub const TEST_BACKENDS: bool = cfg!(debug_assertions);
 pub static TEST_BUILD_MARKER: &str = "PFX-AGENT-TEST-BACKENDS-ENABLED";
 
 /// What the verbs accept, for the refusal message.
-pub const USAGE: &str = "allowed: `apply pause-off [--json]`, `status [--json] [--rate-interval-ms N]` (N 10..=10000); \
+pub const USAGE: &str = "allowed: `apply pause-off [--json]`, `status [--json] [--rate-interval-ms N]` (N 10..=10000), \
+     `show missing`, `show put HASH SIZE OFFSET LEN`, `show activate`, `show status`; \
      everything else (interface, lower root, player) comes from the unit's root-owned agent config";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -62,6 +63,15 @@ fn d_true() -> bool {
 fn d_backend() -> Backend {
     Backend::Player
 }
+fn d_store_root() -> PathBuf {
+    pfx_store::DEFAULT_ROOT.into()
+}
+fn d_store_rate() -> u64 {
+    8 << 20
+}
+fn d_confirm() -> u64 {
+    20
+}
 
 /// `/etc/pfx/agent.yaml`.
 #[derive(Debug, Clone, Deserialize)]
@@ -86,6 +96,23 @@ pub struct AgentConfig {
     /// Also append one line per decision here (syslog always gets it).
     #[serde(default)]
     pub audit_log: Option<PathBuf>,
+    /// The show store (the data partition's mount point).
+    #[serde(default = "d_store_root")]
+    pub store_root: PathBuf,
+    /// The most a show transfer writes per second (staging and hashing), so the playing
+    /// show keeps the SD card. Default 8 MiB/s.
+    #[serde(default = "d_store_rate")]
+    pub store_rate_bytes_per_s: u64,
+    /// Bytes the store leaves free on the partition (default: 5 %, at least 64 MiB).
+    #[serde(default)]
+    pub store_reserve_bytes: Option<u64>,
+    /// SIGHUP the player whose pid is in this file after a switch; default: systemd's
+    /// pfx-player.service.
+    #[serde(default)]
+    pub player_pidfile: Option<PathBuf>,
+    /// How long `show activate` waits for the player to say it plays the new show.
+    #[serde(default = "d_confirm")]
+    pub show_confirm_timeout_s: u64,
     /// TEST BUILDS ONLY: `mock` (file-backed NIC in `mock_nic_dir`).
     #[serde(default = "d_backend")]
     pub nic_backend: Backend,
@@ -118,7 +145,11 @@ impl AgentConfig {
             ("lower", &c.lower),
             ("player", &c.player),
             ("image_version_file", &c.image_version_file),
-        ] {
+            ("store_root", &c.store_root),
+        ]
+        .into_iter()
+        .chain(c.player_pidfile.iter().map(|p| ("player_pidfile", p)))
+        {
             if !p.is_absolute() {
                 return Err(format!("{k}: {} must be an absolute path", p.display()));
             }
@@ -142,6 +173,15 @@ impl AgentConfig {
                 test_only.join(", ")
             ));
         }
+        if c.store_rate_bytes_per_s < 64 * 1024 {
+            return Err(format!(
+                "store_rate_bytes_per_s: {} is below 65536; a show would take hours",
+                c.store_rate_bytes_per_s
+            ));
+        }
+        if !(1..=600).contains(&c.show_confirm_timeout_s) {
+            return Err("show_confirm_timeout_s: give 1..=600 seconds".into());
+        }
         if c.nic_backend == Backend::Mock && c.mock_nic_dir.is_none() {
             return Err("nic_backend: mock needs mock_nic_dir".into());
         }
@@ -152,9 +192,27 @@ impl AgentConfig {
 /// One accepted request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verb {
-    ApplyPauseOff { json: bool },
-    Status { json: bool, rate_interval_ms: u64 },
+    ApplyPauseOff {
+        json: bool,
+    },
+    Status {
+        json: bool,
+        rate_interval_ms: u64,
+    },
+    ShowMissing,
+    ShowPut {
+        hash: pfx_store::Hash,
+        size: u64,
+        offset: u64,
+        len: u64,
+    },
+    ShowActivate,
+    ShowStatus,
 }
+
+/// The largest file a show may hold, and the most one `show put` carries.
+pub const MAX_SHOW_FILE: u64 = 64 << 30;
+pub const MAX_PUT: u64 = 256 << 20;
 
 /// Parses `SSH_ORIGINAL_COMMAND`. Pure. Words are split on white space and never given to
 /// a shell; every word must be one the verb expects, each flag at most once.
@@ -204,6 +262,35 @@ pub fn parse_command(cmd: Option<&str>) -> Result<Verb, String> {
                 rate_interval_ms: rate.unwrap_or(1000),
             })
         }
+        ["show", "missing"] => Ok(Verb::ShowMissing),
+        ["show", "activate"] => Ok(Verb::ShowActivate),
+        ["show", "status"] => Ok(Verb::ShowStatus),
+        ["show", "put", hash, size, offset, len] => {
+            let hash = hash.parse().map_err(|e| format!("show put: {e}"))?;
+            let num = |what: &str, w: &str| {
+                // Digits only: no sign, no spaces, no hex.
+                if w.is_empty() || w.len() > 20 || !w.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(format!("show put: {what} {w:?} is not a number"));
+                }
+                w.parse::<u64>()
+                    .map_err(|_| format!("show put: {what} {w:?} is too large"))
+            };
+            let (size, offset, len) = (num("SIZE", size)?, num("OFFSET", offset)?, num("LEN", len)?);
+            if size > MAX_SHOW_FILE || len > MAX_PUT || offset.checked_add(len).is_none_or(|e| e > size) {
+                return Err(format!(
+                    "show put: OFFSET {offset} + LEN {len} must lie within SIZE {size} (SIZE at most {MAX_SHOW_FILE}, LEN at most {MAX_PUT})"
+                ));
+            }
+            Ok(Verb::ShowPut {
+                hash,
+                size,
+                offset,
+                len,
+            })
+        }
+        ["show", ..] => Err(
+            "show: use `show missing`, `show put HASH SIZE OFFSET LEN`, `show activate` or `show status`".into(),
+        ),
         [first, ..] => Err(format!("{first:?} is not an agent verb")),
         [] => Err("no command".into()),
     }
@@ -389,7 +476,40 @@ pub fn run(argv: &[OsString], config: &Path, stop: Arc<AtomicUsize>) -> u8 {
         hold_in_write: cfg.test_hold_in_write_ms.map(Duration::from_millis),
         hold_pidfile: cfg.test_hold_pidfile.clone(),
     };
+    let show_opts = crate::showagent::ShowOpts {
+        unit_id: opts.unit_id.clone(),
+        root: cfg.store_root.clone(),
+        player: cfg.player.clone(),
+        rate_bytes_per_s: cfg.store_rate_bytes_per_s,
+        reserve_bytes: cfg.store_reserve_bytes,
+        profile_url: cfg.profile_url.clone(),
+        player_pidfile: cfg.player_pidfile.clone(),
+        systemd: cfg.systemd,
+        confirm_timeout: Duration::from_secs(cfg.show_confirm_timeout_s),
+    };
+    let mut stdin = std::io::stdin().lock();
     let (text, good) = match verb {
+        Verb::ShowMissing => {
+            let (r, ok) = crate::showagent::missing(&show_opts, &mut stdin);
+            (serde_json::to_string(&r), ok)
+        }
+        Verb::ShowPut {
+            hash,
+            size,
+            offset,
+            len,
+        } => {
+            let (r, ok) = crate::showagent::put(&show_opts, &hash, size, offset, len, &mut stdin);
+            (serde_json::to_string(&r), ok)
+        }
+        Verb::ShowActivate => {
+            let (r, ok) = crate::showagent::activate(&show_opts, &mut stdin);
+            (serde_json::to_string(&r), ok)
+        }
+        Verb::ShowStatus => {
+            let (r, ok) = crate::showagent::status(&show_opts);
+            (serde_json::to_string(&r), ok)
+        }
         Verb::ApplyPauseOff { json } => {
             let r = agent::apply_pause_off(&opts);
             let text = if json {
@@ -451,6 +571,35 @@ mod tests {
                 rate_interval_ms: 1000
             })
         );
+        let h = "a".repeat(64);
+        assert_eq!(
+            parse_command(Some(&format!("show put {h} 100 10 90"))),
+            Ok(Verb::ShowPut {
+                hash: h.parse().unwrap(),
+                size: 100,
+                offset: 10,
+                len: 90
+            })
+        );
+        assert_eq!(parse_command(Some("show missing")), Ok(Verb::ShowMissing));
+        assert_eq!(parse_command(Some("show activate")), Ok(Verb::ShowActivate));
+        assert_eq!(parse_command(Some("show status")), Ok(Verb::ShowStatus));
+        for bad in [
+            format!("show put {h} 100 10 91"),
+            format!("show put {h} 100 -1 10"),
+            format!("show put {h} 100 +1 10"),
+            format!("show put {h} 100 0x1 10"),
+            format!("show put {h} 100 18446744073709551615 10"),
+            format!("show put {h} 100 0"),
+            "show put ../../etc/passwd 100 0 10".to_string(),
+            format!("show put {} 100 0 10", "A".repeat(64)),
+            "show missing --root /".into(),
+            "show activate /etc/shadow".into(),
+            "show".into(),
+            "show rm".into(),
+        ] {
+            assert!(parse_command(Some(&bad)).is_err(), "{bad:?} accepted");
+        }
         for bad in [
             None,
             Some(""),
@@ -501,6 +650,11 @@ mod tests {
         assert!(AgentConfig::parse("iface: 'eth0; id'\n", true).is_err());
         assert!(AgentConfig::parse("player: bin/sh\n", true).is_err());
         assert!(AgentConfig::parse("players: /bin/sh\n", true).is_err());
+        assert_eq!(c.store_root, Path::new("/var/lib/pfx"));
+        assert!(AgentConfig::parse("store_root: data\n", false).is_err());
+        assert!(AgentConfig::parse("player_pidfile: run/p.pid\n", false).is_err());
+        assert!(AgentConfig::parse("store_rate_bytes_per_s: 10\n", false).is_err());
+        AgentConfig::parse("store_root: /data\nplayer_pidfile: /run/p.pid\n", false).unwrap();
     }
 
     #[test]

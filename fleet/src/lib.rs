@@ -14,6 +14,8 @@ pub mod nic;
 pub mod oneshot;
 pub mod push;
 pub mod rollout;
+pub mod showagent;
+pub mod showpush;
 pub mod ssh;
 pub mod store;
 pub mod top;

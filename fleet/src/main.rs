@@ -6,7 +6,7 @@ use pfx_fleet::agent::now_ms;
 use pfx_fleet::config::FleetConfig;
 use pfx_fleet::gate::{self, human_age};
 use pfx_fleet::store::{Store, UnitRow};
-use pfx_fleet::{discover, push, rollout};
+use pfx_fleet::{discover, push, rollout, showpush};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -37,6 +37,10 @@ struct Cli {
 enum PushWhat {
     /// Ethernet PAUSE off on the unit's interface, now and across reboots.
     PauseOff,
+    /// A show directory (DIR: a show.yaml and the files it names) into the units' show
+    /// stores: only what a unit lacks is sent (by hash), an interrupted transfer resumes,
+    /// and the unit checks the show with its own player before it switches.
+    Show,
 }
 
 /// What `gate` and `rollout` act on.
@@ -83,6 +87,16 @@ enum Cmd {
         /// The setting to push.
         #[arg(value_enum)]
         what: PushWhat,
+        /// push show: the show directory.
+        #[arg(value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// push show: the show's name on the units (default: DIR's name).
+        #[arg(long)]
+        name: Option<String>,
+        /// push show: MiB per transfer command; an interrupted one is sent again at most
+        /// this much.
+        #[arg(long, default_value_t = 16)]
+        chunk_mib: u64,
         /// Every unit of this site.
         #[arg(long, conflicts_with = "unit")]
         site: Option<String>,
@@ -99,6 +113,18 @@ enum Cmd {
         #[arg(long)]
         force: bool,
         /// Print the run's summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What each unit plays (asked over SSH now) and since when.
+    Shows {
+        /// Only the units of this site.
+        #[arg(long)]
+        site: Option<String>,
+        /// How many units to ask at once.
+        #[arg(long, default_value_t = 16)]
+        parallel: usize,
+        /// Print the rows as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -187,7 +213,8 @@ Columns:
   unit      the unit's id in the fleet config (or as discovered)
   state     up, or DOWN followed by why: connection refused, timed out, not a pfx
             /profile document, HTTP status, or unreachable, with the client's message
-  playing   what the unit plays; /profile does not say yet, so this is - for now
+  playing   the show the unit plays (its /profile's show name), (config) after it when
+            the player fell back to its config show; - from a player that does not say
   fps       frames per second over the player's rolling window
   misses    deadline misses in that window
   wire p99  99th percentile of the wire_send stage in that window
@@ -431,6 +458,32 @@ fn print_gate(d: &gate::GateDecision) {
     }
 }
 
+/// The units a push goes to: `--unit`s (each must be known), else the site's, else all.
+fn push_targets(store: &Store, site: Option<&str>, unit: &[String]) -> Result<Vec<UnitRow>> {
+    let all = store.units(site)?;
+    let targets: Vec<UnitRow> = if unit.is_empty() {
+        all
+    } else {
+        let mut t = Vec::new();
+        for id in unit {
+            match all.iter().find(|u| &u.unit_id == id) {
+                Some(u) => t.push(u.clone()),
+                None => {
+                    bail!("unit {id} is not known: list it in the fleet config or run discover")
+                }
+            }
+        }
+        t
+    };
+    if targets.is_empty() {
+        bail!(
+            "no units to push to{}",
+            site.map(|s| format!(" in site {s}")).unwrap_or_default()
+        );
+    }
+    Ok(targets)
+}
+
 fn run(cli: Cli) -> Result<u8> {
     let cfg = FleetConfig::load(&cli.config)?;
     let db = cli
@@ -553,36 +606,111 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Cmd::Push {
-            what: _,
+            what: PushWhat::Show,
+            dir,
+            name,
+            chunk_mib,
+            site,
+            unit,
+            parallel,
+            json,
+            ..
+        } => {
+            let dir = dir.context("push show needs the show directory: pfx-fleet push show DIR")?;
+            if !(1..=256).contains(&chunk_mib) {
+                bail!("--chunk-mib {chunk_mib}: give 1..=256");
+            }
+            let show = showpush::read_show_dir(&dir, name.as_deref())
+                .with_context(|| format!("reading the show in {}", dir.display()))?;
+            let targets = push_targets(&store, site.as_deref(), &unit)?;
+            let bars = pfx_fleet::top::term::is_tty(2) && !json;
+            let sum = showpush::push_show(
+                &store,
+                &cfg,
+                show,
+                targets,
+                &showpush::ShowPushOpts {
+                    parallel,
+                    chunk_bytes: chunk_mib << 20,
+                    operator: operator(),
+                    args,
+                    site,
+                    bars,
+                },
+            )?;
+            if json {
+                print_json(&sum)?;
+            } else {
+                println!(
+                    "push show {} run {}: {} files ({} bytes), {} targets, {} done, {} pending, {} failed",
+                    sum.show,
+                    sum.run_id,
+                    sum.files,
+                    sum.bytes,
+                    sum.targets,
+                    sum.done,
+                    sum.pending,
+                    sum.failed
+                );
+            }
+            Ok(if sum.pending + sum.failed == 0 { 0 } else { 1 })
+        }
+        Cmd::Shows {
+            site,
+            parallel,
+            json,
+        } => {
+            let units = store.units(site.as_deref())?;
+            if units.is_empty() {
+                bail!(
+                    "no units{}: list them in the fleet config or run discover",
+                    site.map(|s| format!(" in site {s}")).unwrap_or_default()
+                );
+            }
+            let rows = showpush::shows(&cfg, units, parallel);
+            if json {
+                print_json(&rows)?;
+            } else {
+                let now = now_ms();
+                println!(
+                    "{:<16} {:<10} {:<24} {:<17} {:<7} {:<9} note",
+                    "unit", "site", "playing", "id", "source", "since"
+                );
+                for r in &rows {
+                    println!(
+                        "{:<16} {:<10} {:<24} {:<17} {:<7} {:<9} {}",
+                        r.unit,
+                        r.site.as_deref().unwrap_or("-"),
+                        r.playing
+                            .as_deref()
+                            .unwrap_or(if r.answered { "?" } else { "-" }),
+                        r.show_id.as_deref().unwrap_or("-"),
+                        r.source.as_deref().unwrap_or("-"),
+                        r.since_unix_ms
+                            .map(|t| human_age(now.saturating_sub(t)) + " ago")
+                            .unwrap_or_else(|| "-".into()),
+                        r.reason.as_deref().unwrap_or("")
+                    );
+                }
+            }
+            Ok(if rows.iter().all(|r| r.answered) {
+                0
+            } else {
+                1
+            })
+        }
+        Cmd::Push {
+            what: PushWhat::PauseOff,
             site,
             unit,
             parallel,
             max_age: ma,
             force,
             json,
+            ..
         } => {
             let ma = max_age(&ma)?;
-            let all = store.units(site.as_deref())?;
-            let targets: Vec<UnitRow> = if unit.is_empty() {
-                all
-            } else {
-                let mut t = Vec::new();
-                for id in &unit {
-                    match all.iter().find(|u| &u.unit_id == id) {
-                        Some(u) => t.push(u.clone()),
-                        None => bail!(
-                            "unit {id} is not known: list it in the fleet config or run discover"
-                        ),
-                    }
-                }
-                t
-            };
-            if targets.is_empty() {
-                bail!(
-                    "no units to push to{}",
-                    site.map(|s| format!(" in site {s}")).unwrap_or_default()
-                );
-            }
+            let targets = push_targets(&store, site.as_deref(), &unit)?;
             let sum = push::push_pause_off(
                 &store,
                 &cfg,

@@ -67,7 +67,31 @@ CREATE TABLE IF NOT EXISTS pole_events(
   CHECK (state <> 'done' OR readback IS NOT NULL)
 );
 CREATE INDEX IF NOT EXISTS pole_events_pole ON pole_events(site, pole_id, id);
+-- Show pushes have their own table: the PAUSE-off gate reads unit_events' latest row, and
+-- a show push must never stand in for (or hide) a unit's PAUSE-off readback.
+CREATE TABLE IF NOT EXISTS show_events(
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id       INTEGER NOT NULL REFERENCES runs(run_id),
+  unit_id      TEXT NOT NULL,
+  site         TEXT,
+  state        TEXT NOT NULL CHECK (state IN ('started','pending','failed','done')),
+  reason       TEXT,
+  readback     TEXT,
+  bytes_sent   INTEGER NOT NULL DEFAULT 0,
+  recorded_ms  INTEGER NOT NULL,
+  CHECK (state <> 'done' OR readback IS NOT NULL)
+);
+CREATE INDEX IF NOT EXISTS show_events_unit ON show_events(unit_id, id);
 ";
+
+/// The latest recorded show push of a unit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShowLatest {
+    pub state: UnitState,
+    pub reason: Option<String>,
+    pub readback: Option<String>,
+    pub recorded_ms: u64,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UnitRow {
@@ -291,6 +315,57 @@ impl Store {
             .map_err(self.e())
     }
 
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_show(
+        &self,
+        run_id: i64,
+        unit_id: &str,
+        site: Option<&str>,
+        state: UnitState,
+        reason: Option<&str>,
+        readback: Option<&str>,
+        bytes_sent: u64,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO show_events(run_id, unit_id, site, state, reason, readback, bytes_sent, recorded_ms)
+                 VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
+                params![
+                    run_id,
+                    unit_id,
+                    site,
+                    state.as_str(),
+                    reason,
+                    readback,
+                    bytes_sent as i64,
+                    now_ms as i64
+                ],
+            )
+            .map_err(self.e())?;
+        Ok(())
+    }
+
+    pub fn latest_show(&self, unit_id: &str) -> Result<Option<ShowLatest>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT state, reason, readback, recorded_ms FROM show_events
+                 WHERE unit_id = ?1 AND state <> 'started' ORDER BY id DESC LIMIT 1",
+                params![unit_id],
+                |r| {
+                    let s: String = r.get(0)?;
+                    Ok(ShowLatest {
+                        state: UnitState::parse(&s).unwrap_or(UnitState::Failed),
+                        reason: r.get(1)?,
+                        readback: r.get(2)?,
+                        recorded_ms: r.get::<_, i64>(3)? as u64,
+                    })
+                },
+            )
+            .optional()
+            .map_err(self.e())
+    }
+
     /// Every event (results and the `started` markers of interrupted work), oldest first.
     pub fn history(&self, limit: usize) -> Result<Vec<HistoryRow>, StoreError> {
         let mut st = self
@@ -304,6 +379,10 @@ impl Store {
                    SELECT r.run_id, r.kind, r.operator, 'pole', p.pole_id, p.site, p.state,
                           p.reason, p.readback, p.recorded_ms, p.id
                    FROM pole_events p JOIN runs r USING (run_id)
+                   UNION ALL
+                   SELECT r.run_id, r.kind, r.operator, 'unit', s.unit_id, s.site, s.state,
+                          s.reason, s.readback, s.recorded_ms, s.id
+                   FROM show_events s JOIN runs r USING (run_id)
                  ) ORDER BY 10 DESC, 11 DESC LIMIT ?1",
             )
             .map_err(self.e())?;
@@ -420,6 +499,40 @@ mod tests {
         assert_eq!(h.len(), 3);
         assert_eq!(h[0].operator, "alice");
         assert_eq!(h[2].state, "pending");
+    }
+
+    #[test]
+    fn show_pushes_are_in_history_but_never_the_pause_gates_latest() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("f.db")).unwrap();
+        let run = s.begin_run("push show", None, "x", "[]", 1).unwrap();
+        assert!(
+            s.record_show(run, "u1", None, UnitState::Done, None, None, 0, 2)
+                .is_err(),
+            "done without a readback"
+        );
+        s.record_show(run, "u1", None, UnitState::Started, None, None, 0, 2)
+            .unwrap();
+        assert_eq!(s.latest_show("u1").unwrap(), None, "started is no result");
+        s.record_show(
+            run,
+            "u1",
+            None,
+            UnitState::Done,
+            Some("ok"),
+            Some("{\"verified\":true}"),
+            10,
+            3,
+        )
+        .unwrap();
+        assert_eq!(s.latest_show("u1").unwrap().unwrap().state, UnitState::Done);
+        assert_eq!(s.latest_unit("u1").unwrap(), None);
+        let h = s.history(10).unwrap();
+        assert_eq!(h.len(), 2);
+        assert_eq!(
+            (h[1].kind.as_str(), h[1].state.as_str()),
+            ("push show", "done")
+        );
     }
 
     #[test]

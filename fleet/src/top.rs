@@ -90,8 +90,9 @@ pub struct TopRow {
     pub unit: String,
     pub url: String,
     pub answered: bool,
-    /// What the unit plays. `/profile` has no such field yet, so this is `None` ("-")
-    /// until it has one.
+    /// What the unit plays: the show's name from `/profile`'s `show`, with " (config)"
+    /// when it is the config show rather than the store's; `None` ("-") from a player
+    /// that does not say.
     pub playing: Option<String>,
     /// The unit id the document names (may differ from `unit` when the address is wrong).
     pub answered_as: Option<String>,
@@ -157,7 +158,10 @@ pub fn row(unit: &TopUnit, got: &Result<ProfileDoc, Down>) -> TopRow {
                 unit: unit.unit.clone(),
                 url,
                 answered: true,
-                playing: None,
+                playing: d.show.as_ref().map(|sh| match sh.source {
+                    pfx_api::show::ShowSource::Store => sh.name.clone(),
+                    pfx_api::show::ShowSource::Config => format!("{} (config)", sh.name),
+                }),
                 answered_as: Some(d.unit.clone()),
                 health: Some(d.health.clone()),
                 fps: Some(s.fps),
@@ -459,6 +463,7 @@ mod tests {
             version: "0.1.0".into(),
             health: "ok".into(),
             snapshot: s,
+            show: None,
         }
     }
 
@@ -473,6 +478,21 @@ mod tests {
         assert_eq!(r.pause_rx_per_s, Some(130.0));
         assert_eq!(r.playing, None);
         assert_eq!(r.sync_offset_ms, None);
+        let mut d = doc();
+        d.show = Some(pfx_api::show::ShowInfo {
+            name: "evening".into(),
+            source: pfx_api::show::ShowSource::Store,
+            ..Default::default()
+        });
+        assert_eq!(
+            row(&unit("u1"), &Ok(d.clone())).playing.as_deref(),
+            Some("evening")
+        );
+        d.show.as_mut().unwrap().source = pfx_api::show::ShowSource::Config;
+        assert_eq!(
+            row(&unit("u1"), &Ok(d)).playing.as_deref(),
+            Some("evening (config)")
+        );
         assert_eq!((r.down, r.reason), (None, None));
     }
 

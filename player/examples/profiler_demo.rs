@@ -180,6 +180,7 @@ fn main() -> anyhow::Result<()> {
             profiler: handle,
             unit_id: args.unit_id.clone(),
             version: env!("CARGO_PKG_VERSION"),
+            show: Default::default(),
         };
         let seconds = args.seconds;
         let shutdown = async move {

@@ -30,6 +30,8 @@ fn options() -> RunOptions {
         mdns: false,
         summary: None,
         config: None,
+        store: None,
+        show_state: Default::default(),
     }
 }
 

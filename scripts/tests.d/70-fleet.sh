@@ -446,6 +446,8 @@ attempt "ssh unit touch (a shell would create a file)" "is not an agent verb" pf
 attempt "ssh unit pfx-agent --player /bin/sh apply pause-off" "is not an agent verb" pfx@10.77.0.11 pfx-agent --player /bin/sh apply pause-off
 attempt "ssh unit apply pause-off --player /bin/sh" "unexpected" pfx@10.77.0.11 apply pause-off --json --player /bin/sh
 attempt "ssh -tt unit: no pty" "PTY allocation request failed" -tt pfx@10.77.0.11
+attempt "ssh unit show put with a path for the hash" "is not a sha256" pfx@10.77.0.11 show put ../../etc/passwd 1 0 1
+attempt "ssh unit show activate with an argument" "show: use" pfx@10.77.0.11 show activate /etc/shadow
 # -L: the listener is the client's; the unit's sshd must refuse to open the channel.
 inns "$OP" ssh "${xfer_opts[@]}" -o LogLevel=ERROR -o ExitOnForwardFailure=yes -N -L 127.0.0.1:18080:127.0.0.1:8080 pfx@10.77.0.11 < /dev/null 2> "$T/sec-L.err" &
 lpid=$!
@@ -491,6 +493,141 @@ check "root login with the fleet key refused (exit $rc)" bash -c "[ $rc = 255 ] 
 fleet push pause-off --unit u1 --force > "$T/sec-push.out" 2> "$T/sec-push.err"; rc=$?
 check "pfx-fleet push pause-off through the account still works (exit $rc)" bash -c "[ $rc = 0 ] && grep -q 'recorded u1 done' $T/sec-push.err"
 check "the dispatcher logged the accepted verb" grep -q 'accepted "apply pause-off --json" for pfx' "$d/dispatch.log"
+
+# 9c. push show: a show directory into the units' show stores, each unit with a REAL
+#     pfx-player (--store) on its own data directory; by hash, resumable, checked by the
+#     unit's player, atomic; the readback recorded. u4's host key is pinned from here on.
+echo "10.77.0.14 $(cut -d' ' -f1,2 "$T/u4/hostkey.pub")" >> "$T/known_hosts"
+PLAYER="${PFX_PLAYER:-$bin/pfx-player}"
+[ -x "$PLAYER" ] || fail "no pfx-player at $PLAYER for the show-push checks (cargo build -p pfx-player)"
+FSEQ_PY="$top/player/tests/py"
+make_fseq() { # path frames seed: an uncompressed v2 sequence of 900 channels, 25 ms a frame
+  python3 - "$FSEQ_PY" "$1" "$2" "$3" <<'PY'
+import os, random, sys
+sys.path.insert(0, sys.argv[1])
+from fseq_reference import write_fseq
+path, n, seed = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+random.seed(seed)
+frames = [random.randbytes(900) for _ in range(n)]
+write_fseq(path, frames, 25, 2, 0)
+PY
+}
+show_yaml() { # the show file of a pushed show: one DDP pole on the unit's own loopback
+  printf '%s\n' "interface: eth0" "fps: 40" "tx_queue: kernel" "outputs:" "  - name: pole-1" "    profile: bench-ddp" \
+    "    destination: 127.0.0.1:4048" "content:" "  loop: true" "  playlist:"
+  for f in "$@"; do echo "    - fseq: $f"; done
+}
+S1="$T/shows/evening"; mkdir -p "$S1/songs"
+make_fseq "$S1/big.fseq" 23300 1        # ~20 MiB
+make_fseq "$S1/songs/b.fseq" 400 2
+show_yaml big.fseq songs/b.fseq > "$S1/show.yaml"
+for i in 1 2 3 4; do
+  d="$T/u$i"; mkdir -p "$d/data"; : > "$d/data/.pfx-data"
+  printf '%s\n' "interface: eth0" "fps: 40" "tx_queue: kernel" "outputs:" "  - name: pole-1" "    profile: bench-ddp" \
+    "    destination: 127.0.0.1:4048" "content:" "  loop: true" "  playlist:" "    - pattern: id" "      seconds: 5" > "$d/builtin.yaml"
+  rate=8388608; [ $i = 2 ] && rate=2097152   # u2 slower, so it can be killed mid-transfer
+  agent_yaml "$d" "u$i" "player: $PLAYER" "store_root: $d/data" "store_reserve_bytes: 1048576" \
+    "store_rate_bytes_per_s: $rate" "player_pidfile: $d/player.pid" "profile_url: http://127.0.0.1:8090/profile" "show_confirm_timeout_s: 20"
+  nsenter --net="/run/netns/pfxfl${P}u$i" -- "$PLAYER" run --config "$d/builtin.yaml" --store "$d/data" --http 0.0.0.0:8090 --no-mdns > "$d/player.log" 2>&1 &
+  PIDS+=($!); echo $! > "$d/player.pid"
+done
+prof() { # i: the unit's /profile show section, as JSON
+  inns "$OP" python3 -c 'import json,sys,urllib.request; print(json.dumps(json.load(urllib.request.urlopen(sys.argv[1], timeout=2)).get("show")))' "http://10.77.0.1$1:8090/profile" 2>/dev/null
+}
+for i in 1 2 3 4; do for _ in $(seq 100); do [ -n "$(prof $i)" ] && break; sleep 0.1; done; done
+check "before any push, each player plays its config show and says why (no active show)" bash -c "$(declare -f prof inns); OP=$OP; for i in 1 2 3 4; do prof \$i | python3 -c 'import json,sys; s=json.load(sys.stdin); assert s[\"source\"]==\"config\" and \"no active show\" in s[\"reason\"], s' || exit 1; done"
+DB="$T/show.db"
+want_hashes() { python3 -c 'import hashlib,json,sys; d=sys.argv[1]; print(json.dumps({n: hashlib.sha256(open(d+"/"+n,"rb").read()).hexdigest() for n in sys.argv[2:]}, sort_keys=True))' "$@"; }
+H1=$(want_hashes "$S1" big.fseq songs/b.fseq)
+nsenter --net="/run/netns/$OP" -- "$FLEET" --config "$T/fleet.yaml" --db "$DB" push show "$S1" --parallel 4 --chunk-mib 4 --json > "$T/ps1.json" 2> "$T/ps1.err" &
+fpid=$!
+# u2 dies (its agent, SIGKILL) once some 6 MiB of the big file are staged on it.
+killed=0
+for _ in $(seq 600); do
+  part=$(find "$T/u2/data/staging" -name '*.part' -size +6M 2>/dev/null | head -1)
+  if [ -n "$part" ]; then
+    for p in $(pgrep -f "pfx-agent dispatch --config $T/u2/agent.yaml"); do kill -9 "$p" 2>/dev/null; done
+    killed=1; break
+  fi
+  sleep 0.05
+done
+wait $fpid; rc=$?
+check "u2's agent killed mid-transfer (staged part over 6 MiB seen: $killed); push exits 1 (got $rc)" bash -c "[ $killed = 1 ] && [ $rc = 1 ]"
+show_row() { db_q "$DB" "SELECT state||'|'||COALESCE(readback,'') FROM show_events WHERE unit_id='$1' AND state<>'started' ORDER BY id DESC LIMIT 1"; }
+readback_ok() { # unit want-hashes-json show-name: the unit's own readback: the hashes, the player's show
+  show_row "$1" | python3 -c '
+import json,sys
+state, rb = sys.stdin.read().strip().split("|", 1)
+want, name = json.loads(sys.argv[1]), sys.argv[2]
+assert state == "done", state
+rb = json.loads(rb)
+assert rb["verified"] and rb["active"]["files"] == want, rb
+assert rb["player"]["source"] == "store" and rb["player"]["name"] == name and rb["player"]["id"] == rb["active"]["id"], rb
+' "$2" "$3"
+}
+for i in 1 3 4; do
+  check "u$i: done; its readback has the show's hashes and its player plays it" readback_ok "u$i" "$H1" evening
+  check "u$i: its player's /profile names the new show, from the store" bash -c "$(declare -f prof inns); OP=$OP; prof $i | python3 -c 'import json,sys; s=json.load(sys.stdin); assert s[\"source\"]==\"store\" and s[\"name\"]==\"evening\" and s[\"reason\"] is None, s'"
+done
+s2=$(show_row u2 | cut -d'|' -f1)
+check "killed u2 recorded not done ($s2), and its player still plays the config show" bash -c "[ '$s2' = failed ] || [ '$s2' = pending ]; $(declare -f prof inns); OP=$OP; prof 2 | grep -q '\"source\": \"config\"'"
+sent1=$(python3 -c 'import json,sys; print(next(u["bytes_sent"] for u in json.load(open(sys.argv[1]))["units"] if u["unit"]=="u2"))' "$T/ps1.json")
+fleet push show "$S1" --parallel 4 --chunk-mib 4 --json > "$T/ps2.json" 2> "$T/ps2.err"; rc=$?
+check "the push again: exit 0 (got $rc), all 4 done" python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s["done"]==4, s' "$T/ps2.json"
+check "u2 resumed: done with the show's hashes" readback_ok u2 "$H1" evening
+total=$(( $(stat -c %s "$S1/big.fseq") + $(stat -c %s "$S1/songs/b.fseq") ))
+sent2=$(python3 -c 'import json,sys; print(next(u["bytes_sent"] for u in json.load(open(sys.argv[1]))["units"] if u["unit"]=="u2"))' "$T/ps2.json")
+others=$(python3 -c 'import json,sys; print(sum(u["bytes_sent"] for u in json.load(open(sys.argv[1]))["units"] if u["unit"]!="u2"))' "$T/ps2.json")
+check "u2 sent each file again at most one chunk ($sent1 + $sent2 bytes for $total; chunk 4 MiB)" bash -c "[ $sent2 -lt $total ] && [ $(( sent1 + sent2 )) -le $(( total + 4 * 1048576 )) ]"
+check "the units that had the show were sent nothing again ($others bytes)" [ "$others" = 0 ]
+fleet history --json > "$T/sh-hist.json"
+check "history: each unit's show readback (hashes and the player's show)" python3 -c '
+import json,sys; h=json.load(open(sys.argv[1])); want=json.loads(sys.argv[2])
+rows=[x for x in h if x["kind"]=="push show" and x["state"]=="done"]
+assert {x["target"] for x in rows} == {"u1","u2","u3","u4"}, rows
+assert all(x["readback"]["active"]["files"]==want and x["readback"]["player"]["name"]=="evening" for x in rows)' "$T/sh-hist.json" "$H1"
+fleet shows --json > "$T/shows.json"; rc=$?
+check "shows --json: every unit plays evening from the store, since a time (exit $rc)" python3 -c '
+import json,sys; r=json.load(open(sys.argv[1]))
+assert len(r)==4 and all(x["answered"] and x["playing"]=="evening" and x["source"]=="store" and x["since_unix_ms"] for x in r), r' "$T/shows.json"
+fleet shows --site hall-a > "$T/shows.txt"; rc=$?
+check "shows (table): one line per hall-a unit (exit $rc)" bash -c "[ $rc = 0 ] && [ \$(grep -c '^u[123] .*evening' $T/shows.txt) = 3 ]"
+# A show its units' own player refuses: refused, the old one keeps playing.
+S2="$T/shows/broken"; mkdir -p "$S2"; head -c 5000 /dev/urandom > "$S2/noise.fseq"
+show_yaml noise.fseq > "$S2/show.yaml"
+old_id=$(readlink "$T/u1/data/active")
+fleet push show "$S2" --unit u1 --json > "$T/ps3.json" 2> "$T/ps3.err"; rc=$?
+check "a show that fails run --check is refused (exit $rc), the reason is the player's" bash -c "[ $rc = 1 ] && grep -q 'recorded u1 failed: refused, the old show keeps playing' $T/ps3.err && grep -q 'noise.fseq' $T/ps3.err"
+check "after the refusal u1's active show is the old one and its player still plays evening" bash -c "[ \"\$(readlink $T/u1/data/active)\" = '$old_id' ]; $(declare -f prof inns); OP=$OP; prof 1 | python3 -c 'import json,sys; s=json.load(sys.stdin); assert s[\"name\"]==\"evening\" and s[\"source\"]==\"store\", s'"
+# kill -9 of pfx-fleet mid-push: no result lost, none invented.
+S3="$T/shows/late"; mkdir -p "$S3"
+make_fseq "$S3/late.fseq" 4700 3          # ~4 MiB
+show_yaml late.fseq > "$S3/show.yaml"
+H3=$(want_hashes "$S3" late.fseq)
+DB="$T/show-kill.db"
+nsenter --net="/run/netns/$OP" -- "$FLEET" --config "$T/fleet.yaml" --db "$DB" push show "$S3" --parallel 1 > "$T/pk.out" 2> "$T/pk.err" &
+fpid=$!
+for _ in $(seq 1200); do grep -q '^recorded' "$T/pk.err" 2>/dev/null && break; sleep 0.02; done
+kill -9 $fpid; wait $fpid 2>/dev/null
+told=$(grep '^recorded .* done' "$T/pk.err" | awk '{print $2}')
+ndone=$(db_q "$DB" "SELECT COUNT(*) FROM show_events WHERE state='done'")
+check "kill -9 of pfx-fleet happened mid-push ($ndone of 4 done)" bash -c "[ $ndone -ge 1 ] && [ $ndone -lt 4 ]"
+for u in $told; do check "a result printed before the kill is in the db ($u)" [ "$(show_row "$u" | cut -d'|' -f1)" = done ]; done
+for u in $(db_q "$DB" "SELECT unit_id FROM show_events WHERE state='done'"); do
+  check "done row for $u backed by the unit: its store's active show has late's hashes" python3 -c '
+import json,os,sys; d=sys.argv[1]; m=json.load(open(os.path.join(d, os.readlink(d+"/active"), "manifest.json")))
+assert m["files"]==json.loads(sys.argv[2]) and m["name"]=="late", m' "$T/$u/data" "$H3"
+done
+check "the database is intact after kill -9" bash -c "[ \"\$(python3 -c 'import sqlite3;print(sqlite3.connect(\"$DB\").execute(\"PRAGMA integrity_check\").fetchone()[0])')\" = ok ]"
+fleet push show "$S3" > "$T/pk2.out" 2> "$T/pk2.err"; rc=$?
+check "the push again completes on every unit (exit $rc)" bash -c "[ $rc = 0 ] && [ \$(grep -c '^recorded u. done' $T/pk2.err) = 4 ]"
+for i in 1 2 3 4; do
+  check "u$i: the store and its player agree on late, whole (every file hashes right)" bash -c "$(declare -f prof inns); OP=$OP; prof $i | grep -q '\"name\": \"late\"' && python3 -c '
+import hashlib,json,os,sys; d=sys.argv[1]; s=os.path.join(d, os.readlink(d+\"/active\")); m=json.load(open(s+\"/manifest.json\"))
+assert all(hashlib.sha256(open(s+\"/\"+n,\"rb\").read()).hexdigest()==h for n,h in m[\"files\"].items())' $T/u$i/data"
+done
+for i in 1 2 3 4; do kill "$(cat "$T/u$i/player.pid")" 2>/dev/null; done
+DB="$T/fleet.db"
 
 # 10. an offline unit (its sshd stopped): recorded pending with the reason, gate closes
 kill "$(cat "$T/u3/sshd.pid")"; sleep 0.2
@@ -543,7 +680,8 @@ for s in sys.argv[2:]:
         want = (True, float(f[2]), int(f[3]), float(f[4]), float(f[5]), f[0], None, None)
         got = (r["answered"], r["fps"], r["deadline_misses"], r["wire_send_p99_us"], r["pause_rx_per_s"], r["answered_as"], r["down"], r["reason"])
         assert got == want, (f[0], got, want)
-        assert r["playing"] is None and r["sync_offset_ms"] is None and r["health"] == "ok", r
+        # The golden /profile names the store's show "evening".
+        assert r["playing"] == "evening" and r["sync_offset_ms"] is None and r["health"] == "ok", r
         assert r["url"] == "http://10.77.0.1%s:8080" % f[0][1:], r
     else:
         assert r["answered"] is False and r["down"] == f[2] and r["reason"], r

@@ -12,12 +12,14 @@
 //! - `services`: the threads beside the render loop; dropping them stops them.
 //! - `tx_queue`: the head-drop queue on the show interface, put in place and removed.
 //! - `play`: the supervisor loop (signals, reload, stop).
+//! - `showpick`: the store's active show or the config's, and why.
 //! - `schedule`: follows the show's schedule, switching engines at its starts and ends.
 
 pub mod build;
 pub mod play;
 pub mod schedule;
 pub mod services;
+pub mod showpick;
 pub mod tx_queue;
 
 use std::net::SocketAddr;
@@ -47,6 +49,10 @@ pub struct RunOptions {
     pub summary: Option<PathBuf>,
     /// The config file SIGHUP reads again; None when there is none (the demo).
     pub config: Option<PathBuf>,
+    /// The show store's root (the data partition): its active show plays when valid.
+    pub store: Option<PathBuf>,
+    /// What plays now, for `/profile` and `/health`.
+    pub show_state: showpick::ShowState,
 }
 
 /// What `run --check` found: the show opens, and what it would do to the interface.

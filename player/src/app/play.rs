@@ -12,6 +12,7 @@ use super::RunOptions;
 use super::build::build_engine;
 use super::schedule::Follower;
 use super::services::{self, Services};
+use super::showpick;
 use super::tx_queue;
 use crate::config::show::{Show, ShowConfig};
 use crate::engine::frame_loop::{self, Engine, Exit, OnEnd};
@@ -63,7 +64,7 @@ pub fn play(mut show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
                             handle.reload(engine);
                             show = new_show;
                             follower = new_follower;
-                            tracing::info!(config = %p.display(), "SIGHUP: new config accepted");
+                            tracing::info!(config = %p.display(), "SIGHUP: new show accepted");
                         }
                         Err(e) => tracing::error!(
                             "SIGHUP: new config refused, the current show keeps playing: {e:#}"
@@ -123,8 +124,16 @@ fn on_end(follower: &Option<Follower>) -> OnEnd {
 
 /// The config at `path`, loaded and opened: the new show, its engine and its schedule
 /// follower, or why not.
+/// With a store, the store's active show when it loads and opens, else the config's.
 fn reload(path: &Path, opts: &RunOptions) -> anyhow::Result<(Show, Engine, Option<Follower>)> {
-    let show = ShowConfig::load(path)?;
-    let (follower, engine) = start(&show, opts)?;
+    if opts.store.is_none() {
+        let show = ShowConfig::load(path)?;
+        let (follower, engine) = start(&show, opts)?;
+        showpick::set(&opts.show_state, showpick::config_info(path, None));
+        return Ok((show, engine, follower));
+    }
+    let (show, info, (follower, engine)) =
+        showpick::pick(path, opts.store.as_deref(), |s| start(s, opts))?;
+    showpick::set(&opts.show_state, info);
     Ok((show, engine, follower))
 }

@@ -171,6 +171,8 @@ mod tests {
             mdns: false,
             summary: None,
             config: None,
+            store: None,
+            show_state: Default::default(),
         }
     }
 

@@ -58,7 +58,7 @@ pub fn start(show: &Show, engine: &Engine, opts: &RunOptions) -> anyhow::Result<
     );
     let unit = super::build::unit_id(show);
     let addr = opts.http.unwrap_or(show.config.http);
-    let http = start_http(addr, handle.clone(), unit.clone())?;
+    let http = start_http(addr, handle.clone(), unit.clone(), opts.show_state.clone())?;
     let mdns = if !opts.mdns {
         None
     } else {
@@ -99,6 +99,7 @@ fn start_http(
     addr: SocketAddr,
     profiler: ProfilerHandle,
     unit_id: String,
+    show: super::showpick::ShowState,
 ) -> anyhow::Result<HttpThread> {
     let std_listener = std::net::TcpListener::bind(addr).with_context(|| {
         format!("cannot serve HTTP on {addr}; choose another address with --http ADDR:PORT")
@@ -130,6 +131,7 @@ fn start_http(
                     profiler,
                     unit_id,
                     version: VERSION,
+                    show,
                 };
                 if let Err(e) = crate::http::serve(listener, state, async move {
                     let _ = rx.await;

@@ -19,6 +19,11 @@ pub struct RunArgs {
     /// Check the config (profiles, files, interface) and exit without playing.
     #[arg(long)]
     pub check: bool,
+    /// The show store (the unit's data partition, e.g. /var/lib/pfx): play its active show
+    /// when it has a valid one, else the --config show; /profile and /health say which
+    /// and why. SIGHUP looks again.
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -53,7 +58,11 @@ pub struct CommonArgs {
 }
 
 impl CommonArgs {
-    fn options(self, config: Option<PathBuf>) -> anyhow::Result<RunOptions> {
+    fn options(
+        self,
+        config: Option<PathBuf>,
+        store: Option<PathBuf>,
+    ) -> anyhow::Result<RunOptions> {
         let duration = match self.duration {
             None => None,
             Some(s) => Some(Duration::try_from_secs_f64(s).map_err(|_| {
@@ -68,18 +77,44 @@ impl CommonArgs {
             mdns: !self.no_mdns,
             summary: self.summary,
             config,
+            store,
+            show_state: Default::default(),
         })
     }
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let show = ShowConfig::load(&args.config)?;
-    let opts = args.common.options(Some(args.config.clone()))?;
+    let opts = args
+        .common
+        .options(Some(args.config.clone()), args.store.clone())?;
+    let show = match &args.store {
+        None => {
+            let show = ShowConfig::load(&args.config)?;
+            app::showpick::set(
+                &opts.show_state,
+                app::showpick::config_info(&args.config, None),
+            );
+            show
+        }
+        // The store's show counts only when it opens as the check would open it.
+        Some(root) => {
+            let (show, info, _) =
+                app::showpick::pick(&args.config, Some(root), |s| app::check(s, &opts))?;
+            if let Some(r) = &info.reason {
+                eprintln!(
+                    "pfx-player: playing the config show {}: {r}",
+                    args.config.display()
+                );
+            }
+            app::showpick::set(&opts.show_state, info);
+            show
+        }
+    };
     if args.check {
         let checked = app::check(&show, &opts)?;
         println!(
             "{}: ok: {} outputs, {} playlist items, interface {}; {}",
-            args.config.display(),
+            show.source.display(),
             checked.outputs,
             checked.items,
             show.config.interface,
@@ -91,11 +126,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
-    let mut opts = args.common.options(None)?;
+    let mut opts = args.common.options(None, None)?;
     if opts.http.is_none() {
         opts.http = Some(SocketAddr::from(([127, 0, 0, 1], 8080)));
     }
     let show = crate::demo::demo_show()?;
+    app::showpick::set(
+        &opts.show_state,
+        pfx_api::show::ShowInfo {
+            name: "demo".into(),
+            since_unix_ms: Some(crate::sys::time::unix_micros() / 1000),
+            ..Default::default()
+        },
+    );
     eprintln!(
         "pfx-player demo: {} poles on loopback multicast ({}); dashboard on http://{}/ ; Ctrl-C stops",
         show.outputs.len(),

@@ -31,6 +31,9 @@ pub struct HttpState {
     pub profiler: ProfilerHandle,
     pub unit_id: String,
     pub version: &'static str,
+    /// What plays and why (written by `app` at each start and reload).
+    /// (The same type as `app::showpick::ShowState`; http does not import app.)
+    pub show: std::sync::Arc<std::sync::Mutex<Option<pfx_api::show::ShowInfo>>>,
 }
 
 /// `GET /profile`: the snapshot plus who answered (the contract, in pfx-api).
@@ -100,7 +103,20 @@ async fn profile(State(s): State<HttpState>) -> Json<ProfileDoc> {
         version: s.version.to_string(),
         health: health_text(&s),
         snapshot: s.profiler.snapshot(),
+        show: show_info(&s),
     })
+}
+
+fn show_info(s: &HttpState) -> Option<pfx_api::show::ShowInfo> {
+    s.show.lock().ok().and_then(|g| g.clone())
+}
+
+/// A second line for `/health` when the config show plays in place of the store's.
+fn fallback_line(s: &HttpState) -> String {
+    match show_info(s).and_then(|i| i.reason) {
+        Some(r) => format!("show: playing the config show: {r}\n"),
+        None => String::new(),
+    }
 }
 
 async fn history(State(s): State<HttpState>, Query(q): Query<HistoryQuery>) -> Json<HistoryDoc> {
@@ -126,8 +142,12 @@ async fn metrics_text(State(s): State<HttpState>) -> Response {
 
 async fn health(State(s): State<HttpState>) -> Response {
     match s.profiler.health() {
-        Ok(()) => (StatusCode::OK, "ok\n").into_response(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+        Ok(()) => (StatusCode::OK, format!("ok\n{}", fallback_line(&s))).into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{e}\n{}", fallback_line(&s)),
+        )
+            .into_response(),
     }
 }
 

@@ -24,6 +24,7 @@ fn state() -> (SampleSink, HttpState) {
             profiler,
             unit_id: "unit-\"7\"".into(),
             version: "0.1.0",
+            show: Default::default(),
         },
     )
 }
@@ -288,6 +289,7 @@ async fn profile_json_matches_the_golden_file() {
         profiler,
         unit_id: "gen3-7".into(),
         version: "0.1.0",
+        show: std::sync::Arc::new(std::sync::Mutex::new(Some(golden_show()))),
     };
     st.profiler.set_nic(crate::nic::golden_status());
     // Rates need two readings, one second apart; the frames come after them, so the
@@ -323,6 +325,7 @@ async fn profile_json_matches_the_golden_file() {
             version: st.version.into(),
             health: "ok".into(),
             snapshot: st.profiler.snapshot(),
+            show: Some(golden_show()),
         };
         doc.snapshot.last_frame_age_ms = Some(12.5);
         doc.snapshot.uptime_s = 3.25;
@@ -336,4 +339,39 @@ async fn profile_json_matches_the_golden_file() {
         golden == wire,
         "/profile differs from api/tests/golden/profile.json\n--- golden\n{golden}\n--- served\n{wire}"
     );
+}
+
+/// The golden document's `show`: the store's show, with a fixed start time.
+fn golden_show() -> pfx_api::show::ShowInfo {
+    pfx_api::show::ShowInfo {
+        name: "evening".into(),
+        id: Some("0123456789abcdef".into()),
+        source: pfx_api::show::ShowSource::Store,
+        since_unix_ms: Some(1_764_590_400_000),
+        reason: None,
+    }
+}
+
+#[tokio::test]
+async fn health_says_why_the_config_show_plays() {
+    let (_sink, mut st) = state();
+    st.show = std::sync::Arc::new(std::sync::Mutex::new(Some(
+        crate::app::showpick::config_info(
+            std::path::Path::new("/etc/pfx/show.yaml"),
+            Some("the data partition is not mounted at /var/lib/pfx".into()),
+        ),
+    )));
+    let (_, _, body) = get(&st, "/health").await;
+    let text = body;
+    assert!(
+        text.contains(
+            "show: playing the config show: the data partition is not mounted at /var/lib/pfx"
+        ),
+        "{text}"
+    );
+    let (_, _, body) = get(&st, "/profile").await;
+    let doc: ProfileDoc = serde_json::from_str(&body).unwrap();
+    let show = doc.show.unwrap();
+    assert_eq!(show.source, pfx_api::show::ShowSource::Config);
+    assert_eq!(show.name, "show.yaml");
 }

@@ -1,0 +1,892 @@
+//! `pfx-fleet push show DIR` and `pfx-fleet shows`: a show directory to the units' show
+//! stores over the same SSH trust as `push pause-off`. Per unit: ask what it lacks (by
+//! hash), send only that in chunks from where an interrupted transfer stopped, then ask it
+//! to check and switch; its readback is recorded. Workers run the SSH commands; the main
+//! thread alone writes the database, one committed event at a time.
+
+use crate::agent::now_ms;
+use crate::config::{FleetConfig, SshConfig};
+use crate::gate::UnitState;
+use crate::ssh;
+use crate::store::{Store, StoreError, UnitRow};
+use pfx_api::show::{MissingReport, PutReport, ShowManifest, ShowReadback, WantedFile};
+use std::collections::{BTreeMap, VecDeque};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+/// One file of the show on the operator's disk.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalFile {
+    pub name: String,
+    pub path: PathBuf,
+    pub hash: String,
+    pub size: u64,
+}
+
+/// A show directory, read and hashed.
+#[derive(Debug, Clone)]
+pub struct LocalShow {
+    pub name: String,
+    pub show_yaml: String,
+    pub files: Vec<LocalFile>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ShowDirError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {why}", path.display())]
+    Invalid { path: PathBuf, why: String },
+}
+
+/// The files a show.yaml names, each once: every `fseq:` and every
+/// `profile:` that is a path (has a `/` or ends in `.yaml`). Pure.
+pub fn named_files(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                if let serde_json::Value::String(s) = x {
+                    let is_path = k == "fseq"
+                        || (k == "profile" && (s.contains('/') || s.ends_with(".yaml")));
+                    if is_path && !out.contains(s) {
+                        out.push(s.clone());
+                    }
+                } else {
+                    named_files(x, out);
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| named_files(x, out)),
+        _ => {}
+    }
+}
+
+/// Reads DIR: its show.yaml and the files it names, hashed. The name of the show is
+/// `name`, else DIR's own name.
+pub fn read_show_dir(dir: &Path, name: Option<&str>) -> Result<LocalShow, ShowDirError> {
+    let yaml_path = dir.join("show.yaml");
+    let show_yaml = std::fs::read_to_string(&yaml_path).map_err(|source| ShowDirError::Io {
+        path: yaml_path.clone(),
+        source,
+    })?;
+    let v: serde_json::Value =
+        serde_saphyr::from_str(&show_yaml).map_err(|e| ShowDirError::Invalid {
+            path: yaml_path.clone(),
+            why: format!("not YAML: {e}"),
+        })?;
+    if v.get("profiles_dir").is_some() {
+        return Err(ShowDirError::Invalid {
+            path: yaml_path,
+            why: "profiles_dir: a pushed show names its profiles one by one (`profile: NAME` for the unit's, or `profile: file.yaml` in the show directory)".into(),
+        });
+    }
+    let mut names = Vec::new();
+    named_files(&v, &mut names);
+    let mut files = Vec::new();
+    for n in names {
+        pfx_store::check_name(&n).map_err(|why| ShowDirError::Invalid {
+            path: yaml_path.clone(),
+            why: format!("{n:?} {why}; a pushed show names files inside its directory"),
+        })?;
+        let path = dir.join(&n);
+        let meta = std::fs::metadata(&path).map_err(|source| ShowDirError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        if !meta.is_file() {
+            return Err(ShowDirError::Invalid {
+                path,
+                why: "not a regular file".into(),
+            });
+        }
+        let hash = pfx_store::hash_file(&path)
+            .map_err(|e| ShowDirError::Invalid {
+                path: path.clone(),
+                why: e.to_string(),
+            })?
+            .to_string();
+        files.push(LocalFile {
+            name: n,
+            path,
+            hash,
+            size: meta.len(),
+        });
+    }
+    let name = match name {
+        Some(n) => n.to_string(),
+        None => std::fs::canonicalize(dir)
+            .ok()
+            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "show".into()),
+    };
+    Ok(LocalShow {
+        name,
+        show_yaml,
+        files,
+    })
+}
+
+pub struct ShowPushOpts {
+    pub parallel: usize,
+    pub chunk_bytes: u64,
+    pub operator: String,
+    pub args: String,
+    pub site: Option<String>,
+    /// Draw progress bars (a terminal) or print plain lines.
+    pub bars: bool,
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+pub struct UnitResult {
+    pub unit: String,
+    pub state: String,
+    pub reason: Option<String>,
+    pub bytes_sent: u64,
+    pub show_id: Option<String>,
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+pub struct ShowPushSummary {
+    pub run_id: i64,
+    pub show: String,
+    pub files: usize,
+    pub bytes: u64,
+    pub targets: usize,
+    pub done: usize,
+    pub pending: usize,
+    pub failed: usize,
+    pub units: Vec<UnitResult>,
+}
+
+/// What one unit's push came to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnitOutcome {
+    pub state: UnitState,
+    pub reason: Option<String>,
+    pub readback: Option<String>,
+    pub bytes_sent: u64,
+}
+
+/// The raw result of one SSH command.
+type Raw = ssh::Raw;
+
+/// Runs `ssh ARGS` with `input` on its stdin, counting the bytes written into `sent`.
+pub fn run_with_input(
+    program: &Path,
+    args: &[String],
+    mut input: Box<dyn Read + Send>,
+    sent: Arc<AtomicU64>,
+    timeout: Duration,
+) -> Raw {
+    let mut child = match Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            return Raw {
+                exit: None,
+                stdout: String::new(),
+                stderr: format!("cannot run {}: {e}", program.display()),
+                timed_out: false,
+            };
+        }
+    };
+    let stdin = child.stdin.take();
+    let writer = std::thread::spawn(move || {
+        let Some(mut w) = stdin else { return };
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            match input.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if w.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                    sent.fetch_add(n as u64, Ordering::Relaxed);
+                }
+            }
+        }
+        // Dropping `w` closes the pipe: the unit sees the end of the input.
+    });
+    let reader = |p: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = Vec::new();
+            if let Some(mut p) = p {
+                let _ = p.read_to_end(&mut s);
+            }
+            String::from_utf8_lossy(&s).into_owned()
+        })
+    };
+    let out = reader(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = reader(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + timeout;
+    let mut timed_out = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() >= deadline => {
+                timed_out = true;
+                let _ = child.kill();
+                break child.wait().ok();
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(_) => break None,
+        }
+    };
+    let _ = writer.join();
+    Raw {
+        exit: status.and_then(|s| s.code()),
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+        timed_out,
+    }
+}
+
+/// The unit's answer as `T`, or what went wrong on the way, in words, and whether trying
+/// again later may help (unreachable, timed out).
+fn answer<T: serde::de::DeserializeOwned>(
+    raw: &Raw,
+    unit: &str,
+    what: &str,
+    timeout_s: u64,
+) -> Result<T, (UnitState, String)> {
+    let line = raw.stdout.trim().lines().last().unwrap_or("");
+    match serde_json::from_str::<serde_json::Value>(line) {
+        Ok(v) if v.get("unit").is_some() => {
+            let who = v.get("unit").and_then(|u| u.as_str()).unwrap_or("");
+            if who != unit {
+                return Err((
+                    UnitState::Failed,
+                    format!(
+                        "{what}: answered as unit {who:?}, expected {unit:?}: wrong host in the fleet config?"
+                    ),
+                ));
+            }
+            serde_json::from_value(v).map_err(|e| {
+                (
+                    UnitState::Failed,
+                    format!("{what}: the agent's answer is not what this pfx-fleet expects ({e}): update the unit's image"),
+                )
+            })
+        }
+        _ => {
+            // Not an answer: the transport's reasons (host key, unreachable, timeout).
+            let o = ssh::classify(raw, unit, timeout_s);
+            let mut reason = o.reason.unwrap_or_else(|| "no answer".into());
+            if raw.stderr.contains("is not an agent verb") || raw.stderr.contains("show: use") {
+                reason = format!(
+                    "the unit's agent does not know `show` verbs: update its image ({reason})"
+                );
+            }
+            Err((o.state, format!("{what}: {reason}")))
+        }
+    }
+}
+
+/// A file slice `offset..offset+len` as a reader.
+fn slice(path: &Path, offset: u64, len: u64) -> std::io::Result<Box<dyn Read + Send>> {
+    let mut f = File::open(path)?;
+    f.seek(SeekFrom::Start(offset))?;
+    Ok(Box::new(f.take(len)))
+}
+
+fn human_bytes(b: u64) -> String {
+    if b >= 1 << 20 {
+        format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
+    } else {
+        format!("{b} B")
+    }
+}
+
+/// Everything a worker needs to push to one unit.
+struct UnitJob {
+    ssh: SshConfig,
+    agent_prefix: String,
+    show: Arc<LocalShow>,
+    chunk: u64,
+}
+
+enum Msg {
+    Started(UnitRow),
+    /// bytes to send in all (after asking the unit)
+    Planned(String, u64),
+    Progress(String, u64),
+    Finished(UnitRow, UnitOutcome),
+}
+
+fn remote(prefix: &str, verb: &str) -> String {
+    match prefix.trim() {
+        "" => verb.to_string(),
+        p => format!("{p} {verb}"),
+    }
+}
+
+/// Pushes the show to one unit. Pure of the database: the caller records the outcome.
+fn push_unit(job: &UnitJob, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome {
+    let mut out = UnitOutcome {
+        state: UnitState::Failed,
+        reason: None,
+        readback: None,
+        bytes_sent: 0,
+    };
+    let t = job.ssh.command_timeout_s;
+    let go = |verb: &str, input: Box<dyn Read + Send>, sent: Arc<AtomicU64>, timeout: Duration| {
+        let args = ssh::ssh_args(&job.ssh, &u.host, u.port, &remote(&job.agent_prefix, verb));
+        run_with_input(&job.ssh.ssh, &args, input, sent, timeout)
+    };
+    // 1. What does the unit lack?
+    let wanted: Vec<WantedFile> = job
+        .show
+        .files
+        .iter()
+        .map(|f| WantedFile {
+            hash: f.hash.clone(),
+            size: f.size,
+        })
+        .collect();
+    let body = serde_json::to_vec(&wanted).unwrap_or_default();
+    let raw = go(
+        "show missing",
+        Box::new(std::io::Cursor::new(body)),
+        Arc::new(AtomicU64::new(0)),
+        Duration::from_secs(t),
+    );
+    let miss: MissingReport = match answer(&raw, &u.unit_id, "show missing", t) {
+        Ok(m) => m,
+        Err((state, why)) => {
+            out.state = state;
+            out.reason = Some(why);
+            return out;
+        }
+    };
+    if !miss.errors.is_empty() {
+        out.reason = Some(format!("show missing: {}", miss.errors.join("; ")));
+        return out;
+    }
+    let need: u64 = miss
+        .missing
+        .iter()
+        .map(|m| m.size - m.offset.min(m.size))
+        .sum();
+    let _ = tx.send(Msg::Planned(u.unit_id.clone(), need));
+    if need > miss.free_bytes {
+        out.reason = Some(format!(
+            "the unit's data partition has {} free above its reserve, the show needs {} more: remove old shows there or push a smaller one",
+            human_bytes(miss.free_bytes),
+            human_bytes(need)
+        ));
+        return out;
+    }
+    // 2. Send what it lacks, chunk by chunk, from where it stands.
+    for m in &miss.missing {
+        let Some(f) = job.show.files.iter().find(|f| f.hash == m.hash) else {
+            out.reason = Some(format!(
+                "show missing: the unit asked for {} which this show does not have",
+                m.hash
+            ));
+            return out;
+        };
+        let mut offset = m.offset.min(f.size);
+        loop {
+            let len = job.chunk.min(f.size - offset);
+            let input = match slice(&f.path, offset, len) {
+                Ok(r) => r,
+                Err(e) => {
+                    out.reason = Some(format!("{}: {e}", f.path.display()));
+                    return out;
+                }
+            };
+            let sent = Arc::new(AtomicU64::new(0));
+            let timeout = Duration::from_secs(t + len / (64 * 1024));
+            let verb = format!("show put {} {} {offset} {len}", f.hash, f.size);
+            // The progress of this chunk, while it goes.
+            let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let watcher = {
+                let (sent, done, tx, unit) = (
+                    Arc::clone(&sent),
+                    Arc::clone(&done),
+                    tx.clone(),
+                    u.unit_id.clone(),
+                );
+                std::thread::spawn(move || {
+                    let mut last = 0;
+                    while !done.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(100));
+                        let now = sent.load(Ordering::Relaxed);
+                        if now > last {
+                            let _ = tx.send(Msg::Progress(unit.clone(), now - last));
+                            last = now;
+                        }
+                    }
+                    let now = sent.load(Ordering::Relaxed);
+                    if now > last {
+                        let _ = tx.send(Msg::Progress(unit, now - last));
+                    }
+                })
+            };
+            let raw = go(&verb, input, Arc::clone(&sent), timeout);
+            done.store(true, Ordering::Relaxed);
+            let _ = watcher.join();
+            out.bytes_sent += sent.load(Ordering::Relaxed);
+            let rep: PutReport = match answer(&raw, &u.unit_id, "show put", t) {
+                Ok(r) => r,
+                Err((state, why)) => {
+                    out.state = state;
+                    out.reason = Some(format!(
+                        "{why} (sending {} at {offset} of {}); run the push again to resume",
+                        f.name, f.size
+                    ));
+                    return out;
+                }
+            };
+            // Only the transfer's own errors count; a refused priority is only noted.
+            let errs: Vec<&String> = rep
+                .errors
+                .iter()
+                .filter(|e| !e.starts_with("could not lower"))
+                .collect();
+            if !errs.is_empty() {
+                out.reason = Some(format!(
+                    "show put {}: {}; run the push again to resume",
+                    f.name,
+                    errs.iter()
+                        .map(|e| e.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ));
+                return out;
+            }
+            if rep.stored {
+                break;
+            }
+            if rep.have != offset + len || rep.have >= f.size {
+                out.reason = Some(format!(
+                    "show put {}: the unit holds {} bytes, expected {}; run the push again",
+                    f.name,
+                    rep.have,
+                    offset + len
+                ));
+                return out;
+            }
+            offset = rep.have;
+        }
+    }
+    // 3. Check and switch.
+    let manifest = ShowManifest {
+        name: job.show.name.clone(),
+        show_yaml: job.show.show_yaml.clone(),
+        files: job
+            .show
+            .files
+            .iter()
+            .map(|f| (f.name.clone(), f.hash.clone()))
+            .collect::<BTreeMap<_, _>>(),
+    };
+    let body = serde_json::to_vec(&manifest).unwrap_or_default();
+    let raw = go(
+        "show activate",
+        Box::new(std::io::Cursor::new(body)),
+        Arc::new(AtomicU64::new(0)),
+        Duration::from_secs(t + 90),
+    );
+    let rb: ShowReadback = match answer(&raw, &u.unit_id, "show activate", t) {
+        Ok(r) => r,
+        Err((state, why)) => {
+            out.state = state;
+            out.reason = Some(format!(
+                "{why}; the unit may have switched: run `pfx-fleet shows` to see"
+            ));
+            return out;
+        }
+    };
+    out.readback = serde_json::to_string(&rb).ok();
+    // Done only on the unit's own word: its store's active show has exactly these
+    // hashes and its player says it plays it.
+    let hashes_match = rb
+        .active
+        .as_ref()
+        .is_some_and(|a| a.files == manifest.files && Some(&a.id) == rb.requested.as_ref());
+    if rb.verified && hashes_match && raw.exit == Some(0) {
+        out.state = UnitState::Done;
+        out.reason = Some(rb.message);
+    } else {
+        out.reason = Some(if rb.errors.is_empty() {
+            rb.message
+        } else {
+            format!("{} ({})", rb.message, rb.errors.join("; "))
+        });
+    }
+    out
+}
+
+/// Pushes `show` to `targets`, `o.parallel` at a time.
+pub fn push_show(
+    store: &Store,
+    cfg: &FleetConfig,
+    show: LocalShow,
+    targets: Vec<UnitRow>,
+    o: &ShowPushOpts,
+) -> Result<ShowPushSummary, StoreError> {
+    let run_id = store.begin_run(
+        "push show",
+        o.site.as_deref(),
+        &o.operator,
+        &o.args,
+        now_ms(),
+    )?;
+    let mut sum = ShowPushSummary {
+        run_id,
+        show: show.name.clone(),
+        files: show.files.len(),
+        bytes: show.files.iter().map(|f| f.size).sum(),
+        targets: targets.len(),
+        ..Default::default()
+    };
+    let show = Arc::new(show);
+    let n = targets.len();
+    let queue = Arc::new(Mutex::new(targets.into_iter().collect::<VecDeque<_>>()));
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let mut handles = Vec::new();
+    for _ in 0..o.parallel.max(1).min(n.max(1)) {
+        let queue = Arc::clone(&queue);
+        let tx = tx.clone();
+        let prefixes: Vec<(String, String)> = cfg
+            .sites
+            .iter()
+            .flat_map(|s| s.units.iter())
+            .map(|u| (u.id.clone(), cfg.unit_agent_command(&u.id)))
+            .collect();
+        let default_prefix = cfg.agent_command.clone();
+        let (ssh_cfg, show, chunk) = (cfg.ssh.clone(), Arc::clone(&show), o.chunk_bytes);
+        handles.push(std::thread::spawn(move || {
+            loop {
+                let next = match queue.lock() {
+                    Ok(mut q) => q.pop_front(),
+                    Err(_) => None,
+                };
+                let Some(u) = next else { break };
+                if tx.send(Msg::Started(u.clone())).is_err() {
+                    break;
+                }
+                let job = UnitJob {
+                    ssh: ssh_cfg.clone(),
+                    agent_prefix: prefixes
+                        .iter()
+                        .find(|(id, _)| *id == u.unit_id)
+                        .map(|(_, c)| c.clone())
+                        .unwrap_or_else(|| default_prefix.clone()),
+                    show: Arc::clone(&show),
+                    chunk,
+                };
+                let out = push_unit(&job, &u, &tx);
+                if tx.send(Msg::Finished(u, out)).is_err() {
+                    break;
+                }
+            }
+        }));
+    }
+    drop(tx);
+    let multi = indicatif::MultiProgress::with_draw_target(if o.bars {
+        indicatif::ProgressDrawTarget::stderr()
+    } else {
+        indicatif::ProgressDrawTarget::hidden()
+    });
+    let style = indicatif::ProgressStyle::with_template(
+        "{prefix:<12} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {msg}",
+    )
+    .map(|s| s.progress_chars("=> "))
+    .ok();
+    let mut bars: BTreeMap<String, (indicatif::ProgressBar, u64, u64)> = BTreeMap::new();
+    let say = |multi: &indicatif::MultiProgress, line: String| {
+        if o.bars {
+            let _ = multi.println(line);
+        } else {
+            eprintln!("{line}");
+        }
+    };
+    for m in rx {
+        match m {
+            Msg::Started(u) => {
+                store.record_show(
+                    run_id,
+                    &u.unit_id,
+                    u.site.as_deref(),
+                    UnitState::Started,
+                    None,
+                    None,
+                    0,
+                    now_ms(),
+                )?;
+            }
+            Msg::Planned(unit, total) => {
+                let pb = multi.add(indicatif::ProgressBar::new(total));
+                if let Some(s) = style.clone() {
+                    pb.set_style(s);
+                }
+                pb.set_prefix(unit.clone());
+                if !o.bars {
+                    eprintln!("{unit}: {} to send", human_bytes(total));
+                }
+                bars.insert(unit, (pb, 0, total));
+            }
+            Msg::Progress(unit, n) => {
+                if let Some((pb, sent, total)) = bars.get_mut(&unit) {
+                    pb.inc(n);
+                    let step = 16 << 20;
+                    if !o.bars && (*sent + n) / step > *sent / step {
+                        eprintln!(
+                            "{unit}: {} of {} sent",
+                            human_bytes(*sent + n),
+                            human_bytes(*total)
+                        );
+                    }
+                    *sent += n;
+                }
+            }
+            Msg::Finished(u, out) => {
+                store.record_show(
+                    run_id,
+                    &u.unit_id,
+                    u.site.as_deref(),
+                    out.state,
+                    out.reason.as_deref(),
+                    out.readback.as_deref(),
+                    out.bytes_sent,
+                    now_ms(),
+                )?;
+                if let Some((pb, _, _)) = bars.remove(&u.unit_id) {
+                    pb.finish_and_clear();
+                }
+                // Printed only after the commit: whatever this line reports is on disk.
+                say(
+                    &multi,
+                    format!(
+                        "recorded {} {}: {} ({} sent)",
+                        u.unit_id,
+                        out.state.as_str(),
+                        out.reason.as_deref().unwrap_or(""),
+                        human_bytes(out.bytes_sent)
+                    ),
+                );
+                match out.state {
+                    UnitState::Done => sum.done += 1,
+                    UnitState::Pending | UnitState::Started => sum.pending += 1,
+                    UnitState::Failed => sum.failed += 1,
+                }
+                let show_id = out
+                    .readback
+                    .as_deref()
+                    .and_then(|r| serde_json::from_str::<ShowReadback>(r).ok())
+                    .and_then(|r| r.requested);
+                sum.units.push(UnitResult {
+                    unit: u.unit_id,
+                    state: out.state.as_str().into(),
+                    reason: out.reason,
+                    bytes_sent: out.bytes_sent,
+                    show_id,
+                });
+            }
+        }
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    let text = serde_json::to_string(&sum).unwrap_or_default();
+    store.finish_run(run_id, &text, now_ms())?;
+    Ok(sum)
+}
+
+/// One row of `pfx-fleet shows`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ShowsRow {
+    pub unit: String,
+    pub site: Option<String>,
+    /// The unit answered `show status` just now.
+    pub answered: bool,
+    /// What its player plays: the show's name (None when it did not say).
+    pub playing: Option<String>,
+    pub show_id: Option<String>,
+    /// store or config.
+    pub source: Option<String>,
+    pub since_unix_ms: Option<u64>,
+    /// Why the player plays the config show, or why the unit did not answer.
+    pub reason: Option<String>,
+    /// The store's active show (it differs from `playing` while a switch is under way or
+    /// when the player refused it).
+    pub active: Option<String>,
+    pub readback: Option<ShowReadback>,
+}
+
+/// Asks each unit `show status`, `parallel` at a time.
+pub fn shows(cfg: &FleetConfig, units: Vec<UnitRow>, parallel: usize) -> Vec<ShowsRow> {
+    let n = units.len();
+    let queue = Arc::new(Mutex::new(
+        units.into_iter().enumerate().collect::<VecDeque<_>>(),
+    ));
+    let (tx, rx) = mpsc::channel();
+    let mut hs = Vec::new();
+    for _ in 0..parallel.max(1).min(n.max(1)) {
+        let (queue, tx) = (Arc::clone(&queue), tx.clone());
+        let ssh_cfg = cfg.ssh.clone();
+        let prefixes: Vec<(String, String)> = queue
+            .lock()
+            .map(|q| {
+                q.iter()
+                    .map(|(_, u)| (u.unit_id.clone(), cfg.unit_agent_command(&u.unit_id)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        hs.push(std::thread::spawn(move || {
+            loop {
+                let next = match queue.lock() {
+                    Ok(mut q) => q.pop_front(),
+                    Err(_) => None,
+                };
+                let Some((i, u)) = next else { break };
+                let prefix = prefixes
+                    .iter()
+                    .find(|(id, _)| *id == u.unit_id)
+                    .map(|(_, c)| c.clone())
+                    .unwrap_or_default();
+                let args =
+                    ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote(&prefix, "show status"));
+                let raw = ssh::run(
+                    &ssh_cfg.ssh,
+                    &args,
+                    Duration::from_secs(ssh_cfg.command_timeout_s),
+                );
+                let row = match answer::<ShowReadback>(
+                    &raw,
+                    &u.unit_id,
+                    "show status",
+                    ssh_cfg.command_timeout_s,
+                ) {
+                    Ok(rb) => ShowsRow {
+                        unit: u.unit_id.clone(),
+                        site: u.site.clone(),
+                        answered: true,
+                        playing: rb.player.as_ref().map(|p| p.name.clone()),
+                        show_id: rb.player.as_ref().and_then(|p| p.id.clone()),
+                        source: rb.player.as_ref().map(|p| {
+                            match p.source {
+                                pfx_api::show::ShowSource::Store => "store",
+                                pfx_api::show::ShowSource::Config => "config",
+                            }
+                            .to_string()
+                        }),
+                        since_unix_ms: rb.player.as_ref().and_then(|p| p.since_unix_ms),
+                        reason: rb
+                            .player
+                            .as_ref()
+                            .and_then(|p| p.reason.clone())
+                            .or_else(|| (!rb.errors.is_empty()).then(|| rb.errors.join("; "))),
+                        active: rb.active.as_ref().map(|a| format!("{} ({})", a.name, a.id)),
+                        readback: Some(rb),
+                    },
+                    Err((_, why)) => ShowsRow {
+                        unit: u.unit_id.clone(),
+                        site: u.site.clone(),
+                        answered: false,
+                        playing: None,
+                        show_id: None,
+                        source: None,
+                        since_unix_ms: None,
+                        reason: Some(why),
+                        active: None,
+                        readback: None,
+                    },
+                };
+                if tx.send((i, row)).is_err() {
+                    break;
+                }
+            }
+        }));
+    }
+    drop(tx);
+    let mut rows: Vec<(usize, ShowsRow)> = rx.into_iter().collect();
+    for h in hs {
+        let _ = h.join();
+    }
+    rows.sort_by_key(|(i, _)| *i);
+    rows.into_iter().map(|(_, r)| r).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_files_are_the_fseqs_and_profile_paths() {
+        let v: serde_json::Value = serde_saphyr::from_str(
+            "outputs:\n  - {name: a, profile: gen3-bigpacket}\n  - {name: b, profile: mine.yaml}\ncontent:\n  playlist:\n    - fseq: songs/a.fseq\n    - pattern: id\n    - fseq: songs/a.fseq\nplaylists:\n  x:\n    - fseq: b.fseq\n",
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        named_files(&v, &mut out);
+        out.sort();
+        assert_eq!(out, ["b.fseq", "mine.yaml", "songs/a.fseq"]);
+    }
+
+    #[test]
+    fn a_show_dir_is_read_and_hashed_and_bad_names_refused() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("show.yaml"),
+            "interface: eth0\noutputs: []\ncontent:\n  playlist:\n    - fseq: a.fseq\n",
+        )
+        .unwrap();
+        let e = read_show_dir(d.path(), None).unwrap_err();
+        assert!(e.to_string().contains("a.fseq"), "{e}");
+        std::fs::write(d.path().join("a.fseq"), b"abc").unwrap();
+        let s = read_show_dir(d.path(), Some("evening")).unwrap();
+        assert_eq!(s.name, "evening");
+        assert_eq!(s.files.len(), 1);
+        assert_eq!(
+            s.files[0].hash,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        std::fs::write(
+            d.path().join("show.yaml"),
+            "content:\n  playlist:\n    - fseq: ../x.fseq\n",
+        )
+        .unwrap();
+        let e = read_show_dir(d.path(), None).unwrap_err();
+        assert!(e.to_string().contains("inside its directory"), "{e}");
+    }
+
+    #[test]
+    fn run_with_input_feeds_stdin_and_counts_it() {
+        let sent = Arc::new(AtomicU64::new(0));
+        let r = run_with_input(
+            Path::new("sh"),
+            &["-c".into(), "wc -c".into()],
+            Box::new(std::io::Cursor::new(vec![1u8; 300_000])),
+            Arc::clone(&sent),
+            Duration::from_secs(10),
+        );
+        assert_eq!(r.stdout.trim(), "300000");
+        assert_eq!(sent.load(Ordering::Relaxed), 300_000);
+    }
+}

@@ -1,0 +1,328 @@
+//! Real files in temporary directories. The crash tests stop the store at each durable
+//! step in turn (the step fails as a power cut there would: nothing after it happens),
+//! then open the store again and check that the active show is the old or the new one,
+//! whole.
+
+use super::*;
+
+fn root() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    fs::write(d.path().join(MARKER), b"").unwrap();
+    d
+}
+
+fn files(pairs: &[(&str, Hash)]) -> BTreeMap<String, Hash> {
+    pairs.iter().map(|(n, h)| (n.to_string(), *h)).collect()
+}
+
+impl Store {
+    fn crash_at_step(&self, n: u64) {
+        self.steps.store(0, Ordering::SeqCst);
+        self.crash_at.store(n, Ordering::SeqCst);
+    }
+}
+
+/// Stages `bytes` under its hash in chunks, as a transfer would.
+fn send(s: &Store, bytes: &[u8]) -> Result<Hash> {
+    let h = Hash::of(bytes);
+    let mut st = s.begin(&h.to_string(), bytes.len() as u64)?;
+    let from = st.offset() as usize;
+    for c in bytes[from..].chunks(1000) {
+        s.write(&mut st, c)?;
+    }
+    s.finish(st, Some(&h))
+}
+
+#[test]
+fn open_needs_the_marker() {
+    let d = tempfile::tempdir().unwrap();
+    let e = Store::open(d.path()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("the data partition is not mounted at"),
+        "{e}"
+    );
+    let e = active_show_yaml(d.path()).unwrap_err();
+    assert!(matches!(e, StoreError::NotMounted { .. }), "{e}");
+    fs::write(d.path().join(MARKER), b"").unwrap();
+    Store::open(d.path()).unwrap();
+    let e = active_show_yaml(d.path()).unwrap_err();
+    assert!(matches!(e, StoreError::NoActive { .. }), "{e}");
+}
+
+#[test]
+fn make_activate_and_read_back() {
+    let d = root();
+    let s = Store::open(d.path()).unwrap();
+    let a = send(&s, b"sequence a").unwrap();
+    let b = send(&s, b"sequence b").unwrap();
+    assert!(s.has(&a) && s.has(&b));
+    let m = files(&[("a.fseq", a), ("songs/b.fseq", b)]);
+    let id = s.make_show("evening", b"interface: lo\n", &m).unwrap();
+    assert_eq!(
+        id,
+        s.make_show("evening", b"interface: lo\n", &m).unwrap(),
+        "same content, same show"
+    );
+    assert_eq!(s.active().unwrap(), None);
+    s.activate(&id).unwrap();
+    let act = s.active().unwrap().unwrap();
+    assert_eq!((act.id.clone(), act.name.as_str()), (id.clone(), "evening"));
+    assert_eq!(act.files, m);
+    assert!(act.since_unix_ms > 0);
+    assert_eq!(
+        fs::read(act.show_yaml.parent().unwrap().join("songs/b.fseq")).unwrap(),
+        b"sequence b"
+    );
+    assert_eq!(active_show_yaml(d.path()).unwrap().id, id);
+    s.verify_show(&id).unwrap();
+}
+
+#[test]
+fn a_show_needs_its_files_and_safe_names() {
+    let d = root();
+    let s = Store::open(d.path()).unwrap();
+    let a = send(&s, b"x").unwrap();
+    let e = s
+        .make_show("x", b"", &files(&[("a.fseq", Hash::of(b"other"))]))
+        .unwrap_err();
+    assert!(matches!(e, StoreError::MissingBlob { .. }), "{e}");
+    for bad in [
+        "../a.fseq",
+        "/etc/passwd",
+        "a/../../b",
+        ".hidden",
+        "a//b",
+        "show.yaml",
+        "manifest.json",
+        "a\0b",
+        "",
+    ] {
+        assert!(check_name(bad).is_err(), "{bad:?}");
+        assert!(
+            s.make_show("x", b"", &files(&[(bad, a)])).is_err(),
+            "{bad:?}"
+        );
+    }
+    for good in ["a.fseq", "Songs/My Song (2).fseq", "profiles/p.yaml"] {
+        check_name(good).unwrap();
+    }
+    assert!(
+        s.make_show("x", b"", &files(&[("a", a), ("a/b", a)]))
+            .is_err()
+    );
+    assert!(s.make_show("", b"", &files(&[])).is_err());
+    assert!(matches!(s.begin("../x", 1), Err(StoreError::BadKey(_))));
+}
+
+#[test]
+fn an_interrupted_transfer_resumes_where_it_stopped() {
+    let d = root();
+    let s = Store::open(d.path()).unwrap();
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    let h = Hash::of(&data);
+    let mut st = s.begin(&h.to_string(), data.len() as u64).unwrap();
+    s.write(&mut st, &data[..40_000]).unwrap();
+    s.sync(&mut st).unwrap();
+    drop(st); // the connection went away
+    let miss = s.missing(&[(h, data.len() as u64)]).unwrap();
+    assert_eq!(
+        miss,
+        vec![Missing {
+            hash: h,
+            size: 100_000,
+            offset: 40_000
+        }]
+    );
+    let e = s.finish(s.begin(&h.to_string(), 100_000).unwrap(), Some(&h));
+    assert!(matches!(
+        e,
+        Err(StoreError::Incomplete { have: 40_000, .. })
+    ));
+    let mut st = s.begin(&h.to_string(), data.len() as u64).unwrap();
+    assert_eq!(st.offset(), 40_000);
+    s.write(&mut st, &data[40_000..]).unwrap();
+    assert!(s.write(&mut st, b"one too many").is_err());
+    assert_eq!(s.finish(st, Some(&h)).unwrap(), h);
+    assert!(s.missing(&[(h, 100_000)]).unwrap().is_empty());
+    assert_eq!(hash_file(&s.blob_path(&h)).unwrap(), h);
+}
+
+#[test]
+fn a_wrong_hash_is_dropped_not_stored() {
+    let d = root();
+    let s = Store::open(d.path()).unwrap();
+    let want = Hash::of(b"right");
+    let mut st = s.begin(&want.to_string(), 5).unwrap();
+    s.write(&mut st, b"wrong").unwrap();
+    let e = s.finish(st, Some(&want)).unwrap_err();
+    assert!(matches!(e, StoreError::HashMismatch { .. }), "{e}");
+    assert!(!s.has(&want) && !s.has(&Hash::of(b"wrong")));
+    assert_eq!(s.staged_len(&want.to_string()).unwrap(), 0);
+}
+
+/// Power cut at every durable step of a whole push (two sequences, the show, the
+/// activation): after each, the store opens with the old show or the new one active and
+/// whole, and the push completes when it is run again.
+#[test]
+fn a_crash_at_any_step_leaves_the_old_show_or_the_new_one_whole() {
+    let new_a: Vec<u8> = vec![7u8; 5000];
+    let new_b: Vec<u8> = b"second sequence".repeat(100);
+    let mut saw_old = 0;
+    let mut saw_new = 0;
+    for n in 1.. {
+        let d = root();
+        let s = Store::open(d.path()).unwrap();
+        let old = send(&s, b"old sequence").unwrap();
+        let old_id = s
+            .make_show("old", b"old: yes\n", &files(&[("a.fseq", old)]))
+            .unwrap();
+        s.activate(&old_id).unwrap();
+
+        let push = |s: &Store| -> Result<ShowId> {
+            let a = send(s, &new_a)?;
+            let b = send(s, &new_b)?;
+            let id = s.make_show(
+                "new",
+                b"new: yes\n",
+                &files(&[("a.fseq", a), ("x/b.fseq", b)]),
+            )?;
+            s.activate(&id)?;
+            Ok(id)
+        };
+        s.crash_at_step(n);
+        let crashed = match push(&s) {
+            Err(StoreError::Crash(_)) => true,
+            Err(e) => panic!("step {n}: {e}"),
+            Ok(_) => false,
+        };
+        drop(s);
+        let s = Store::open(d.path()).unwrap();
+        let act = s.active().unwrap().expect("an active show");
+        s.verify_show(&act.id).unwrap();
+        match act.name.as_str() {
+            "old" => saw_old += 1,
+            "new" => saw_new += 1,
+            other => panic!("{other}"),
+        }
+        assert!(
+            fs::read_dir(d.path().join("staging"))
+                .unwrap()
+                .flatten()
+                .all(|e| !e.file_name().to_string_lossy().ends_with(".tmp")),
+            "leftover temporaries after reopening"
+        );
+        // Run the push again: it completes from whatever the crash left.
+        let id = push(&s).unwrap();
+        assert_eq!(s.active().unwrap().unwrap().id, id);
+        s.verify_show(&id).unwrap();
+        if !crashed {
+            assert!(n > 10, "only {n} steps: the failpoints are not reached");
+            break;
+        }
+    }
+    assert!(saw_old > 5 && saw_new >= 1, "old {saw_old} new {saw_new}");
+}
+
+#[test]
+fn gc_keeps_the_active_show_and_its_files() {
+    let d = root();
+    let s = Store::open(d.path()).unwrap();
+    let a = send(&s, b"a").unwrap();
+    let b = send(&s, b"b").unwrap();
+    let one = s.make_show("one", b"1", &files(&[("a.fseq", a)])).unwrap();
+    let two = s.make_show("two", b"2", &files(&[("b.fseq", b)])).unwrap();
+    s.activate(&two).unwrap();
+    let r = s.gc(&[]).unwrap();
+    assert_eq!(r.shows, 1);
+    assert!(s.manifest(&one).is_err());
+    s.verify_show(&two).unwrap();
+    // `a` is unreferenced but young: kept for a push that may be about to name it.
+    assert!(s.has(&a) && s.has(&b));
+}
+
+#[test]
+fn a_transfer_larger_than_the_room_above_the_reserve_is_refused_before_writing() {
+    let d = root();
+    let s = Store::open(d.path()).unwrap().with_reserve(u64::MAX / 2);
+    let e = s.begin(&Hash::of(b"x").to_string(), 10).unwrap_err();
+    assert!(matches!(e, StoreError::NoRoom { .. }), "{e}");
+    assert!(e.to_string().contains("remove old shows"), "{e}");
+    assert_eq!(s.staged_len(&Hash::of(b"x").to_string()).unwrap(), 0);
+}
+
+/// On a small real file system (tmpfs): a big upload stops at the reserve and the
+/// active show stays whole.
+#[test]
+fn the_store_never_fills_the_partition() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root (mounts a 16 MiB tmpfs)");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let mnt = d.path().join("data");
+    fs::create_dir(&mnt).unwrap();
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16m", "pfx-store-test"])
+        .arg(&mnt)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(ok, "mount tmpfs");
+    let result = std::panic::catch_unwind(|| {
+        fs::write(mnt.join(MARKER), b"").unwrap();
+        let s = Store::open(&mnt).unwrap().with_reserve(4 << 20);
+        let old = send(&s, &vec![1u8; 2 << 20]).unwrap();
+        let id = s
+            .make_show("old", b"x", &files(&[("a.fseq", old)]))
+            .unwrap();
+        s.activate(&id).unwrap();
+        // 20 MiB cannot fit at all: refused up front.
+        assert!(matches!(
+            s.begin("big", 20 << 20),
+            Err(StoreError::NoRoom { .. })
+        ));
+        // Claims 9 MiB (fits when asked) but the partition fills up meanwhile (another
+        // writer takes 4 MiB): the write stops at the reserve.
+        let mut st = s.begin("big", 9 << 20).unwrap();
+        fs::write(mnt.join("other"), vec![0u8; 4 << 20]).unwrap();
+        let chunk = vec![2u8; 1 << 20];
+        let mut err = None;
+        for _ in 0..9 {
+            if let Err(e) = s.write(&mut st, &chunk) {
+                err = Some(e);
+                break;
+            }
+        }
+        assert!(matches!(err, Some(StoreError::NoRoom { .. })), "{err:?}");
+        let (avail, _) = s.statvfs().unwrap();
+        assert!(avail >= 4 << 20, "only {avail} bytes left");
+        s.verify_show(&id).unwrap();
+        assert_eq!(s.active().unwrap().unwrap().id, id);
+    });
+    let _ = Command::new("umount").arg(&mnt).status();
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}
+
+/// The real player cannot be a dependency of the store, so a shell script stands in for
+/// it here; the fleet suite runs the real one.
+#[test]
+fn check_show_reports_the_refusal_with_a_mock_player() {
+    let d = root();
+    let s = Store::open(d.path()).unwrap();
+    let id = s.make_show("x", b"fps: 1000\n", &files(&[])).unwrap();
+    let player = d.path().join("player.sh");
+    fs::write(
+        &player,
+        "#!/bin/sh\ngrep -q 'fps: 1000' \"$4\" && { echo \"$4: fps: 1000 is outside 1..=240\" >&2; exit 2; }\necho ok\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&player, fs::Permissions::from_mode(0o755)).unwrap();
+    let e = s.check_show(&id, &player).unwrap_err();
+    assert!(e.to_string().contains("outside 1..=240"), "{e}");
+    let good = s.make_show("y", b"fps: 60\n", &files(&[])).unwrap();
+    assert_eq!(s.check_show(&good, &player).unwrap(), "ok");
+}
