@@ -6,6 +6,12 @@
 # key forced to the agent's dispatcher; the suite checks that the fleet key reaches nothing
 # else and that root cannot log in. To look inside as root, the COPY it boots gets a second,
 # test-only sshd on port 2222 that takes only the suite's own inspection key.
+# The data partition: the boot copy is 1 GiB bigger than the image, so the first boot must
+# grow it; it must be the ext4 at /var/lib/pfx (nodev, nosuid), keep a file across a reboot,
+# take a pushed show (`pfx-fleet push show`) that plays after the reboot, and come back
+# from a hard reset (QEMU's system_reset) in the middle of a push playing the old show or
+# the new one, whole. Last, the copy boots with its data partition deleted: the unit still
+# boots and the player plays the built-in show, saying why.
 #
 # Env: PFX_CACHE (package and base-root cache), PFX_IMAGE_PLAYER (a prebuilt aarch64
 # player instead of cross-compiling the workspace's), PFX_IMAGE_KEEP=1 (keep the work dir).
@@ -460,6 +466,36 @@ grep -q 'Permission denied' "$work/root.err" || fail "root login: $(cat "$work/r
 r1=$(refusals)
 [ $((r1 - r0)) -ge 6 ] || fail "the dispatcher logged $((r1 - r0)) refusals, expected at least 6 (journalctl -t pfx-agent)"
 ok "fleet key: no shell, sh -c id, pfx-agent --player, -L, -A, scp, sftp refused ($((r1 - r0)) logged), root refused, unit unchanged"
+# A show pushed with `pfx-fleet push show` lands on the data partition and plays; it still
+# plays after the reboot below (checked there).
+make_fseq() { # path frames seed: an uncompressed v2 sequence of 900 channels, 25 ms a frame
+  python3 - "$top/player/tests/py" "$1" "$2" "$3" <<'PY'
+import random, sys
+sys.path.insert(0, sys.argv[1])
+from fseq_reference import write_fseq
+path, n, seed = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+random.seed(seed)
+write_fseq(path, [random.randbytes(900) for _ in range(n)], 25, 2, 0)
+PY
+}
+show_yaml() { # a pushed show: one DDP pole on the unit's own loopback, /profile where the suite reads it
+  printf '%s\n' "interface: eth0" "fps: 40" "http: 0.0.0.0:8080" "outputs:" "  - name: pole-1" "    profile: bench-ddp" \
+    "    destination: 127.0.0.1:4048" "content:" "  loop: true" "  playlist:"
+  for f in "$@"; do echo "    - fseq: $f"; done
+}
+show_of() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1])).get("show") or {}; print("%s %s" % (s.get("source"), s.get("name")))' "$work/profile.json"; }
+active_hashes() { vm 'cd /var/lib/pfx/active && find . -type f ! -name manifest.json ! -name show.yaml -printf "%P\n" | sort | xargs sha256sum'; }
+want_hashes() { (cd "$1" && find . -type f ! -name show.yaml -printf '%P\n' | sort | xargs sha256sum); }
+S1="$work/shows/evening"; mkdir -p "$S1/songs"
+make_fseq "$S1/a.fseq" 2000 1; make_fseq "$S1/songs/b.fseq" 400 2
+show_yaml a.fseq songs/b.fseq > "$S1/show.yaml"
+profile_ok && [ "$(show_of)" = "config show.yaml" ] || fail "before any push the player should play the built-in show: $(show_of)"
+push_t0=$(date +%s)
+fleet push show "$S1" --site vm > "$work/push-show.txt" 2>&1 || { cat "$work/push-show.txt"; fleet history; fail "push show to the VM"; }
+echo "PUSH: show evening ($(du -sk "$S1" | cut -f1) KiB) pushed and confirmed in $(( $(date +%s) - push_t0 )) s"
+profile_ok && [ "$(show_of)" = "store evening" ] || fail "after the push the player plays $(show_of), not the store's evening"
+[ "$(active_hashes)" = "$(want_hashes "$S1")" ] || fail "the active show's files differ from what was pushed"
+ok "push show evening: on the data partition ($(vm readlink /var/lib/pfx/active)), /profile names it"
 boot1=$(vm cat /proc/sys/kernel/random/boot_id)
 vm 'echo probe > /etc/pfx-overlay-probe && sync && cat /etc/pfx-overlay-probe' | grep -qx probe || fail "cannot write /etc"
 vm systemctl reboot || true
@@ -490,8 +526,50 @@ fleet gate fallback --site vm > "$work/gate2.txt" 2>&1 || { cat "$work/gate2.txt
 fleet_ssh pfx@127.0.0.1 status --json < /dev/null > "$work/status2.json" || fail "agent status through the fleet account after the reboot"
 python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s["pause_off"] is True and s["persisted"]["matches"], s' "$work/status2.json" || fail "after the reboot the agent says: $(cat "$work/status2.json")"
 ok "after the reboot: PAUSE still off, the pushed file still on the lower root, gate open"
-stop_vm
 lap "reboot + assertions, boot 2"
+profile_ok && [ "$(show_of)" = "store evening" ] || fail "after the reboot the player plays $(show_of), not the pushed show"
+[ "$(active_hashes)" = "$(want_hashes "$S1")" ] || fail "after the reboot the active show's files differ from what was pushed"
+ok "after the reboot the pushed show evening plays from the data partition"
+# A hard reset (QEMU system_reset, a power cut) in the middle of the next push: the unit
+# comes back playing the old show or the new one, whole, and the push then completes.
+S2="$work/shows/late"; mkdir -p "$S2"
+make_fseq "$S2/late.fseq" 23300 3    # ~20 MiB: several seconds at the agent's bounded rate
+show_yaml late.fseq > "$S2/show.yaml"
+boot2=$(vm cat /proc/sys/kernel/random/boot_id)
+fleet push show "$S2" --site vm --chunk-mib 2 > "$work/push-late.txt" 2>&1 &
+push_pid=$!
+reset_done=0
+for _ in $(seq 1 300); do
+  if [ -n "$(vm "find /var/lib/pfx/staging -name '*.part' -size +2M" 2>/dev/null)" ]; then
+    monitor system_reset; reset_done=1; break
+  fi
+  kill -0 "$push_pid" 2>/dev/null || break
+  sleep 0.5
+done
+# The operator's push dies with the unit's power (else it would resume on the rebooted unit).
+kill "$push_pid" 2>/dev/null || true; wait "$push_pid" 2>/dev/null || true
+[ $reset_done = 1 ] || { cat "$work/push-late.txt"; fail "the push ended before 2 MiB of it were staged: no reset in the middle"; }
+up=0
+for _ in $(seq 1 150); do
+  b=$(vm cat /proc/sys/kernel/random/boot_id 2>/dev/null || true)
+  if [ -n "$b" ] && [ "$b" != "$boot2" ]; then up=1; break; fi
+  sleep 2
+done
+[ $up = 1 ] || { tail -50 "$work/serial.log"; fail "no boot after the hard reset"; }
+wait_profile "$work/serial.log"
+case "$(show_of)" in
+  "store evening") [ "$(active_hashes)" = "$(want_hashes "$S1")" ] || fail "after the reset: evening plays but its files are not whole" ;;
+  "store late") [ "$(active_hashes)" = "$(want_hashes "$S2")" ] || fail "after the reset: late plays but its files are not whole" ;;
+  *) fail "after the reset the player plays $(show_of), neither the old show nor the new one" ;;
+esac
+[ "$(vm findmnt -no FSTYPE /var/lib/pfx)" = ext4 ] || fail "after the reset the data partition is not mounted"
+ok "hard reset mid-push: the unit came back playing '$(show_of)', whole; the data partition checked and mounted"
+fleet push show "$S2" --site vm > "$work/push-late2.txt" 2>&1 || { cat "$work/push-late2.txt"; fail "the push after the reset"; }
+profile_ok && [ "$(show_of)" = "store late" ] || fail "after the completed push the player plays $(show_of)"
+[ "$(active_hashes)" = "$(want_hashes "$S2")" ] || fail "late's files differ from what was pushed"
+ok "the push after the reset completed: late plays, whole"
+stop_vm
+lap "push show, hard reset mid-push, boot 3"
 size=$(du -m --apparent-size "$work/rpi4.img" | cut -f1); used=$(du -m "$work/rpi4.img" | cut -f1)
 echo "IMAGE rpi4-arm64: ${size} MiB apparent, ${used} MiB allocated; boot to /profile ${profile_s} s, to first frame ${frame_s} s"
 
@@ -529,7 +607,11 @@ case ",$(vm findmnt -no OPTIONS /media/root-ro)," in *,ro,*) ;; *) fail "no data
 [ "$(vm systemctl is-active pfx-player.service)" = active ] || fail "no data partition: pfx-player not active"
 vm journalctl -b -u pfx-data-grow --no-pager -o cat | grep -q "no partition labelled pfx-data" || fail "no data partition: pfx-data-grow did not say so"
 echo "BOOT (no data partition): $(vm systemd-analyze time 2>&1 | head -1); system $(vm systemctl is-system-running 2>/dev/null || true)"
-ok "no data partition: boots (multi-user, overlay, lower read-only), nothing at /var/lib/pfx, the player plays ($nodata_frames frames) and /health answers $health_code"
+python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["show"]; assert s["source"]=="config" and "the data partition is not mounted at /var/lib/pfx" in s["reason"], s' "$work/profile.json" \
+  || fail "no data partition: /profile does not say the built-in show plays because the data partition is not mounted: $(head -c 400 "$work/profile.json")"
+grep -q "data partition is not mounted" "$work/health.nodata" || fail "no data partition: /health does not say why: $(cat "$work/health.nodata")"
+[ "$(vm systemctl show -p ActiveState --value var-lib-pfx.mount)" = inactive ] || fail "no data partition: var-lib-pfx.mount is $(vm systemctl show -p ActiveState --value var-lib-pfx.mount), expected cancelled (inactive)"
+ok "no data partition: boots (multi-user, overlay, lower read-only), nothing at /var/lib/pfx, the player plays ($nodata_frames frames) and /profile and /health say the data partition is not mounted"
 stop_vm
-lap "boot 3, no data partition"
+lap "boot 4, no data partition"
 echo "suite 60-image: all assertions passed in $(( $(date +%s) - suite_start )) s"
