@@ -1,5 +1,6 @@
 //! Reads the built image FILE back (never the staging directory): the FAT partition with
-//! mtools at its byte offset, the ext4 root with debugfs at its byte offset.
+//! mtools at its byte offset, the ext4 root and the ext4 data partition with debugfs at
+//! their byte offsets.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,8 @@ pub struct ImageFile {
     pub partitions: Vec<Partition>,
     pub boot: Partition,
     pub root: Partition,
+    /// The second Linux partition (after the root), when there is one.
+    pub data: Option<Partition>,
 }
 
 fn run(cmd: &mut Command) -> Result<(Vec<u8>, String, bool), String> {
@@ -48,13 +51,16 @@ impl ImageFile {
             .iter()
             .find(|p| p.kind == 0x0c || p.kind == 0x0b)
             .copied();
-        let root = partitions.iter().find(|p| p.kind == 0x83).copied();
+        let mut linux = partitions.iter().filter(|p| p.kind == 0x83).copied();
+        let root = linux.next();
+        let data = linux.next();
         match (boot, root) {
             (Some(boot), Some(root)) => Ok(ImageFile {
                 path: path.to_path_buf(),
                 partitions,
                 boot,
                 root,
+                data,
             }),
             _ => Err(err(format!(
                 "expected a FAT (0x0c) and a Linux (0x83) partition, found {partitions:?}"
@@ -73,8 +79,8 @@ impl ImageFile {
         format!("{}@@{}", self.path.display(), self.boot.offset())
     }
 
-    fn root_spec(&self) -> String {
-        format!("{}?offset={}", self.path.display(), self.root.offset())
+    fn ext4_spec(&self, part: &Partition) -> String {
+        format!("{}?offset={}", self.path.display(), part.offset())
     }
 
     /// Every file on the FAT partition, paths without the leading `::/`.
@@ -117,8 +123,13 @@ impl ImageFile {
     }
 
     fn debugfs(&self, request: &str) -> Result<(Vec<u8>, String), ReadError> {
-        let (out, errs, ok) = run(Command::new("debugfs").args(["-R", request, &self.root_spec()]))
-            .map_err(|m| self.err(m))?;
+        self.debugfs_on(&self.root, request)
+    }
+
+    fn debugfs_on(&self, part: &Partition, request: &str) -> Result<(Vec<u8>, String), ReadError> {
+        let (out, errs, ok) =
+            run(Command::new("debugfs").args(["-R", request, &self.ext4_spec(part)]))
+                .map_err(|m| self.err(m))?;
         if !ok {
             return Err(self.err(format!("debugfs {request:?} failed: {errs}")));
         }
@@ -166,6 +177,52 @@ impl ImageFile {
     }
 }
 
+impl ImageFile {
+    /// What the data file system holds for the checks (verify::data::check_data_fs): its
+    /// superblock, its root directory, the marker. Errors when there is no data partition
+    /// or debugfs cannot open it (not an ext file system).
+    pub fn data_files(&self) -> Result<verify::data::DataFiles, ReadError> {
+        let part = self
+            .data
+            .ok_or_else(|| self.err("no data partition (a second Linux partition)".into()))?;
+        let (header, errs) = self.debugfs_on(&part, "stats -h").map_err(|e| {
+            self.err(format!(
+                "data partition: no readable ext file system: {}",
+                e.message
+            ))
+        })?;
+        let header = String::from_utf8_lossy(&header).into_owned();
+        if !header.contains("Filesystem magic number") {
+            return Err(self.err(format!(
+                "data partition: no readable ext file system: {}",
+                errs.trim()
+            )));
+        }
+        let stat = |path: &str| -> Result<verify::Stat, ReadError> {
+            let (out, errs) = self.debugfs_on(&part, &format!("stat {path}"))?;
+            if errs.contains("not found") {
+                return Ok(None);
+            }
+            Ok(verify::parse_debugfs_stat(&String::from_utf8_lossy(&out)))
+        };
+        let marker_path = format!("/{}", crate::plan::DATA_MARKER);
+        let marker = stat(&marker_path)?;
+        let marker_text = match marker {
+            Some(_) => {
+                let (out, _) = self.debugfs_on(&part, &format!("cat {marker_path}"))?;
+                Some(String::from_utf8_lossy(&out).into_owned())
+            }
+            None => None,
+        };
+        Ok(verify::data::DataFiles {
+            header,
+            root: stat("/")?,
+            marker,
+            marker_text,
+        })
+    }
+}
+
 /// The names in an initramfs: uncompressed leading cpio archives (early microcode), then
 /// one compressed archive decompressed with the matching host tool.
 pub fn initramfs_names(data: &[u8], scratch: &Path) -> Result<Vec<String>, String> {
@@ -194,4 +251,111 @@ pub fn initramfs_names(data: &[u8], scratch: &Path) -> Result<Vec<String>, Strin
         names.extend(more);
     }
     Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disk::Layout;
+    use crate::verify::data::check_data_fs;
+
+    fn have(tool: &str) -> bool {
+        Command::new(tool)
+            .arg("-V")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok()
+    }
+
+    fn ok(cmd: &mut Command) {
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A real image file: the builder's layout written by sfdisk, a data file system made
+    /// by mke2fs as the builder makes it, read back through debugfs at its offset.
+    #[test]
+    fn data_partition_read_back_from_a_real_image_file() {
+        if !(have("sfdisk") && have("mke2fs") && have("debugfs")) {
+            eprintln!("skipped: needs sfdisk, mke2fs and debugfs (e2fsprogs, fdisk)");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let l = Layout::new(4 + 64 + 512 + 32, 64, 32).unwrap();
+        let img = d.path().join("t.img");
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(l.total_bytes)
+            .unwrap();
+        let mut sf = Command::new("sfdisk")
+            .args(["-q", "--no-reread", "--no-tell-kernel"])
+            .arg(&img)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut sf.stdin.take().unwrap(), l.sfdisk_script().as_bytes())
+            .unwrap();
+        assert!(sf.wait().unwrap().success());
+        let dir = d.path().join("data");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(
+            dir.join(crate::plan::DATA_MARKER),
+            crate::plan::DATA_MARKER_TEXT,
+        )
+        .unwrap();
+        let fs = d.path().join("data.ext4");
+        std::fs::File::create(&fs)
+            .unwrap()
+            .set_len(l.data_sectors * 512)
+            .unwrap();
+        ok(Command::new("mke2fs")
+            .args(["-q", "-F", "-t", "ext4", "-b", "4096", "-L", "pfx-data"])
+            .args(["-E", "root_owner=0:0", "-d"])
+            .arg(&dir)
+            .arg(&fs));
+        ok(Command::new("dd")
+            .arg(format!("if={}", fs.display()))
+            .arg(format!("of={}", img.display()))
+            .args(["bs=1M", "conv=notrunc,sparse", "status=none"])
+            .arg(format!("seek={}", l.data_start * 512))
+            .arg("oflag=seek_bytes"));
+
+        let f = ImageFile::open(&img).unwrap();
+        assert_eq!(f.root.index, 2);
+        assert_eq!(f.data.map(|p| p.start_sector), Some(l.data_start));
+        let files = f.data_files().unwrap();
+        assert_eq!(files.root.map(|r| r.0), Some(0o755));
+        assert_eq!(
+            files.marker_text.as_deref(),
+            Some(crate::plan::DATA_MARKER_TEXT)
+        );
+        // The marker's owner is whoever ran mke2fs -d: only root gets a fully clean check.
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let c = check_data_fs(&files).unwrap();
+            assert_eq!((c.label.as_str(), c.block_size), ("pfx-data", 4096));
+        }
+
+        // Wipe the superblock: the reader says there is no file system there.
+        ok(Command::new("dd")
+            .args([
+                "if=/dev/zero",
+                "bs=4096",
+                "count=1",
+                "conv=notrunc",
+                "status=none",
+            ])
+            .arg(format!("of={}", img.display()))
+            .arg(format!("seek={}", l.data_start * 512 / 4096)));
+        let e = f.data_files().unwrap_err().to_string();
+        assert!(
+            e.contains("data partition: no readable ext file system"),
+            "{e}"
+        );
+    }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::config::{Resolved, Target};
 use crate::disk::Layout;
 use crate::manifest::{self, Expect, Manifest};
-use crate::plan::{self, BOOT_LABEL, Plan, ROOT_LABEL};
+use crate::plan::{self, BOOT_LABEL, DATA_LABEL, Plan, ROOT_LABEL};
 use crate::tools;
 
 mod initramfs;
@@ -285,16 +285,19 @@ pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
 
     // 7. file systems
     cx.progress.begin(6);
-    let layout = Layout::new(plan.image_size_mib, plan.boot_size_mib).map_err(|m| cx.fail(m))?;
+    let layout = Layout::new(plan.image_size_mib, plan.boot_size_mib, plan.data_size_mib)
+        .map_err(|m| cx.fail(m))?;
     let root_img = staging.dir.join("root.ext4");
     let boot_img = staging.dir.join("boot.vfat");
+    let data_img = staging.dir.join("data.ext4");
     make_filesystems(&cx, &layout, &root, &boot_dir, &root_img, &boot_img)?;
+    make_data_fs(&cx, &layout, &staging.dir.join("data"), &data_img)?;
     cx.progress.end("");
 
     // 8. disk image
     cx.progress.begin(7);
     let tmp_out = out_dir.join(format!(".{file_name}.partial"));
-    assemble(&cx, &layout, &boot_img, &root_img, &tmp_out)?;
+    assemble(&cx, &layout, &boot_img, &root_img, &data_img, &tmp_out)?;
     cx.io("rename image", fs::rename(&tmp_out, out))?;
     cx.progress.end("");
 
@@ -1012,6 +1015,7 @@ fn customize(
         "pfx-eth-no-pause@eth0.service",
         "pfx-hostname.service",
         "pfx-ssh-hostkeys.service",
+        "pfx-data-grow.service",
     ]);
     cx.run(&mut cmd)
 }
@@ -1113,11 +1117,62 @@ fn make_filesystems(
     cx.run(&mut cmd)
 }
 
+/// The data file system: ext4 with 4 KiB blocks whatever its size in the image (mke2fs
+/// would pick 1 KiB blocks for a small one, and it is grown to the card), owned by root
+/// and readable by all (the agent writes as root, the player reads as its DynamicUser),
+/// holding only the marker. No reserved blocks: the show store keeps its own reserve.
+fn make_data_fs(cx: &Ctx, l: &Layout, dir: &Path, img: &Path) -> Result<(), BuildError> {
+    cx.io("mkdir data", fs::create_dir_all(dir))?;
+    cx.io(
+        "chmod data",
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o755)),
+    )?;
+    let marker = dir.join(plan::DATA_MARKER);
+    cx.io(
+        "write the data marker",
+        fs::write(&marker, plan::DATA_MARKER_TEXT),
+    )?;
+    cx.io(
+        "chmod the data marker",
+        fs::set_permissions(&marker, fs::Permissions::from_mode(0o644)),
+    )?;
+    let f = cx.io("create data.ext4", File::create(img))?;
+    cx.io("size data.ext4", f.set_len(l.data_sectors * 512))?;
+    drop(f);
+    cx.run(
+        Command::new("mke2fs")
+            .args([
+                "-q",
+                "-F",
+                "-t",
+                "ext4",
+                "-T",
+                "default",
+                "-b",
+                "4096",
+                "-i",
+                "65536",
+                "-m",
+                "0",
+                "-L",
+                DATA_LABEL,
+                // Room in the descriptor table for an online resize up to 2 TiB (the MBR's
+                // limit), so growing to a big card needs no offline step.
+                "-E",
+                "root_owner=0:0,resize=536870912",
+                "-d",
+            ])
+            .arg(dir)
+            .arg(img),
+    )
+}
+
 fn assemble(
     cx: &Ctx,
     l: &Layout,
     boot_img: &Path,
     root_img: &Path,
+    data_img: &Path,
     out: &Path,
 ) -> Result<(), BuildError> {
     let _ = fs::remove_file(out);
@@ -1145,7 +1200,11 @@ fn assemble(
             String::from_utf8_lossy(&o.stderr)
         )));
     }
-    for (img, start) in [(boot_img, l.boot_start), (root_img, l.root_start)] {
+    for (img, start) in [
+        (boot_img, l.boot_start),
+        (root_img, l.root_start),
+        (data_img, l.data_start),
+    ] {
         cx.run(
             Command::new("dd")
                 .arg(format!("if={}", img.display()))

@@ -68,6 +68,9 @@ fn default_image_mib() -> u64 {
 fn default_boot_mib() -> u64 {
     256
 }
+fn default_data_mib() -> u64 {
+    256
+}
 
 /// The YAML file as written. Paths are relative to the file.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -107,6 +110,10 @@ pub struct ImageConfig {
     /// FAT boot partition size in MiB.
     #[serde(default = "default_boot_mib")]
     pub boot_size_mib: u64,
+    /// Data partition (`/var/lib/pfx`) size in MiB in the image file; a unit grows it to the
+    /// end of its card on the first boot.
+    #[serde(default = "default_data_mib")]
+    pub data_size_mib: u64,
 }
 
 /// The config with every path made absolute and every file read.
@@ -191,10 +198,18 @@ pub fn validate(c: &ImageConfig) -> Result<(), String> {
             c.boot_size_mib
         ));
     }
-    if c.image_size_mib < c.boot_size_mib + 512 {
+    if c.data_size_mib < 32 {
         return Err(format!(
-            "image_size_mib {}: must leave at least 512 MiB for the root after the {} MiB boot partition",
-            c.image_size_mib, c.boot_size_mib
+            "data_size_mib {}: at least 32 (the data partition grows to the card on the first boot)",
+            c.data_size_mib
+        ));
+    }
+    let min_root = crate::disk::MIN_ROOT_MIB;
+    if c.image_size_mib < crate::disk::BOOT_START_MIB + c.boot_size_mib + min_root + c.data_size_mib
+    {
+        return Err(format!(
+            "image_size_mib {}: must leave at least {min_root} MiB for the root between the {} MiB boot partition and the {} MiB data partition",
+            c.image_size_mib, c.boot_size_mib, c.data_size_mib
         ));
     }
     if let Some(m) = &c.mirror
@@ -365,6 +380,14 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("image_size_mib"), "{e}");
+        // The default image (2048 MiB) holds boot, a 512 MiB root and the data partition;
+        // a data partition that eats the root is refused, as is a useless one.
+        let c = parse(MIN, Path::new("a")).unwrap();
+        assert_eq!(c.data_size_mib, 256);
+        let e = parse(&format!("{MIN}data_size_mib: 1400\n"), Path::new("a")).unwrap_err();
+        assert!(e.to_string().contains("image_size_mib 2048"), "{e}");
+        let e = parse(&format!("{MIN}data_size_mib: 8\n"), Path::new("a")).unwrap_err();
+        assert!(e.to_string().contains("data_size_mib 8"), "{e}");
     }
 
     #[test]

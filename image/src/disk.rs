@@ -1,10 +1,14 @@
 //! Partition layout of the image (pure) and the commands that make it, without loop mounts.
 
 /// 1 MiB in 512-byte sectors.
-const MIB_SECTORS: u64 = 2048;
+pub const MIB_SECTORS: u64 = 2048;
 /// The boot partition starts at 4 MiB (erase-block aligned on SD cards).
 pub const BOOT_START_MIB: u64 = 4;
+/// The smallest root the builder accepts (the base root alone is about 800 MiB).
+pub const MIN_ROOT_MIB: u64 = 512;
 
+/// Boot (FAT), root (ext4, read-only under the overlay), data (ext4, last, so that it can
+/// grow to the end of whatever card the image is written to).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
     pub total_bytes: u64,
@@ -12,34 +16,45 @@ pub struct Layout {
     pub boot_sectors: u64,
     pub root_start: u64,
     pub root_sectors: u64,
+    pub data_start: u64,
+    pub data_sectors: u64,
 }
 
 impl Layout {
-    pub fn new(image_mib: u64, boot_mib: u64) -> Result<Layout, String> {
+    pub fn new(image_mib: u64, boot_mib: u64, data_mib: u64) -> Result<Layout, String> {
         let boot_start = BOOT_START_MIB * MIB_SECTORS;
         let boot_sectors = boot_mib * MIB_SECTORS;
         let root_start = boot_start + boot_sectors;
+        let data_sectors = data_mib * MIB_SECTORS;
         let total_sectors = image_mib * MIB_SECTORS;
-        if root_start + 256 * MIB_SECTORS > total_sectors {
+        if root_start + MIN_ROOT_MIB * MIB_SECTORS + data_sectors > total_sectors {
             return Err(format!(
-                "image of {image_mib} MiB leaves no room for a root after a {boot_mib} MiB boot partition"
+                "image of {image_mib} MiB leaves no room for a root of {MIN_ROOT_MIB} MiB between a {boot_mib} MiB boot partition and a {data_mib} MiB data partition"
             ));
         }
+        let data_start = total_sectors - data_sectors;
         Ok(Layout {
             total_bytes: total_sectors * 512,
             boot_start,
             boot_sectors,
             root_start,
-            root_sectors: total_sectors - root_start,
+            root_sectors: data_start - root_start,
+            data_start,
+            data_sectors,
         })
     }
 
     /// Input for `sfdisk` on the image file: MBR (what the Pi firmware reads), FAT32 LBA boot
-    /// partition marked bootable, Linux root.
+    /// partition marked bootable, Linux root, Linux data last.
     pub fn sfdisk_script(&self) -> String {
         format!(
-            "label: dos\nunit: sectors\n\nstart={}, size={}, type=c, bootable\nstart={}, size={}, type=83\n",
-            self.boot_start, self.boot_sectors, self.root_start, self.root_sectors
+            "label: dos\nunit: sectors\n\nstart={}, size={}, type=c, bootable\nstart={}, size={}, type=83\nstart={}, size={}, type=83\n",
+            self.boot_start,
+            self.boot_sectors,
+            self.root_start,
+            self.root_sectors,
+            self.data_start,
+            self.data_sectors
         )
     }
 }
@@ -50,11 +65,18 @@ mod tests {
 
     #[test]
     fn layout_fills_image() {
-        let l = Layout::new(2048, 256).unwrap();
+        let l = Layout::new(2048, 256, 128).unwrap();
         assert_eq!(l.boot_start, 8192);
         assert_eq!(l.root_start, 8192 + 256 * 2048);
-        assert_eq!((l.root_start + l.root_sectors) * 512, l.total_bytes);
-        assert!(l.sfdisk_script().contains("type=c, bootable"));
-        assert!(Layout::new(300, 256).is_err());
+        assert_eq!(l.root_start + l.root_sectors, l.data_start);
+        assert_eq!(l.data_sectors, 128 * 2048);
+        assert_eq!((l.data_start + l.data_sectors) * 512, l.total_bytes);
+        assert_eq!(l.data_start % MIB_SECTORS, 0, "data partition MiB-aligned");
+        let s = l.sfdisk_script();
+        assert!(s.contains("type=c, bootable"));
+        assert_eq!(s.matches("type=83").count(), 2);
+        assert!(Layout::new(300, 256, 64).is_err());
+        assert!(Layout::new(4 + 256 + 512 + 64, 256, 64).is_ok());
+        assert!(Layout::new(4 + 256 + 512 + 63, 256, 64).is_err());
     }
 }

@@ -36,6 +36,19 @@ pub struct UnitState {
     pub enabled: bool,
 }
 
+/// The data partition and everything that mounts it, as read back.
+#[derive(Debug, Clone, Serialize)]
+pub struct DataCheck {
+    pub partition: Partition,
+    pub fs: verify::data::DataFs,
+    pub fstab: verify::data::FstabEntry,
+    /// `overlayroot=` on the command line (recurse=0 checked); empty without the overlay.
+    pub overlayroot: String,
+    pub journald: Vec<(String, String)>,
+    pub grow_script: String,
+    pub player_after_mount: bool,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Manifest {
     pub image: String,
@@ -57,6 +70,8 @@ pub struct Manifest {
     pub units: Vec<UnitState>,
     /// Who may log in, what the fleet key runs, the sudoers line (read back, visudo-checked).
     pub access: AccessCheck,
+    /// The data partition: table entry, file system, fstab line, overlay, journal.
+    pub data: DataCheck,
     pub packages: Vec<Package>,
     /// Filled by the builder (not part of what is read back).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -194,6 +209,107 @@ fn access_files(img: &ImageFile, agent: Option<&[u8]>) -> AccessFiles {
                 .any(|w| w == AGENT_TEST_MARKER)
         }),
     }
+}
+
+/// journald's files in the order it reads them: journald.conf, then the drop-ins of
+/// /usr/lib and /etc sorted by name (an /etc file replaces a /usr/lib one of the same name).
+fn journald_files(img: &ImageFile) -> Vec<(String, String)> {
+    let text = |p: &str| {
+        img.root_read(p)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    };
+    let mut dropins: Vec<(String, String)> = Vec::new();
+    for dir in [
+        "/usr/lib/systemd/journald.conf.d",
+        "/etc/systemd/journald.conf.d",
+    ] {
+        for n in img.root_ls(dir).unwrap_or_default() {
+            if n.ends_with(".conf") {
+                dropins.retain(|(x, _)| *x != n);
+                dropins.push((n.clone(), format!("{dir}/{n}")));
+            }
+        }
+    }
+    dropins.sort();
+    let mut files = vec![(
+        "/etc/systemd/journald.conf".to_string(),
+        text("/etc/systemd/journald.conf"),
+    )];
+    files.extend(dropins.into_iter().map(|(_, p)| {
+        let t = text(&p);
+        (p, t)
+    }));
+    files
+}
+
+/// The data partition from the image file, as strictly as the root: the table, the file
+/// system, the fstab line, the overlay's recursion, the journal, the player's ordering.
+fn check_data(
+    img: &ImageFile,
+    cmdline: &CmdlineCheck,
+    expect: &Expect,
+    errors: &mut Vec<String>,
+) -> Option<DataCheck> {
+    use verify::data;
+    let n = errors.len();
+    let text = |p: &str| {
+        img.root_read(p)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    };
+    let size = std::fs::metadata(&img.path).map(|m| m.len()).unwrap_or(0);
+    let partition = data::check_partition_table(&img.partitions, size)
+        .map_err(|e| errors.push(format!("partition table: {e}")))
+        .ok();
+    let fs = img
+        .data_files()
+        .map_err(|e| e.to_string())
+        .and_then(|f| data::check_data_fs(&f))
+        .map_err(|e| errors.push(e))
+        .ok();
+    let fstab = text("/etc/fstab")
+        .map_err(|e| e.message)
+        .and_then(|t| data::check_fstab(&t))
+        .map_err(|e| errors.push(e))
+        .ok();
+    let overlayroot = cmdline.overlayroot.clone().unwrap_or_default();
+    if expect.overlay
+        && let Err(e) = data::check_overlay_recurse(&overlayroot)
+    {
+        errors.push(format!("cmdline.txt: {e}"));
+    }
+    let journald = data::check_journald(&journald_files(img))
+        .map_err(|e| errors.push(e))
+        .ok();
+    let player_after_mount = text("/usr/lib/systemd/system/pfx-player.service")
+        .map_err(|e| e.message)
+        .and_then(|t| data::check_player_unit(&t))
+        .map_err(|e| errors.push(e))
+        .is_ok();
+    let grow_script = "/usr/lib/pfx/pfx-data-grow";
+    match img.root_stat(grow_script) {
+        Ok(Some((0o755, 0))) => {}
+        Ok(st) => errors.push(format!(
+            "{grow_script} is {st:?}, expected mode 0755 owned by root"
+        )),
+        Err(e) => errors.push(e.message),
+    }
+    match img.root_stat(plan::DATA_MOUNT) {
+        Ok(Some(_)) => {}
+        _ => errors.push(format!("the root has no mount point {}", plan::DATA_MOUNT)),
+    }
+    if errors.len() > n {
+        return None;
+    }
+    Some(DataCheck {
+        partition: partition?,
+        fs: fs?,
+        fstab: fstab?,
+        overlayroot,
+        journald: journald?,
+        grow_script: grow_script.into(),
+        player_after_mount,
+    })
 }
 
 /// Reads the image file back and checks everything; one error listing every failure.
@@ -343,6 +459,8 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
         });
     }
 
+    let data = check_data(&img, &cmdline, expect, &mut errors);
+
     let packages = verify::parse_dpkg_status(
         &img.root_read("/var/lib/dpkg/status")
             .map(text)
@@ -387,6 +505,7 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
         agent,
         units,
         access: access.ok_or("no access check")?,
+        data: data.ok_or("no data partition check")?,
         packages,
         build: None,
     })

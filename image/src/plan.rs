@@ -9,6 +9,37 @@ use crate::config::{Resolved, Target};
 pub const ROOT_LABEL: &str = "RASPIROOT";
 /// Label of the FAT boot partition (the Pi firmware's partition, /boot/firmware).
 pub const BOOT_LABEL: &str = "RASPIFIRM";
+/// The data partition: ext4, the last partition, everything a unit keeps (the show store).
+pub const DATA_LABEL: &str = "pfx-data";
+pub const DATA_MOUNT: &str = "/var/lib/pfx";
+/// In the data file system's root: the player reads it to know the partition is mounted
+/// (the mount point on the read-only root is an empty directory).
+pub const DATA_MARKER: &str = ".pfx-data";
+pub const DATA_MARKER_TEXT: &str = "pfx data partition (LABEL=pfx-data, mounted at /var/lib/pfx); see /usr/share/doc/pfx/image.md\n";
+/// The mount's options. nofail: a unit whose data partition is missing or broken still
+/// boots (and plays its built-in show). The device timeout is only a backstop: a slow boot
+/// may take longer than any short one to show the device (the boot test saw 54 s under
+/// load), so pfx-data-grow waits for udev instead and cancels the mount when the partition
+/// is not there. x-systemd.growfs: the file system follows the partition it grew.
+pub const DATA_MOUNT_OPTIONS: &str =
+    "noatime,nodev,nosuid,nofail,x-systemd.device-timeout=90s,x-systemd.growfs";
+/// Logs stay in RAM (/run/log/journal), bounded: the root is read-only and the data
+/// partition holds shows, not logs. The base root ships /var/log/journal, so without this
+/// journald would keep a "persistent" journal in the overlay's tmpfs, capped only at 10%
+/// of it.
+pub const JOURNALD_DROPIN: &str = "/etc/systemd/journald.conf.d/50-pfx.conf";
+pub const JOURNALD_TEXT: &str = "# pfx: the journal lives in RAM only, and is bounded.\n[Journal]\nStorage=volatile\nRuntimeMaxUse=32M\nRuntimeMaxFileSize=4M\n";
+
+/// The fstab the image ships. overlayroot rewrites it into the overlay at boot; with
+/// `recurse=0` (extra_cmdline) it keeps every line but the root's as written.
+pub fn fstab_text() -> String {
+    format!(
+        "# <file system> <mount point> <type> <options> <dump> <pass>\n\
+         LABEL={ROOT_LABEL} / ext4 defaults,noatime 0 1\n\
+         LABEL={BOOT_LABEL} /boot/firmware vfat defaults,noatime,nofail,x-systemd.device-timeout=30s 0 2\n\
+         LABEL={DATA_LABEL} {DATA_MOUNT} ext4 {DATA_MOUNT_OPTIONS} 0 2\n"
+    )
+}
 
 /// Units shipped from `systemd/`, compiled into the builder so it is self-contained.
 pub const UNIT_FILES: &[(&str, &str)] = &[
@@ -28,6 +59,10 @@ pub const UNIT_FILES: &[(&str, &str)] = &[
         "pfx-ssh-hostkeys.service",
         include_str!("../../systemd/pfx-ssh-hostkeys.service"),
     ),
+    (
+        "pfx-data-grow.service",
+        include_str!("../../systemd/pfx-data-grow.service"),
+    ),
 ];
 pub const SCRIPTS: &[(&str, &str)] = &[
     ("pfx-hostname", include_str!("../../systemd/pfx-hostname")),
@@ -35,6 +70,7 @@ pub const SCRIPTS: &[(&str, &str)] = &[
         "pfx-ssh-hostkeys",
         include_str!("../../systemd/pfx-ssh-hostkeys"),
     ),
+    ("pfx-data-grow", include_str!("../../systemd/pfx-data-grow")),
 ];
 const CMDLINE_HOOK: &str = include_str!("../../systemd/z51-pfx-cmdline");
 const DOC: &str = include_str!("../../docs/image.md");
@@ -45,6 +81,7 @@ pub const ENABLED_UNITS: &[&str] = &[
     "pfx-eth-no-pause@eth0.service",
     "pfx-hostname.service",
     "pfx-ssh-hostkeys.service",
+    "pfx-data-grow.service",
     "systemd-networkd.service",
     "ssh.service",
 ];
@@ -80,6 +117,10 @@ pub fn expected_enable_links() -> Vec<(String, String)> {
         (
             "multi-user.target.wants".into(),
             "pfx-ssh-hostkeys.service".into(),
+        ),
+        (
+            "local-fs.target.wants".into(),
+            "pfx-data-grow.service".into(),
         ),
         (
             "multi-user.target.wants".into(),
@@ -255,6 +296,7 @@ pub struct Plan {
     pub hostname_prefix: String,
     pub image_size_mib: u64,
     pub boot_size_mib: u64,
+    pub data_size_mib: u64,
 }
 
 pub fn packages(target: Target, extra: &[String]) -> Vec<String> {
@@ -317,10 +359,15 @@ fn file(path: &str, mode: u32, contents: impl Into<Vec<u8>>) -> FileSpec {
     }
 }
 
+/// The overlay's setting: a tmpfs over the root only. overlayroot's default (`recurse=1`)
+/// also puts a tmpfs over every other ext4 mount in fstab, so the data partition would
+/// look mounted, marker and all, while every write to it went to RAM.
+pub const OVERLAYROOT: &str = "tmpfs:recurse=0";
+
 /// The extra kernel command line: the overlay, and nothing that makes the lower root writable.
 pub fn extra_cmdline(overlay: bool) -> String {
     if overlay {
-        "overlayroot=tmpfs".into()
+        format!("overlayroot={OVERLAYROOT}")
     } else {
         String::new()
     }
@@ -362,15 +409,8 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
             0o644,
             format!("{}\n", c.hostname_prefix),
         ),
-        file(
-            "/etc/fstab",
-            0o644,
-            format!(
-                "# <file system> <mount point> <type> <options> <dump> <pass>\n\
-             LABEL={ROOT_LABEL} / ext4 defaults,noatime 0 1\n\
-             LABEL={BOOT_LABEL} /boot/firmware vfat defaults,noatime,nofail,x-systemd.device-timeout=30s 0 2\n"
-            ),
-        ),
+        file("/etc/fstab", 0o644, fstab_text()),
+        file(JOURNALD_DROPIN, 0o644, JOURNALD_TEXT),
         // Empty: systemd makes a machine id at boot (transient on the overlay).
         file("/etc/machine-id", 0o444, ""),
         file(
@@ -422,7 +462,7 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
             0o644,
             format!(
                 "# pfx: the kernel command line (overlayroot=...) overrides this.\noverlayroot=\"{}\"\n",
-                if c.overlay { "tmpfs" } else { "" }
+                if c.overlay { OVERLAYROOT } else { "" }
             ),
         ),
     ];
@@ -464,6 +504,7 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
         hostname_prefix: c.hostname_prefix.clone(),
         image_size_mib: c.image_size_mib,
         boot_size_mib: c.boot_size_mib,
+        data_size_mib: c.data_size_mib,
     }
 }
 
@@ -529,7 +570,7 @@ mod tests {
 
     #[test]
     fn extra_cmdline_has_no_rw() {
-        assert_eq!(extra_cmdline(true), "overlayroot=tmpfs");
+        assert_eq!(extra_cmdline(true), "overlayroot=tmpfs:recurse=0");
         assert!(!extra_cmdline(true).split_whitespace().any(|w| w == "rw"));
     }
 

@@ -4,6 +4,8 @@
 
 use serde::Serialize;
 
+pub mod data;
+
 /// One MBR partition entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Partition {

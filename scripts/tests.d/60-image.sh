@@ -6,6 +6,12 @@
 # key forced to the agent's dispatcher; the suite checks that the fleet key reaches nothing
 # else and that root cannot log in. To look inside as root, the COPY it boots gets a second,
 # test-only sshd on port 2222 that takes only the suite's own inspection key.
+# The data partition: the boot copy is 1 GiB bigger than the image, so the first boot must
+# grow it; it must be the ext4 at /var/lib/pfx (nodev, nosuid), keep a file across a reboot,
+# take a pushed show (`pfx-fleet push show`) that plays after the reboot, and come back
+# from a hard reset (QEMU's system_reset) in the middle of a push playing the old show or
+# the new one, whole. Last, the copy boots with its data partition deleted: the unit still
+# boots and the player plays the built-in show, saying why.
 #
 # Env: PFX_CACHE (package and base-root cache), PFX_IMAGE_PLAYER (a prebuilt aarch64
 # player instead of cross-compiling the workspace's), PFX_IMAGE_KEEP=1 (keep the work dir).
@@ -36,12 +42,12 @@ units_root="$work/units-root"
 mkdir -p "$units_root/usr/lib/systemd" "$units_root/usr/bin" "$units_root/usr/lib/pfx" "$units_root/etc"
 cp -a /usr/lib/systemd/system "$units_root/usr/lib/systemd/"
 cp systemd/*.service "$units_root/usr/lib/systemd/system/"
-cp systemd/pfx-hostname systemd/pfx-ssh-hostkeys "$units_root/usr/lib/pfx/"
+cp systemd/pfx-hostname systemd/pfx-ssh-hostkeys systemd/pfx-data-grow "$units_root/usr/lib/pfx/"
 # The units' binaries, as stubs: verify checks that ExecStart= paths exist and are executable.
 printf '#!/bin/sh\n' > "$units_root/usr/bin/pfx-player"; chmod 755 "$units_root/usr/bin/pfx-player"
 systemd-analyze verify --root="$units_root" pfx-player.service pfx-hostname.service \
-  pfx-ssh-hostkeys.service pfx-eth-no-pause@eth0.service || fail "systemd-analyze verify"
-sh -n systemd/pfx-hostname && sh -n systemd/pfx-ssh-hostkeys && sh -n systemd/z51-pfx-cmdline || fail "sh -n"
+  pfx-ssh-hostkeys.service pfx-eth-no-pause@eth0.service pfx-data-grow.service || fail "systemd-analyze verify"
+sh -n systemd/pfx-hostname && sh -n systemd/pfx-ssh-hostkeys && sh -n systemd/z51-pfx-cmdline && sh -n systemd/pfx-data-grow || fail "sh -n"
 # The no-rw hook on a generated cmdline (the one raspi-firmware writes).
 hook_root="$work/hook"; mkdir -p "$hook_root/boot/firmware"
 echo "console=tty0 root=LABEL=RASPIROOT rw fsck.repair=yes net.ifnames=0 rootwait overlayroot=tmpfs" > "$hook_root/boot/firmware/cmdline.txt"
@@ -49,6 +55,27 @@ sed "s|/boot/firmware|$hook_root/boot/firmware|" systemd/z51-pfx-cmdline > "$wor
 [ "$(cat "$hook_root/boot/firmware/cmdline.txt")" = "console=tty0 root=LABEL=RASPIROOT fsck.repair=yes net.ifnames=0 rootwait overlayroot=tmpfs" ] \
   || fail "z51-pfx-cmdline left: $(cat "$hook_root/boot/firmware/cmdline.txt")"
 ok "units verify, scripts parse, z51 drops rw"
+# pfx-data-grow on an image file (the same code path as on the unit's disk, but for the
+# kernel's resizepart): the image's layout, then a bigger "card"; sfdisk reads the result.
+grow_img="$work/grow.img"
+truncate -s 64M "$grow_img"
+printf 'label: dos\nunit: sectors\n\nstart=8192, size=16384, type=c, bootable\nstart=24576, size=40960, type=83\nstart=65536, size=32768, type=83\n' \
+  | sfdisk -q "$grow_img" || fail "sfdisk on the grow test image"
+truncate -s 300M "$grow_img"
+dash systemd/pfx-data-grow "$grow_img" 3 > "$work/grow.out" || fail "pfx-data-grow: $(cat "$work/grow.out")"
+p3=$(sfdisk -d "$grow_img" | grep "^$grow_img"3)
+case "$p3" in *"start=       65536, size=      548864, type=83"*) ;; *) fail "pfx-data-grow left partition 3 as: $p3" ;; esac
+sfdisk -d "$grow_img" | grep -q "start=       24576, size=       40960, type=83" || fail "pfx-data-grow changed partition 2"
+dash systemd/pfx-data-grow "$grow_img" 3 | grep -q "already fills" || fail "pfx-data-grow is not a no-op the second time"
+if dash systemd/pfx-data-grow "$grow_img" 2 2> "$work/grow.err"; then fail "pfx-data-grow grew a partition that is not the last"; fi
+grep -q "lies after partition 2" "$work/grow.err" || fail "pfx-data-grow refused partition 2 for another reason: $(cat "$work/grow.err")"
+truncate -s 3T "$grow_img"
+dash systemd/pfx-data-grow "$grow_img" 3 > /dev/null || fail "pfx-data-grow on a 3 TiB disk"
+read -r p3_start p3_size <<< "$(sfdisk -d "$grow_img" 2>/dev/null | grep "^$grow_img"3 | sed 's/.*start= *\([0-9]*\), size= *\([0-9]*\).*/\1 \2/')"
+end=$((p3_start + p3_size))
+[ "$end" -le 4294967295 ] && [ $((end % 2048)) = 0 ] || fail "pfx-data-grow on 3 TiB: partition 3 ends at sector $end, past the MBR's limit or unaligned"
+rm -f "$grow_img"
+ok "pfx-data-grow: grows the last partition to the MiB-aligned end, then is a no-op; refuses a partition that is not last; stays within the MBR's 2 TiB"
 lap "units"
 
 # ---------------------------------------------------------------- 2. host tools
@@ -92,7 +119,7 @@ assert {"start4.elf", "fixup4.dat"} <= set(m["boot_files"]), m["boot_files"]
 assert fw["kernel"].startswith("vmlinuz-") and fw["kernel"] in m["boot_files"], fw
 assert fw["initramfs"] in m["boot_files"] and m["initramfs_file"] == fw["initramfs"], fw
 words = m["cmdline"]["cmdline"].split()
-assert "overlayroot=tmpfs" in words and "rw" not in words, words
+assert "overlayroot=tmpfs:recurse=0" in words and "rw" not in words, words
 assert "console=ttyS1,115200" in words, words
 assert m["initramfs"]["busybox"] and m["initramfs"]["overlayroot_script"], m["initramfs"]
 assert m["player"]["machine"] == "aarch64", m["player"]
@@ -103,6 +130,19 @@ pk = {p["name"]: p["version"] for p in m["packages"]}
 for p in ["linux-image-arm64", "raspi-firmware", "overlayroot", "busybox", "openssh-server", "ethtool"]:
     assert p in pk, p
 print("rpi4 manifest: kernel %s, %d packages, %d DTBs, cmdline: %s" % (m["kernel_version"], len(pk), len(fw["dtbs"]), m["cmdline"]["cmdline"]))
+d = m["data"]; parts = m["partitions"]
+assert [p["kind"] for p in parts] == [0x0c, 0x83, 0x83] and d["partition"]["index"] == 3, parts
+assert parts[2]["start_sector"] + parts[2]["sectors"] == m["size_bytes"] // 512, "data partition is not last"
+assert d["fs"]["label"] == "pfx-data" and d["fs"]["fs_type"] == "ext4" and d["fs"]["marker"] == "/.pfx-data", d["fs"]
+assert d["fs"]["root_mode"] == "0755" and d["fs"]["root_uid"] == 0, d["fs"]
+f = d["fstab"]
+assert f["spec"] == "LABEL=pfx-data" and f["mount_point"] == "/var/lib/pfx" and f["pass"] == 2, f
+assert {"nodev", "nosuid", "nofail", "x-systemd.growfs"} <= set(f["options"]), f
+assert d["overlayroot"] == "tmpfs:recurse=0" and d["player_after_mount"], d
+assert ["Storage", "volatile"] in d["journald"], d["journald"]
+en = {u["unit"]: u["enabled"] for u in m["units"]}
+assert en.get("pfx-data-grow.service"), en
+print("rpi4 data partition: %d MiB at sector %d, %s, options %s" % (parts[2]["sectors"] // 2048, parts[2]["start_sector"], d["fs"]["label"], ",".join(f["options"])))
 PY
 ok "rpi4-arm64 image verified from the image file"
 lap "verify rpi4-arm64"
@@ -146,8 +186,33 @@ PY
 mcopy -o -n -i "$work/bad.img@@$rpi_boot_off" "$work/initrd.nobusybox" "::$rpi_initrd"
 if "$img_bin" verify "$work/bad.img" --target rpi4-arm64 > /dev/null 2> "$work/bad.err"; then fail "verify accepted an initramfs without busybox"; fi
 grep -q 'no busybox' "$work/bad.err" || fail "verify failed, but not for busybox: $(cat "$work/bad.err")"
-rm -rf "$work/bad.img" "$work/unpacked" "$work"/initrd.*
+mcopy -o -n -i "$work/bad.img@@$rpi_boot_off" "$work/initrd.good" "::$rpi_initrd"
+# The data partition's faults, each on the otherwise good copy, each named by verify.
+rpi_data_off=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["data"]["partition"]["start_sector"]*512)' "$work/rpi4.img.manifest.json")
+rpi_root_off=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["partitions"][1]["start_sector"]*512)' "$work/rpi4.img.manifest.json")
+refused() {  # refused WHAT PATTERN: verify must fail, naming PATTERN
+  if "$img_bin" verify "$work/bad.img" --target rpi4-arm64 > /dev/null 2> "$work/bad.err"; then fail "verify accepted $1"; fi
+  grep -q -- "$2" "$work/bad.err" || fail "verify refused $1, but not for it ($2): $(cat "$work/bad.err")"
+}
+sed 's/overlayroot=tmpfs:recurse=0/overlayroot=tmpfs/' "$work/cmdline.good" > "$work/cmdline.recurse"
+mcopy -o -n -i "$work/bad.img@@$rpi_boot_off" "$work/cmdline.recurse" ::cmdline.txt
+refused "overlayroot=tmpfs without recurse=0" "lacks recurse=0"
+mcopy -o -n -i "$work/bad.img@@$rpi_boot_off" "$work/cmdline.good" ::cmdline.txt
+debugfs -R "cat /etc/fstab" "$work/bad.img?offset=$rpi_root_off" 2>/dev/null > "$work/fstab.good"
+sed 's/,nodev,/,/' "$work/fstab.good" > "$work/fstab.dev"
+cmp -s "$work/fstab.good" "$work/fstab.dev" && fail "the image's fstab has no nodev to remove"
+printf 'rm /etc/fstab\nwrite %s /etc/fstab\n' "$work/fstab.dev" | debugfs -w -f - "$work/bad.img?offset=$rpi_root_off" > /dev/null 2>&1
+refused "a data mount without nodev" "needs nodev"
+printf 'rm /etc/fstab\nwrite %s /etc/fstab\n' "$work/fstab.good" | debugfs -w -f - "$work/bad.img?offset=$rpi_root_off" > /dev/null 2>&1
+debugfs -w -R "rm /.pfx-data" "$work/bad.img?offset=$rpi_data_off" > /dev/null 2>&1
+refused "a data file system without its marker" "no /.pfx-data marker"
+dd if=/dev/zero of="$work/bad.img" bs=4096 seek=$((rpi_data_off / 4096)) count=1 conv=notrunc status=none
+refused "a wiped data file system" "data partition"
+sfdisk -q --delete "$work/bad.img" 3 2> /dev/null
+refused "an image without a data partition" "partition table"
+rm -rf "$work/bad.img" "$work/unpacked" "$work"/initrd.* "$work"/fstab.* "$work"/cmdline.recurse
 ok "verify refuses the image with rw on cmdline.txt, and with an initramfs without busybox"
+ok "verify refuses the image with overlayroot recursing into the data mount, a data mount without nodev, no marker, a wiped data file system, no data partition"
 lap "falsify verify on the artifact"
 
 # ---------------------------------------------------------------- 4. vm-arm64 image
@@ -203,18 +268,45 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 http_port=$(free_port); ssh_port=$(free_port); inspect_port=$(free_port)
 mac=52:54:00:ab:cd:ef
 want_host=pfx-abcdef
+# The unit's card is bigger than the image: the data partition must grow into the rest.
+data_start=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["data"]["partition"]["start_sector"])' "$work/vm.img.manifest.json")
+data_sectors0=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["data"]["partition"]["sectors"])' "$work/vm.img.manifest.json")
+truncate -s +1G "$work/vm-boot.img"
+disk_sectors=$(( $(stat -c %s "$work/vm-boot.img") / 512 ))
+want_data_sectors=$(( disk_sectors - disk_sectors % 2048 - data_start ))
+echo "disk: $((disk_sectors / 2048)) MiB; data partition in the image: $((data_sectors0 / 2048)) MiB from sector $data_start, expected after the first boot: $((want_data_sectors / 2048)) MiB"
 # -snapshot: the guest's writes (its first-boot SSH host keys) last for this QEMU process,
 # across the guest reboot below, and the image file stays as verified. virtio-rng: the
-# guest's entropy comes from the host, as a Pi's comes from its hardware RNG.
-qemu-system-aarch64 -M virt -cpu cortex-a72 -smp 2 -m 1024 -display none -monitor none \
-  -serial "file:$work/serial.log" -snapshot \
-  -kernel "$work/vmlinuz" -initrd "$work/initrd" -append "$cmdline" \
-  -drive "file=$work/vm-boot.img,if=none,format=raw,id=d0" -device virtio-blk-pci,drive=d0 \
-  -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$http_port-:8080,hostfwd=tcp:127.0.0.1:$ssh_port-:22,hostfwd=tcp:127.0.0.1:$inspect_port-:2222" \
-  -device "e1000,netdev=n0,mac=$mac,romfile=" \
-  -object rng-random,filename=/dev/urandom,id=rng0 -device virtio-rng-pci,rng=rng0 &
-qemu_pid=$!
-boot_start=$(date +%s.%N)
+# guest's entropy comes from the host, as a Pi's comes from its hardware RNG. The monitor
+# socket is for hard resets (system_reset).
+start_vm() {  # start_vm SERIAL_LOG: boots vm-boot.img; sets qemu_pid and boot_start
+  rm -f "$work/monitor.sock"
+  qemu-system-aarch64 -M virt -cpu cortex-a72 -smp 2 -m 1024 -display none \
+    -monitor "unix:$work/monitor.sock,server=on,wait=off" \
+    -serial "file:$1" -snapshot \
+    -kernel "$work/vmlinuz" -initrd "$work/initrd" -append "$cmdline" \
+    -drive "file=$work/vm-boot.img,if=none,format=raw,id=d0" -device virtio-blk-pci,drive=d0 \
+    -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$http_port-:8080,hostfwd=tcp:127.0.0.1:$ssh_port-:22,hostfwd=tcp:127.0.0.1:$inspect_port-:2222" \
+    -device "e1000,netdev=n0,mac=$mac,romfile=" \
+    -object rng-random,filename=/dev/urandom,id=rng0 -device virtio-rng-pci,rng=rng0 &
+  qemu_pid=$!
+  boot_start=$(date +%s.%N)
+}
+# monitor CMD: one QEMU monitor command (system_reset: a hard reset, as a power cut).
+monitor() { python3 - "$work/monitor.sock" "$1" <<'PY'
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(0.3); s.recv(65536)
+s.sendall((sys.argv[2] + "\n").encode()); time.sleep(0.5); s.close()
+PY
+}
+stop_vm() {  # a clean power-off, then qemu gone
+  vm systemctl poweroff || true
+  for _ in $(seq 1 60); do kill -0 "$qemu_pid" 2>/dev/null || break; sleep 1; done
+  kill -0 "$qemu_pid" 2>/dev/null && kill "$qemu_pid"
+  wait "$qemu_pid" 2>/dev/null || true
+  qemu_pid=""
+}
+start_vm "$work/serial.log"
 ssh_opts=(-o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=accept-new
           -o UserKnownHostsFile="$work/known_hosts" -o LogLevel=ERROR)
 # vm: root on the suite's inspection sshd. fleet_ssh: the fleet key on the unit's own sshd.
@@ -222,13 +314,16 @@ vm() { ssh "${ssh_opts[@]}" -o IdentitiesOnly=yes -i "$work/inspect" -p "$inspec
 fleet_ssh() { ssh -F /dev/null "${ssh_opts[@]}" -o IdentitiesOnly=yes -i "$work/id" -p "$ssh_port" "$@"; }
 profile_ok() { curl -fsS --max-time 3 "http://127.0.0.1:$http_port/profile" -o "$work/profile.json" 2>/dev/null; }
 # Boot to /profile answering on the forwarded port (the player's first HTTP answer).
-profile_s=""
-for _ in $(seq 1 300); do
-  kill -0 "$qemu_pid" 2>/dev/null || { tail -50 "$work/serial.log"; fail "qemu exited during boot"; }
-  if profile_ok; then profile_s=$(python3 -c "import time; print(round(time.time()-$boot_start,1))"); break; fi
-  sleep 1
-done
-[ -n "$profile_s" ] || { tail -80 "$work/serial.log"; fail "/profile did not answer on 127.0.0.1:$http_port within 300 s"; }
+wait_profile() {  # wait_profile SERIAL_LOG: sets profile_s
+  profile_s=""
+  for _ in $(seq 1 300); do
+    kill -0 "$qemu_pid" 2>/dev/null || { tail -50 "$1"; fail "qemu exited during boot"; }
+    if profile_ok; then profile_s=$(python3 -c "import time; print(round(time.time()-$boot_start,1))"); break; fi
+    sleep 1
+  done
+  [ -n "$profile_s" ] || { tail -80 "$1"; fail "/profile did not answer on 127.0.0.1:$http_port within 300 s"; }
+}
+wait_profile "$work/serial.log"
 python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$work/profile.json" || fail "/profile is not JSON: $(head -c 300 "$work/profile.json")"
 echo "BOOT: /profile answered $profile_s s after qemu start (TCG, cortex-a72, 2 vCPU)"
 # First frame: /profile's frame counter leaves 0 (the player renders and sends).
@@ -264,6 +359,33 @@ lap "boot to /profile + ssh"
 ro_opts=$(vm findmnt -no OPTIONS /media/root-ro)
 case ",$ro_opts," in *,ro,*) ;; *) fail "/media/root-ro is mounted '$ro_opts', not read-only" ;; esac
 ok "/ is the overlay, lower root read-only ($ro_opts)"
+# The data partition: mounted from its own ext4 (not a tmpfs overlay over it), nodev and
+# nosuid, checked, grown to the disk, readable by a DynamicUser, writable by root only.
+data_mnt=$(vm findmnt -no FSTYPE,OPTIONS,SOURCE /var/lib/pfx) || { vm journalctl -b -u var-lib-pfx.mount -u pfx-data-grow --no-pager | tail -20; fail "/var/lib/pfx is not mounted"; }
+read -r data_fstype data_opts data_src <<< "$data_mnt"
+[ "$data_fstype" = ext4 ] || fail "/var/lib/pfx is $data_mnt, not the data partition's ext4"
+case ",$data_opts," in *,rw,*) ;; *) fail "/var/lib/pfx is mounted '$data_opts', not read-write" ;; esac
+for o in nodev nosuid; do case ",$data_opts," in *,$o,*) ;; *) fail "/var/lib/pfx is mounted '$data_opts', without $o" ;; esac; done
+[ "$(vm readlink -f /dev/disk/by-label/pfx-data)" = "$data_src" ] || fail "/var/lib/pfx is mounted from $data_src, not LABEL=pfx-data"
+vm cat /var/lib/pfx/.pfx-data | grep -q '^pfx data partition' || fail "no marker in /var/lib/pfx"
+[ "$(vm "systemctl is-active 'systemd-fsck@dev-disk-by\x2dlabel-pfx\x2ddata.service'")" = active ] || fail "the data partition was not checked (systemd-fsck@) before its mount"
+data_sectors1=$(vm "cat /sys/class/block/\$(basename $data_src)/size")
+[ "$data_sectors1" = "$want_data_sectors" ] || { vm journalctl -b -u pfx-data-grow --no-pager; fail "the data partition has $data_sectors1 sectors after the first boot, expected $want_data_sectors (to the end of the disk)"; }
+vm journalctl -b -u pfx-data-grow --no-pager -o cat | grep -q "grown from $data_sectors0 to $want_data_sectors sectors" || fail "pfx-data-grow did not say it grew the partition"
+[ "$(vm systemctl show -p Result --value systemd-growfs@var-lib-pfx.service)" = success ] || { vm journalctl -b -u systemd-growfs@var-lib-pfx --no-pager | tail; fail "systemd-growfs@var-lib-pfx did not succeed"; }
+fs_bytes=$(vm "stat -f -c '%b*%S' /var/lib/pfx"); fs_bytes=$((fs_bytes))
+[ $((fs_bytes * 100)) -ge $((want_data_sectors * 512 * 95)) ] || fail "the data file system is $fs_bytes bytes, not grown to its $((want_data_sectors * 512))-byte partition"
+vm systemd-run --quiet --wait --pipe -p DynamicUser=yes -p ProtectSystem=strict cat /var/lib/pfx/.pfx-data | grep -q '^pfx data partition' \
+  || fail "a DynamicUser service (as the player runs) cannot read /var/lib/pfx"
+if vm systemd-run --quiet --wait --pipe -p DynamicUser=yes touch /var/lib/pfx/dynamic-user-wrote 2>/dev/null; then fail "a DynamicUser service could write to /var/lib/pfx"; fi
+probe="data-probe $(vm cat /proc/sys/kernel/random/boot_id)"
+vm "echo '$probe' > /var/lib/pfx/probe && sync" || fail "root cannot write /var/lib/pfx"
+vm test ! -e /media/root-rw/overlay/var/lib/pfx/probe || fail "the write to /var/lib/pfx landed in the overlay's tmpfs"
+case ",$(vm findmnt -no OPTIONS /media/root-ro)," in *,ro,*) ;; *) fail "the lower root is writable after writing the data partition" ;; esac
+ok "data partition: $data_src ext4 at /var/lib/pfx ($data_opts), checked, grown $((data_sectors0 / 2048)) -> $((data_sectors1 / 2048)) MiB (file system $((fs_bytes / 1048576)) MiB), marker readable by a DynamicUser, not writable by one"
+vm journalctl --header --no-pager 2>/dev/null | grep -q 'File path: */run/log/journal/' || fail "the journal is not in /run/log/journal: $(vm journalctl --header --no-pager | grep 'File path')"
+[ -z "$(vm "find /var/log/journal -name '*.journal*'" 2>/dev/null)" ] || fail "journal files in /var/log/journal (the overlay): $(vm "find /var/log/journal -name '*.journal*'")"
+ok "the journal is volatile (/run/log/journal, capped by $(vm cat /etc/systemd/journald.conf.d/50-pfx.conf | grep -o 'RuntimeMaxUse=.*'))"
 [ "$(vm systemctl show -p Result --value pfx-eth-no-pause@eth0.service)" = success ] \
   && [ "$(vm systemctl is-active pfx-eth-no-pause@eth0.service)" = active ] \
   || { vm journalctl -b -u pfx-eth-no-pause@eth0.service --no-pager | tail -20; fail "pfx-eth-no-pause@eth0 did not succeed"; }
@@ -344,6 +466,36 @@ grep -q 'Permission denied' "$work/root.err" || fail "root login: $(cat "$work/r
 r1=$(refusals)
 [ $((r1 - r0)) -ge 6 ] || fail "the dispatcher logged $((r1 - r0)) refusals, expected at least 6 (journalctl -t pfx-agent)"
 ok "fleet key: no shell, sh -c id, pfx-agent --player, -L, -A, scp, sftp refused ($((r1 - r0)) logged), root refused, unit unchanged"
+# A show pushed with `pfx-fleet push show` lands on the data partition and plays; it still
+# plays after the reboot below (checked there).
+make_fseq() { # path frames seed: an uncompressed v2 sequence of 900 channels, 25 ms a frame
+  python3 - "$top/player/tests/py" "$1" "$2" "$3" <<'PY'
+import random, sys
+sys.path.insert(0, sys.argv[1])
+from fseq_reference import write_fseq
+path, n, seed = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+random.seed(seed)
+write_fseq(path, [random.randbytes(900) for _ in range(n)], 25, 2, 0)
+PY
+}
+show_yaml() { # a pushed show: one DDP pole on the unit's own loopback, /profile where the suite reads it
+  printf '%s\n' "interface: eth0" "fps: 40" "http: 0.0.0.0:8080" "outputs:" "  - name: pole-1" "    profile: bench-ddp" \
+    "    destination: 127.0.0.1:4048" "content:" "  loop: true" "  playlist:"
+  for f in "$@"; do echo "    - fseq: $f"; done
+}
+show_of() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1])).get("show") or {}; print("%s %s" % (s.get("source"), s.get("name")))' "$work/profile.json"; }
+active_hashes() { vm 'cd /var/lib/pfx/active && find . -type f ! -name manifest.json ! -name show.yaml -printf "%P\n" | sort | xargs sha256sum'; }
+want_hashes() { (cd "$1" && find . -type f ! -name show.yaml -printf '%P\n' | sort | xargs sha256sum); }
+S1="$work/shows/evening"; mkdir -p "$S1/songs"
+make_fseq "$S1/a.fseq" 2000 1; make_fseq "$S1/songs/b.fseq" 400 2
+show_yaml a.fseq songs/b.fseq > "$S1/show.yaml"
+profile_ok && [ "$(show_of)" = "config show.yaml" ] || fail "before any push the player should play the built-in show: $(show_of)"
+push_t0=$(date +%s)
+fleet push show "$S1" --site vm > "$work/push-show.txt" 2>&1 || { cat "$work/push-show.txt"; fleet history; fail "push show to the VM"; }
+echo "PUSH: show evening ($(du -sk "$S1" | cut -f1) KiB) pushed and confirmed in $(( $(date +%s) - push_t0 )) s"
+profile_ok && [ "$(show_of)" = "store evening" ] || fail "after the push the player plays $(show_of), not the store's evening"
+[ "$(active_hashes)" = "$(want_hashes "$S1")" ] || fail "the active show's files differ from what was pushed"
+ok "push show evening: on the data partition ($(vm readlink /var/lib/pfx/active)), /profile names it"
 boot1=$(vm cat /proc/sys/kernel/random/boot_id)
 vm 'echo probe > /etc/pfx-overlay-probe && sync && cat /etc/pfx-overlay-probe' | grep -qx probe || fail "cannot write /etc"
 vm systemctl reboot || true
@@ -361,6 +513,11 @@ done
 if vm test -e /etc/pfx-overlay-probe; then fail "/etc/pfx-overlay-probe survived the reboot: the root is not volatile"; fi
 [ "$(vm findmnt -no FSTYPE /)" = overlay ] || fail "second boot: / is not overlay"
 ok "file written to /etc is gone after the reboot; SSH host key unchanged"
+[ "$(vm cat /var/lib/pfx/probe)" = "$probe" ] || fail "the file written to /var/lib/pfx did not survive the reboot: '$(vm cat /var/lib/pfx/probe 2>&1)'"
+[ "$(vm findmnt -no FSTYPE /var/lib/pfx)" = ext4 ] || fail "second boot: /var/lib/pfx is not the data partition"
+[ "$(vm "cat /sys/class/block/\$(basename $data_src)/size")" = "$want_data_sectors" ] || fail "second boot: the data partition changed size"
+vm journalctl -b -u pfx-data-grow --no-pager -o cat | grep -q "already fills" || fail "second boot: pfx-data-grow did not find the partition already grown"
+ok "the file written to /var/lib/pfx survived the reboot; the data partition kept its size (pfx-data-grow: already grown)"
 pause=$(vm ethtool -a eth0)
 echo "$pause" | grep -Eq '^Autonegotiate:[[:space:]]+off' && echo "$pause" | grep -Eq '^RX:[[:space:]]+off' \
   && echo "$pause" | grep -Eq '^TX:[[:space:]]+off' || fail "second boot: PAUSE not off"
@@ -369,12 +526,96 @@ fleet gate fallback --site vm > "$work/gate2.txt" 2>&1 || { cat "$work/gate2.txt
 fleet_ssh pfx@127.0.0.1 status --json < /dev/null > "$work/status2.json" || fail "agent status through the fleet account after the reboot"
 python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s["pause_off"] is True and s["persisted"]["matches"], s' "$work/status2.json" || fail "after the reboot the agent says: $(cat "$work/status2.json")"
 ok "after the reboot: PAUSE still off, the pushed file still on the lower root, gate open"
-vm systemctl poweroff || true
-for _ in $(seq 1 60); do kill -0 "$qemu_pid" 2>/dev/null || break; sleep 1; done
-kill -0 "$qemu_pid" 2>/dev/null && kill "$qemu_pid"
-wait "$qemu_pid" 2>/dev/null || true
-qemu_pid=""
 lap "reboot + assertions, boot 2"
+profile_ok && [ "$(show_of)" = "store evening" ] || fail "after the reboot the player plays $(show_of), not the pushed show"
+[ "$(active_hashes)" = "$(want_hashes "$S1")" ] || fail "after the reboot the active show's files differ from what was pushed"
+ok "after the reboot the pushed show evening plays from the data partition"
+# A hard reset (QEMU system_reset, a power cut) in the middle of the next push: the unit
+# comes back playing the old show or the new one, whole, and the push then completes.
+S2="$work/shows/late"; mkdir -p "$S2"
+make_fseq "$S2/late.fseq" 23300 3    # ~20 MiB: several seconds at the agent's bounded rate
+show_yaml late.fseq > "$S2/show.yaml"
+boot2=$(vm cat /proc/sys/kernel/random/boot_id)
+fleet push show "$S2" --site vm --chunk-mib 2 > "$work/push-late.txt" 2>&1 &
+push_pid=$!
+reset_done=0
+for _ in $(seq 1 300); do
+  if [ -n "$(vm "find /var/lib/pfx/staging -name '*.part' -size +2M" 2>/dev/null)" ]; then
+    monitor system_reset; reset_at=$(date +%s.%N); reset_done=1; break
+  fi
+  kill -0 "$push_pid" 2>/dev/null || break
+  sleep 0.5
+done
+# The operator's push dies with the unit's power (else it would resume on the rebooted unit).
+kill "$push_pid" 2>/dev/null || true; wait "$push_pid" 2>/dev/null || true
+[ $reset_done = 1 ] || { cat "$work/push-late.txt"; fail "the push ended before 2 MiB of it were staged: no reset in the middle"; }
+up=0
+for _ in $(seq 1 150); do
+  b=$(vm cat /proc/sys/kernel/random/boot_id 2>/dev/null || true)
+  if [ -n "$b" ] && [ "$b" != "$boot2" ]; then up=1; break; fi
+  sleep 2
+done
+[ $up = 1 ] || { tail -50 "$work/serial.log"; fail "no boot after the hard reset"; }
+boot1_profile_s=$profile_s; boot_start=$reset_at
+wait_profile "$work/serial.log"
+echo "BOOT (after the hard reset): /profile answered $profile_s s after system_reset"
+profile_s=$boot1_profile_s
+case "$(show_of)" in
+  "store evening") [ "$(active_hashes)" = "$(want_hashes "$S1")" ] || fail "after the reset: evening plays but its files are not whole" ;;
+  "store late") [ "$(active_hashes)" = "$(want_hashes "$S2")" ] || fail "after the reset: late plays but its files are not whole" ;;
+  *) fail "after the reset the player plays $(show_of), neither the old show nor the new one" ;;
+esac
+[ "$(vm findmnt -no FSTYPE /var/lib/pfx)" = ext4 ] || fail "after the reset the data partition is not mounted"
+ok "hard reset mid-push: the unit came back playing '$(show_of)', whole; the data partition checked and mounted"
+fleet push show "$S2" --site vm > "$work/push-late2.txt" 2>&1 || { cat "$work/push-late2.txt"; fail "the push after the reset"; }
+profile_ok && [ "$(show_of)" = "store late" ] || fail "after the completed push the player plays $(show_of)"
+[ "$(active_hashes)" = "$(want_hashes "$S2")" ] || fail "late's files differ from what was pushed"
+ok "the push after the reset completed: late plays, whole"
+stop_vm
+lap "push show, hard reset mid-push, boot 3"
 size=$(du -m --apparent-size "$work/rpi4.img" | cut -f1); used=$(du -m "$work/rpi4.img" | cut -f1)
 echo "IMAGE rpi4-arm64: ${size} MiB apparent, ${used} MiB allocated; boot to /profile ${profile_s} s, to first frame ${frame_s} s"
+
+# ---------------------------------------------------------------- 7. no data partition
+# The same image with its data partition gone from the table (a card whose third partition
+# was removed, or whose file system was wiped: either way no LABEL=pfx-data appears). The
+# unit must still boot, with its root as always, and the player play the built-in show.
+sfdisk -q --delete "$work/vm-boot.img" 3 2> /dev/null || fail "cannot delete the data partition from the boot copy"
+# A first boot again (-snapshot dropped the host key): its own known_hosts.
+ssh_opts=(-o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=accept-new
+          -o UserKnownHostsFile="$work/known_hosts.nodata" -o LogLevel=ERROR)
+start_vm "$work/serial-nodata.log"
+wait_profile "$work/serial-nodata.log"
+echo "BOOT (no data partition): /profile answered $profile_s s after qemu start"
+nodata_frames=0
+for _ in $(seq 1 120); do
+  if profile_ok; then
+    nodata_frames=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("frames",0))' "$work/profile.json")
+    [ "$nodata_frames" -gt 0 ] && break
+  fi
+  sleep 1
+done
+[ "$nodata_frames" -gt 0 ] || fail "no data partition: the player answered /profile but rendered no frame: $(head -c 300 "$work/profile.json")"
+health_code=$(curl -sS --max-time 3 -o "$work/health.nodata" -w '%{http_code}' "http://127.0.0.1:$http_port/health") || fail "no data partition: /health did not answer"
+case "$health_code" in 200|503) ;; *) fail "no data partition: /health answered $health_code: $(cat "$work/health.nodata")" ;; esac
+echo "no data partition: /health $health_code: $(head -c 200 "$work/health.nodata")"
+ssh_up=0
+for _ in $(seq 1 60); do vm true 2>/dev/null && { ssh_up=1; break; }; sleep 2; done
+[ $ssh_up = 1 ] || { tail -50 "$work/serial-nodata.log"; fail "no data partition: the inspection ssh did not answer"; }
+if vm mountpoint -q /var/lib/pfx; then fail "no data partition, yet something is mounted at /var/lib/pfx: $(vm findmnt /var/lib/pfx)"; fi
+vm test ! -e /var/lib/pfx/.pfx-data || fail "no data partition, yet /var/lib/pfx/.pfx-data exists"
+[ "$(vm findmnt -no FSTYPE /)" = overlay ] || fail "no data partition: / is not the overlay"
+case ",$(vm findmnt -no OPTIONS /media/root-ro)," in *,ro,*) ;; *) fail "no data partition: the lower root is not read-only" ;; esac
+[ "$(vm systemctl is-active multi-user.target)" = active ] || fail "no data partition: multi-user.target not reached ($(vm systemctl is-system-running))"
+[ "$(vm systemctl is-active pfx-player.service)" = active ] || fail "no data partition: pfx-player not active"
+vm journalctl -b -u pfx-data-grow --no-pager -o cat | grep -q "no partition labelled pfx-data" || fail "no data partition: pfx-data-grow did not say so"
+echo "BOOT (no data partition): $(vm systemd-analyze time 2>&1 | head -1); system $(vm systemctl is-system-running 2>/dev/null || true)"
+python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["show"]; assert s["source"]=="config" and "the data partition is not mounted at /var/lib/pfx" in s["reason"], s' "$work/profile.json" \
+  || fail "no data partition: /profile does not say the built-in show plays because the data partition is not mounted: $(head -c 400 "$work/profile.json")"
+grep -q "data partition is not mounted" "$work/health.nodata" || fail "no data partition: /health does not say why: $(cat "$work/health.nodata")"
+[ "$(vm systemctl show -p ActiveState --value var-lib-pfx.mount)" = inactive ] || fail "no data partition: var-lib-pfx.mount is $(vm systemctl show -p ActiveState --value var-lib-pfx.mount), expected cancelled (inactive)"
+vm systemctl list-jobs --no-legend --plain | grep -F 'pfx\x2ddata' && fail "no data partition: boot still waits for the data partition's device (jobs above)"
+ok "no data partition: boots (multi-user, overlay, lower read-only), nothing at /var/lib/pfx, the player plays ($nodata_frames frames) and /profile and /health say the data partition is not mounted"
+stop_vm
+lap "boot 4, no data partition"
 echo "suite 60-image: all assertions passed in $(( $(date +%s) - suite_start )) s"
