@@ -73,6 +73,11 @@ pub const SCRIPTS: &[(&str, &str)] = &[
     ("pfx-data-grow", include_str!("../../systemd/pfx-data-grow")),
 ];
 const CMDLINE_HOOK: &str = include_str!("../../systemd/z51-pfx-cmdline");
+/// A drop-in for systemd-udev-trigger: network devices first in the coldplug.
+pub const UDEV_TRIGGER_DROPIN: (&str, &str) = (
+    "/etc/systemd/system/systemd-udev-trigger.service.d/pfx-net-first.conf",
+    include_str!("../../systemd/udev-trigger-net-first.conf"),
+);
 const DOC: &str = include_str!("../../docs/image.md");
 
 /// Units enabled in every image (instance names where templated).
@@ -423,6 +428,7 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
         file(AGENT_CONFIG_FILE, 0o644, agent_config_text()),
         file("/etc/pfx/show.yaml", 0o644, show),
         file("/usr/share/doc/pfx/image.md", 0o644, DOC),
+        file(UDEV_TRIGGER_DROPIN.0, 0o644, UDEV_TRIGGER_DROPIN.1),
         // raspi-firmware's kernel hook generates config.txt and cmdline.txt from these.
         file(
             "/etc/default/raspi-firmware",
