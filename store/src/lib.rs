@@ -198,7 +198,10 @@ pub struct Staged {
     file: File,
     len: u64,
     total: u64,
-    hasher: Sha256,
+    /// The hash so far, when this process saw every byte from 0; a resumed file is hashed
+    /// from disk once, when it is finished (re-reading the prefix at every resume would
+    /// make a chunked transfer quadratic).
+    hasher: Option<Sha256>,
     pacer: Pacer,
 }
 
@@ -452,8 +455,7 @@ impl Store {
     }
 
     /// Begins, or resumes, the staged file `key` that will be `total` bytes long. What is
-    /// staged already is kept (its bytes are read again for the hash) and
-    /// [`Staged::offset`] says where to go on. Refuses before writing anything when the
+    /// staged already is kept and [`Staged::offset`] says where to go on. Refuses before writing anything when the
     /// rest does not fit above the reserve.
     pub fn begin(&self, key: &str, total: u64) -> Result<Staged> {
         if !valid_key(key) {
@@ -471,32 +473,18 @@ impl Store {
         }
         // Before a byte is written (or a file made): the rest must fit above the reserve.
         self.room_for(total - have)?;
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .create(true)
-            .read(true)
             .append(true)
             .open(&path)
             .map_err(io(&path))?;
-        let mut hasher = Sha256::new();
-        let mut pacer = Pacer::new(self.rate);
-        let mut buf = vec![0u8; 1 << 20];
-        let mut read = 0u64;
-        while read < have {
-            let n = file.read(&mut buf).map_err(io(&path))?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
-            read += n as u64;
-            pacer.account(n);
-        }
         Ok(Staged {
             key: key.into(),
             path,
             file,
-            len: read,
+            len: have,
             total,
-            hasher,
+            hasher: (have == 0).then(Sha256::new),
             pacer: Pacer::new(self.rate),
         })
     }
@@ -512,7 +500,9 @@ impl Store {
         }
         self.room_for(buf.len() as u64)?;
         s.file.write_all(buf).map_err(io(&s.path))?;
-        s.hasher.update(buf);
+        if let Some(h) = s.hasher.as_mut() {
+            h.update(buf);
+        }
         s.len += buf.len() as u64;
         s.pacer.account(buf.len());
         Ok(())
@@ -536,7 +526,10 @@ impl Store {
         }
         s.file.sync_all().map_err(io(&s.path))?;
         self.step()?;
-        let got = Hash(s.hasher.finalize().into());
+        let got = match s.hasher {
+            Some(h) => Hash(h.finalize().into()),
+            None => hash_file(&s.path)?,
+        };
         let staging = self.root.join("staging");
         if let Some(want) = expect
             && *want != got

@@ -149,6 +149,27 @@ fn an_interrupted_transfer_resumes_where_it_stopped() {
 }
 
 #[test]
+fn a_resumed_file_is_hashed_whole_so_a_bad_prefix_is_caught() {
+    let d = root();
+    let s = Store::open(d.path()).unwrap();
+    let data = vec![5u8; 10_000];
+    let h = Hash::of(&data);
+    let mut st = s.begin(&h.to_string(), 10_000).unwrap();
+    s.write(&mut st, &data[..4000]).unwrap();
+    drop(st);
+    // The staged prefix goes bad while the transfer is interrupted.
+    let part = d.path().join("staging").join(format!("{h}.part"));
+    let mut bytes = fs::read(&part).unwrap();
+    bytes[10] ^= 0xff;
+    fs::write(&part, bytes).unwrap();
+    let mut st = s.begin(&h.to_string(), 10_000).unwrap();
+    s.write(&mut st, &data[4000..]).unwrap();
+    let e = s.finish(st, Some(&h)).unwrap_err();
+    assert!(matches!(e, StoreError::HashMismatch { .. }), "{e}");
+    assert!(!s.has(&h));
+}
+
+#[test]
 fn a_wrong_hash_is_dropped_not_stored() {
     let d = root();
     let s = Store::open(d.path()).unwrap();

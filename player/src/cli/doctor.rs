@@ -1,4 +1,5 @@
-//! `pfx-player doctor [--iface IF] [--seconds N] [--json]`: one measurement, no retries.
+//! `pfx-player doctor [--iface IF] [--seconds N] [--json] [--store DIR]`: one measurement,
+//! no retries, and which show the store gives (or why the config show plays).
 //! Exit 0 healthy, 1 findings, 2 could not measure (the reason is printed).
 
 use std::process::ExitCode;
@@ -20,6 +21,48 @@ pub struct DoctorArgs {
     /// The local player's HTTP address, for its MultiSync status (`/profile`).
     #[arg(long, default_value = "http://127.0.0.1:8080", value_name = "URL")]
     pub player: String,
+    /// The show store (the data partition) whose active show the player would play.
+    #[arg(long, value_name = "DIR", default_value = pfx_store::DEFAULT_ROOT)]
+    pub store: std::path::PathBuf,
+}
+
+/// Which show `pfx-player run --store` would play, and why not the store's: the store's
+/// active show when it loads, else the config show with the reason.
+pub fn store_show(root: &std::path::Path) -> pfx_api::show::ShowInfo {
+    use pfx_api::show::{ShowInfo, ShowSource};
+    let config = |reason: String| ShowInfo {
+        name: "config".into(),
+        source: ShowSource::Config,
+        reason: Some(reason),
+        ..Default::default()
+    };
+    match pfx_store::active_show_yaml(root) {
+        Ok(a) => match crate::config::show::ShowConfig::load(&a.show_yaml) {
+            Ok(_) => ShowInfo {
+                name: a.name,
+                id: Some(a.id.to_string()),
+                source: ShowSource::Store,
+                since_unix_ms: Some(a.since_unix_ms),
+                reason: None,
+            },
+            Err(e) => config(format!(
+                "the active show {} ({}) failed to load: {e}",
+                a.name, a.id
+            )),
+        },
+        Err(e) => config(e.to_string()),
+    }
+}
+
+fn show_text(s: &pfx_api::show::ShowInfo) -> String {
+    match &s.reason {
+        None => format!(
+            "show: the store's active show {} ({}) plays\n",
+            s.name,
+            s.id.as_deref().unwrap_or("-")
+        ),
+        Some(r) => format!("show: the config show plays: {r}\n"),
+    }
 }
 
 pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
@@ -43,12 +86,17 @@ pub fn run_code(args: DoctorArgs) -> anyhow::Result<u8> {
         let ev = measure::measure(&iface, Duration::from_secs_f64(args.seconds), &args.player)?;
         Ok(doctor::diagnose(&ev))
     })();
+    let show = store_show(&args.store);
     match measured {
         Ok(report) => {
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                let mut v = serde_json::to_value(&report)?;
+                if let Some(m) = v.as_object_mut() {
+                    m.insert("show".into(), serde_json::to_value(&show)?);
+                }
+                println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
-                print!("{}", render(&report));
+                print!("{}{}", render(&report), show_text(&show));
             }
             Ok(report.exit_code())
         }
@@ -59,9 +107,11 @@ pub fn run_code(args: DoctorArgs) -> anyhow::Result<u8> {
                     "host": host,
                     "error": e.to_string(),
                     "findings": [],
+                    "show": show,
                 });
                 println!("{}", serde_json::to_string_pretty(&v)?);
             }
+            eprint!("{}", show_text(&show));
             eprintln!("pfx-player doctor: could not measure: {e}");
             Ok(2)
         }
@@ -100,6 +150,7 @@ mod tests {
             seconds: 1.0,
             json: true,
             player: "http://127.0.0.1:1".into(),
+            store: "/nonexistent".into(),
         })
         .unwrap();
         assert_eq!(code, 2);
@@ -112,8 +163,33 @@ mod tests {
             seconds: -1.0,
             json: false,
             player: "http://127.0.0.1:1".into(),
+            store: "/nonexistent".into(),
         })
         .unwrap();
         assert_eq!(code, 2);
+    }
+
+    #[test]
+    fn doctor_says_which_show_the_store_gives_and_why() {
+        let d = tempfile::tempdir().unwrap();
+        let s = store_show(d.path());
+        assert!(
+            s.reason
+                .unwrap()
+                .contains("the data partition is not mounted at")
+        );
+        std::fs::write(d.path().join(pfx_store::MARKER), b"").unwrap();
+        let st = pfx_store::Store::open(d.path()).unwrap();
+        let id = st
+            .make_show(
+                "evening",
+                b"interface: lo\noutputs:\n  - {name: a, profile: bench-ddp}\ncontent:\n  playlist:\n    - pattern: id\n",
+                &Default::default(),
+            )
+            .unwrap();
+        st.activate(&id).unwrap();
+        let s = store_show(d.path());
+        assert_eq!((s.name.as_str(), s.reason), ("evening", None));
+        assert!(show_text(&store_show(d.path())).contains("evening"));
     }
 }
