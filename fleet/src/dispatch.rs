@@ -103,7 +103,7 @@ pub struct AgentConfig {
     /// show keeps the SD card. Default 8 MiB/s.
     #[serde(default = "d_store_rate")]
     pub store_rate_bytes_per_s: u64,
-    /// Bytes the store leaves free on the partition (default: 5 %, at least 64 MiB).
+    /// Bytes the store leaves free on the partition (default: 5 %, at least 64 MiB, at most 1 GiB).
     #[serde(default)]
     pub store_reserve_bytes: Option<u64>,
     /// SIGHUP the player whose pid is in this file after a switch; default: systemd's

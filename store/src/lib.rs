@@ -35,6 +35,9 @@ pub const MARKER: &str = ".pfx-data";
 pub const DEFAULT_ROOT: &str = "/var/lib/pfx";
 /// The least the store leaves free on the partition.
 pub const MIN_RESERVE: u64 = 64 << 20;
+/// The default reserve's ceiling: 5 % of a large partition (or of the disk a test's
+/// temporary store sits on) is far more than a full ext4 needs to keep working.
+pub const MAX_DEFAULT_RESERVE: u64 = 1 << 30;
 /// The longest a `run --check` may take.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
 /// Names inside a show that are the store's own.
@@ -303,7 +306,7 @@ impl Store {
     }
 
     /// Keeps this many bytes free on the partition (default: 5 % of it, at least
-    /// [`MIN_RESERVE`]).
+    /// [`MIN_RESERVE`], at most [`MAX_DEFAULT_RESERVE`]).
     pub fn with_reserve(mut self, bytes: u64) -> Store {
         self.reserve = Some(bytes);
         self
@@ -340,7 +343,7 @@ impl Store {
     pub fn reserve(&self) -> Result<u64> {
         match self.reserve {
             Some(r) => Ok(r),
-            None => Ok((self.statvfs()?.1 / 20).max(MIN_RESERVE)),
+            None => Ok((self.statvfs()?.1 / 20).clamp(MIN_RESERVE, MAX_DEFAULT_RESERVE)),
         }
     }
 

@@ -347,3 +347,16 @@ fn check_show_reports_the_refusal_with_a_mock_player() {
     let good = s.make_show("y", b"fps: 60\n", &files(&[])).unwrap();
     assert_eq!(s.check_show(&good, &player).unwrap(), "ok");
 }
+
+#[test]
+fn the_default_reserve_is_five_percent_within_its_bounds() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join(crate::MARKER), b"").unwrap();
+    let s = crate::Store::open(d.path()).unwrap();
+    let r = s.reserve().unwrap();
+    assert!(
+        (crate::MIN_RESERVE..=crate::MAX_DEFAULT_RESERVE).contains(&r),
+        "{r}"
+    );
+    assert_eq!(s.with_reserve(5).reserve().unwrap(), 5);
+}
