@@ -488,6 +488,12 @@ pub fn run(argv: &[OsString], config: &Path, stop: Arc<AtomicUsize>) -> u8 {
         confirm_timeout: Duration::from_secs(cfg.show_confirm_timeout_s),
     };
     let mut stdin = std::io::stdin().lock();
+    if matches!(
+        verb,
+        Verb::ShowPut { .. } | Verb::ShowActivate | Verb::ShowMissing
+    ) {
+        store_umask();
+    }
     let (text, good) = match verb {
         Verb::ShowMissing => {
             let (r, ok) = crate::showagent::missing(&show_opts, &mut stdin);
@@ -540,6 +546,16 @@ pub fn run(argv: &[OsString], config: &Path, stop: Arc<AtomicUsize>) -> u8 {
         0 if good => 0,
         0 => 1,
         sig => (128 + sig) as u8,
+    }
+}
+
+/// What the store's writers create is group-writable: on the image the data partition's
+/// root is set-gid to the fleet account's group, which the player (FPP Connect's uploads)
+/// writes through, so directories the agent makes must be writable by that group too.
+fn store_umask() {
+    // SAFETY: umask(2) only sets the process's file mode mask; it cannot fail.
+    unsafe {
+        libc::umask(0o002);
     }
 }
 

@@ -318,6 +318,10 @@ mod tests {
             .args(["-E", "root_owner=0:0", "-d"])
             .arg(&dir)
             .arg(&fs));
+        // As the build does: mke2fs -d leaves the root 0755, the mode is set afterwards.
+        ok(Command::new("debugfs")
+            .args(["-w", "-R", "set_inode_field / mode 042775"])
+            .arg(&fs));
         ok(Command::new("dd")
             .arg(format!("if={}", fs.display()))
             .arg(format!("of={}", img.display()))
@@ -329,7 +333,7 @@ mod tests {
         assert_eq!(f.root.index, 2);
         assert_eq!(f.data.map(|p| p.start_sector), Some(l.data_start));
         let files = f.data_files().unwrap();
-        assert_eq!(files.root.map(|r| r.0), Some(0o755));
+        assert_eq!(files.root.map(|r| r.0), Some(crate::plan::DATA_ROOT_MODE));
         assert_eq!(
             files.marker_text.as_deref(),
             Some(crate::plan::DATA_MARKER_TEXT)

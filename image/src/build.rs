@@ -291,7 +291,14 @@ pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
     let boot_img = staging.dir.join("boot.vfat");
     let data_img = staging.dir.join("data.ext4");
     make_filesystems(&cx, &layout, &root, &boot_dir, &root_img, &boot_img)?;
-    make_data_fs(&cx, &layout, &staging.dir.join("data"), &data_img)?;
+    let store_gid = fleet_gid(&cx, &root)?;
+    make_data_fs(
+        &cx,
+        &layout,
+        &staging.dir.join("data"),
+        &data_img,
+        store_gid,
+    )?;
     cx.progress.end("");
 
     // 8. disk image
@@ -1117,15 +1124,31 @@ fn make_filesystems(
     cx.run(&mut cmd)
 }
 
+/// The gid of the fleet account's group in the finished root: the show store's group.
+fn fleet_gid(cx: &Ctx, root: &Path) -> Result<u32, BuildError> {
+    let group = cx.io(
+        "read /etc/group",
+        fs::read_to_string(root.join("etc/group")),
+    )?;
+    plan::group_gid(&group, plan::FLEET_USER).ok_or_else(|| {
+        cx.fail(format!(
+            "no {:?} group in the root's /etc/group",
+            plan::FLEET_USER
+        ))
+    })
+}
+
 /// The data file system: ext4 with 4 KiB blocks whatever its size in the image (mke2fs
-/// would pick 1 KiB blocks for a small one, and it is grown to the card), owned by root
-/// and readable by all (the agent writes as root, the player reads as its DynamicUser),
-/// holding only the marker. No reserved blocks: the show store keeps its own reserve.
-fn make_data_fs(cx: &Ctx, l: &Layout, dir: &Path, img: &Path) -> Result<(), BuildError> {
+/// would pick 1 KiB blocks for a small one, and it is grown to the card), holding only the
+/// marker. Its root is root's, group `gid` (the fleet account's group), mode 2775: the
+/// agent writes as root, the player (a DynamicUser with that supplementary group) writes
+/// FPP Connect uploads, and the set-gid bit gives every directory made below the group.
+/// No reserved blocks: the show store keeps its own reserve.
+fn make_data_fs(cx: &Ctx, l: &Layout, dir: &Path, img: &Path, gid: u32) -> Result<(), BuildError> {
     cx.io("mkdir data", fs::create_dir_all(dir))?;
     cx.io(
         "chmod data",
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o755)),
+        fs::set_permissions(dir, fs::Permissions::from_mode(plan::DATA_ROOT_MODE)),
     )?;
     let marker = dir.join(plan::DATA_MARKER);
     cx.io(
@@ -1159,10 +1182,22 @@ fn make_data_fs(cx: &Ctx, l: &Layout, dir: &Path, img: &Path) -> Result<(), Buil
                 // Room in the descriptor table for an online resize up to 2 TiB (the MBR's
                 // limit), so growing to a big card needs no offline step.
                 "-E",
-                "root_owner=0:0,resize=536870912",
+                &format!("root_owner=0:{gid},resize=536870912"),
                 "-d",
             ])
             .arg(dir)
+            .arg(img),
+    )?;
+    // mke2fs -d gives the root 0755 whatever the source directory's mode (this e2fsprogs
+    // has no root_perms); the mode, set-gid bit included, is set on the inode afterwards.
+    cx.run(
+        Command::new("debugfs")
+            .arg("-w")
+            .arg("-R")
+            .arg(format!(
+                "set_inode_field / mode 04{:04o}",
+                plan::DATA_ROOT_MODE
+            ))
             .arg(img),
     )
 }

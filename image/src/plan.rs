@@ -15,6 +15,9 @@ pub const DATA_MOUNT: &str = "/var/lib/pfx";
 /// In the data file system's root: the player reads it to know the partition is mounted
 /// (the mount point on the read-only root is an empty directory).
 pub const DATA_MARKER: &str = ".pfx-data";
+/// The data file system's root: set-gid, group-writable for the fleet account's group (the
+/// player's supplementary group; the agent writes as root).
+pub const DATA_ROOT_MODE: u32 = 0o2775;
 pub const DATA_MARKER_TEXT: &str = "pfx data partition (LABEL=pfx-data, mounted at /var/lib/pfx); see /usr/share/doc/pfx/image.md\n";
 /// The mount's options. nofail: a unit whose data partition is missing or broken still
 /// boots (and plays its built-in show). The device timeout is only a backstop: a slow boot
@@ -73,6 +76,12 @@ pub const SCRIPTS: &[(&str, &str)] = &[
     ("pfx-data-grow", include_str!("../../systemd/pfx-data-grow")),
 ];
 const CMDLINE_HOOK: &str = include_str!("../../systemd/z51-pfx-cmdline");
+/// The image's drop-in for the player: write access to the store through the fleet
+/// account's group, and port 80, for FPP Connect.
+pub const PLAYER_STORE_DROPIN: (&str, &str) = (
+    "/etc/systemd/system/pfx-player.service.d/store.conf",
+    include_str!("../../systemd/pfx-player-store.conf"),
+);
 /// A drop-in for systemd-udev-trigger: network devices first in the coldplug.
 pub const UDEV_TRIGGER_DROPIN: (&str, &str) = (
     "/etc/systemd/system/systemd-udev-trigger.service.d/pfx-net-first.conf",
@@ -218,6 +227,14 @@ pub fn agent_config_text() -> String {
      player: /usr/bin/pfx-player\n\
      nic_backend: player\n"
         .into()
+}
+
+/// The gid of group `name` in an /etc/group text.
+pub fn group_gid(group: &str, name: &str) -> Option<u32> {
+    group.lines().find_map(|l| {
+        let mut f = l.split(':');
+        (f.next() == Some(name)).then(|| f.nth(1)?.parse().ok())?
+    })
 }
 
 /// The account files with the fleet account added (a system uid/gid, the lowest free from
@@ -429,6 +446,7 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
         file("/etc/pfx/show.yaml", 0o644, show),
         file("/usr/share/doc/pfx/image.md", 0o644, DOC),
         file(UDEV_TRIGGER_DROPIN.0, 0o644, UDEV_TRIGGER_DROPIN.1),
+        file(PLAYER_STORE_DROPIN.0, 0o644, PLAYER_STORE_DROPIN.1),
         // raspi-firmware's kernel hook generates config.txt and cmdline.txt from these.
         file(
             "/etc/default/raspi-firmware",
@@ -533,6 +551,15 @@ mod tests {
             &packages(Target::Rpi4Arm64, &extra),
         );
         assert_ne!(key(Target::Rpi4Arm64), k2);
+    }
+
+    #[test]
+    fn group_gid_reads_the_named_group() {
+        let g = "root:x:0:\npfxx:x:7:\npfx:x:101:\nbad:x:zz:\n";
+        assert_eq!(group_gid(g, "pfx"), Some(101));
+        assert_eq!(group_gid(g, "root"), Some(0));
+        assert_eq!(group_gid(g, "bad"), None);
+        assert_eq!(group_gid(g, "nope"), None);
     }
 
     #[test]

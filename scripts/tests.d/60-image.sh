@@ -265,7 +265,7 @@ mcopy -n -i "$work/vm.img@@$boot_off" ::cmdline.txt "$work/cmdline.txt"
 cmdline=$(tr '\n' ' ' < "$work/cmdline.txt")
 echo "booting with the image's own kernel $kfile, initramfs $ifile, cmdline: $cmdline"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-http_port=$(free_port); ssh_port=$(free_port); inspect_port=$(free_port)
+http_port=$(free_port); ssh_port=$(free_port); inspect_port=$(free_port); fppc_port=$(free_port)
 mac=52:54:00:ab:cd:ef
 want_host=pfx-abcdef
 # The unit's card is bigger than the image: the data partition must grow into the rest.
@@ -286,7 +286,7 @@ start_vm() {  # start_vm SERIAL_LOG: boots vm-boot.img; sets qemu_pid and boot_s
     -serial "file:$1" -snapshot \
     -kernel "$work/vmlinuz" -initrd "$work/initrd" -append "$cmdline" \
     -drive "file=$work/vm-boot.img,if=none,format=raw,id=d0" -device virtio-blk-pci,drive=d0 \
-    -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$http_port-:8080,hostfwd=tcp:127.0.0.1:$ssh_port-:22,hostfwd=tcp:127.0.0.1:$inspect_port-:2222" \
+    -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$http_port-:8080,hostfwd=tcp:127.0.0.1:$ssh_port-:22,hostfwd=tcp:127.0.0.1:$inspect_port-:2222,hostfwd=tcp:127.0.0.1:$fppc_port-:80" \
     -device "e1000,netdev=n0,mac=$mac,romfile=" \
     -object rng-random,filename=/dev/urandom,id=rng0 -device virtio-rng-pci,rng=rng0 &
   qemu_pid=$!
@@ -378,6 +378,15 @@ fs_bytes=$(vm "stat -f -c '%b*%S' /var/lib/pfx"); fs_bytes=$((fs_bytes))
 vm systemd-run --quiet --wait --pipe -p DynamicUser=yes -p ProtectSystem=strict cat /var/lib/pfx/.pfx-data | grep -q '^pfx data partition' \
   || fail "a DynamicUser service (as the player runs) cannot read /var/lib/pfx"
 if vm systemd-run --quiet --wait --pipe -p DynamicUser=yes touch /var/lib/pfx/dynamic-user-wrote 2>/dev/null; then fail "a DynamicUser service could write to /var/lib/pfx"; fi
+# The player's own settings (its drop-in): the store's group, write access, port 80.
+vm systemd-run --quiet --wait --pipe -p DynamicUser=yes -p SupplementaryGroups=pfx -p ReadWritePaths=/var/lib/pfx \
+  sh -c 'mkdir /var/lib/pfx/player-probe && stat -c "%G %a" /var/lib/pfx/player-probe && rmdir /var/lib/pfx/player-probe' \
+  > "$work/group-write.txt" 2>&1 || fail "a DynamicUser in the pfx group cannot write /var/lib/pfx: $(cat "$work/group-write.txt")"
+grep -q '^pfx 2' "$work/group-write.txt" || fail "a directory made in /var/lib/pfx did not take the store's group and set-gid: $(cat "$work/group-write.txt")"
+props=$(vm systemctl show pfx-player -p SupplementaryGroups -p AmbientCapabilities -p ReadWritePaths)
+for want in SupplementaryGroups=pfx cap_net_bind_service /var/lib/pfx; do
+  echo "$props" | grep -q -- "$want" || fail "pfx-player.service lacks $want: $props"
+done
 probe="data-probe $(vm cat /proc/sys/kernel/random/boot_id)"
 vm "echo '$probe' > /var/lib/pfx/probe && sync" || fail "root cannot write /var/lib/pfx"
 vm test ! -e /media/root-rw/overlay/var/lib/pfx/probe || fail "the write to /var/lib/pfx landed in the overlay's tmpfs"
@@ -406,7 +415,7 @@ ok "hostname $host from MAC $mac (image's own: $lower_host)"
 # Fleet end to end: the operator tool pushes PAUSE-off to this booted unit over
 # SSH (host key checked against the known_hosts this suite recorded), the unit's agent
 # persists it through the overlay, and the gate opens on the unit's own readback.
-cargo build -q --locked -p pfx-fleet || fail "cargo build pfx-fleet"
+cargo build -q --locked -p pfx-fleet -p pfx-player || fail "cargo build pfx-fleet pfx-player"
 cat > "$work/fleet.yaml" <<YAML
 ssh:
   identity: $work/id
@@ -489,6 +498,10 @@ want_hashes() { (cd "$1" && find . -type f ! -name show.yaml -printf '%P\n' | so
 S1="$work/shows/evening"; mkdir -p "$S1/songs"
 make_fseq "$S1/a.fseq" 2000 1; make_fseq "$S1/songs/b.fseq" 400 2
 show_yaml a.fseq songs/b.fseq > "$S1/show.yaml"
+# The pushed show turns FPP Connect on (port 80): it serves from the next start, the reboot.
+fppc_pw=pfx-image-test-pw
+fppc_hash=$(printf '%s\n' "$fppc_pw" | "${PFX_PLAYER:-$top/target/debug/pfx-player}" fpp-connect hash-password) || fail "fpp-connect hash-password"
+printf '%s\n' "fpp_connect:" "  enabled: true" "  password_hash: \"$fppc_hash\"" >> "$S1/show.yaml"
 profile_ok && [ "$(show_of)" = "config show.yaml" ] || fail "before any push the player should play the built-in show: $(show_of)"
 push_t0=$(date +%s)
 fleet push show "$S1" --site vm > "$work/push-show.txt" 2>&1 || { cat "$work/push-show.txt"; fleet history; fail "push show to the VM"; }
@@ -530,6 +543,25 @@ lap "reboot + assertions, boot 2"
 profile_ok && [ "$(show_of)" = "store evening" ] || fail "after the reboot the player plays $(show_of), not the pushed show"
 [ "$(active_hashes)" = "$(want_hashes "$S1")" ] || fail "after the reboot the active show's files differ from what was pushed"
 ok "after the reboot the pushed show evening plays from the data partition"
+# FPP Connect on the image: port 80 as the player's dynamic user, an upload into the store.
+fppc_url="http://127.0.0.1:$fppc_port"
+code=""
+for _ in $(seq 1 30); do
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$fppc_url/api/system/info" || true)
+  [ "$code" = 401 ] && break
+  sleep 1
+done
+[ "$code" = 401 ] || { vm journalctl -b -u pfx-player --no-pager | grep -i "fpp" | tail -5; fail "FPP Connect on the image: /api/system/info without a password answered '$code', not 401"; }
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -u "admin:$fppc_pw" "$fppc_url/api/system/info")
+[ "$code" = 200 ] || fail "FPP Connect on the image: with the password /api/system/info answered $code"
+make_fseq "$work/up.fseq" 80 7
+up_size=$(stat -c %s "$work/up.fseq"); up_hash=$(sha256sum "$work/up.fseq" | cut -d' ' -f1)
+code=$(curl -s -o "$work/upload.json" -w '%{http_code}' --max-time 60 -u "admin:$fppc_pw" -X PATCH \
+  -H 'Content-Type: application/offset+octet-stream' -H 'Upload-Offset: 0' -H "Upload-Length: $up_size" \
+  -H 'Upload-Name: up.fseq' --data-binary @"$work/up.fseq" "$fppc_url/api/file/sequences")
+[ "$code" = 200 ] || fail "FPP Connect on the image: the upload answered $code: $(cat "$work/upload.json")"
+vm test -f "/var/lib/pfx/store/sha256/$up_hash" || fail "FPP Connect on the image: the upload is not in the store by its hash"
+ok "FPP Connect on the image: port 80 served by the player's dynamic user (401 without the password), a ${up_size}-byte upload landed in the store"
 # A hard reset (QEMU system_reset, a power cut) in the middle of the next push: the unit
 # comes back playing the old show or the new one, whole, and the push then completes.
 S2="$work/shows/late"; mkdir -p "$S2"

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::{Partition, Stat};
-use crate::plan::{DATA_LABEL, DATA_MARKER, DATA_MARKER_TEXT, DATA_MOUNT};
+use crate::plan::{DATA_LABEL, DATA_MARKER, DATA_MARKER_TEXT, DATA_MOUNT, DATA_ROOT_MODE};
 
 /// The partition table every image has: FAT boot (bootable), Linux root, Linux data, in
 /// that order, not overlapping, inside the image; data last, so it can grow to the card.
@@ -115,8 +115,9 @@ pub struct DataFs {
 }
 
 /// The data file system must be the ext4 the mount names (label), clean, with 4 KiB
-/// blocks (it grows by orders of magnitude), root-owned and world-readable (the agent
-/// writes as root, the player reads as a throw-away user) and hold the marker.
+/// blocks (it grows by orders of magnitude), root-owned, set-gid and group-writable (the
+/// agent writes as root, the player as a throw-away user in the store's group; its gid is
+/// not checked here) and hold the marker.
 pub fn check_data_fs(f: &DataFiles) -> Result<DataFs, String> {
     let h = parse_fs_header(&f.header);
     let mut errors = Vec::new();
@@ -145,9 +146,9 @@ pub fn check_data_fs(f: &DataFiles) -> Result<DataFs, String> {
     let (root_mode, root_uid) = f.root.unwrap_or((0, u32::MAX));
     if f.root.is_none() {
         errors.push("cannot read the root directory".into());
-    } else if root_uid != 0 || root_mode != 0o755 {
+    } else if root_uid != 0 || root_mode != DATA_ROOT_MODE {
         errors.push(format!(
-            "root directory is mode {root_mode:04o} uid {root_uid}, expected 0755 uid 0"
+            "root directory is mode {root_mode:04o} uid {root_uid}, expected {DATA_ROOT_MODE:04o} uid 0 (set-gid, group-writable for the store's group)"
         ));
     }
     match (f.marker, f.marker_text.as_deref()) {
@@ -447,7 +448,7 @@ mod tests {
     fn good() -> DataFiles {
         DataFiles {
             header: HEADER.into(),
-            root: Some((0o755, 0)),
+            root: Some((DATA_ROOT_MODE, 0)),
             marker: Some((0o644, 0)),
             marker_text: Some(plan::DATA_MARKER_TEXT.into()),
         }
@@ -460,7 +461,7 @@ mod tests {
         assert_eq!(d.bytes, 256 * 1024 * 1024);
         assert_eq!(
             (d.root_mode.as_str(), d.marker_mode.as_str()),
-            ("0755", "0644")
+            ("2775", "0644")
         );
         type Fault = fn(&mut DataFiles);
         let cases: Vec<(&str, Fault, &str)> = vec![
@@ -498,18 +499,23 @@ mod tests {
             ("marker writable", |f| f.marker = Some((0o666, 0)), "0644"),
             (
                 "root not root's",
-                |f| f.root = Some((0o755, 1000)),
-                "0755 uid 0",
+                |f| f.root = Some((0o2775, 1000)),
+                "2775 uid 0",
             ),
             (
                 "root world-writable",
                 |f| f.root = Some((0o777, 0)),
-                "0755 uid 0",
+                "2775 uid 0",
+            ),
+            (
+                "player cannot write (no group write, no set-gid)",
+                |f| f.root = Some((0o755, 0)),
+                "2775 uid 0",
             ),
             (
                 "player cannot read",
                 |f| f.root = Some((0o700, 0)),
-                "0755 uid 0",
+                "2775 uid 0",
             ),
         ];
         for (name, fault, want) in cases {

@@ -120,6 +120,12 @@ pub fn start(
             root.display()
         )
     })?;
+    // What FPP Connect creates in the store is group-writable, as the agent's is: both
+    // write the same tree through the data partition's set-gid group (docs/show-store.md).
+    // SAFETY: umask(2) only sets the process's file mode mask; it cannot fail.
+    unsafe {
+        libc::umask(0o002);
+    }
     let playlist_file = st.root().join("fpp-connect/playlist.json");
     let std_listener = std::net::TcpListener::bind(cfg.http).with_context(|| {
         format!(
