@@ -134,7 +134,7 @@ d = m["data"]; parts = m["partitions"]
 assert [p["kind"] for p in parts] == [0x0c, 0x83, 0x83] and d["partition"]["index"] == 3, parts
 assert parts[2]["start_sector"] + parts[2]["sectors"] == m["size_bytes"] // 512, "data partition is not last"
 assert d["fs"]["label"] == "pfx-data" and d["fs"]["fs_type"] == "ext4" and d["fs"]["marker"] == "/.pfx-data", d["fs"]
-assert d["fs"]["root_mode"] == "0755" and d["fs"]["root_uid"] == 0, d["fs"]
+assert d["fs"]["root_mode"] == "2775" and d["fs"]["root_uid"] == 0, d["fs"]
 f = d["fstab"]
 assert f["spec"] == "LABEL=pfx-data" and f["mount_point"] == "/var/lib/pfx" and f["pass"] == 2, f
 assert {"nodev", "nosuid", "nofail", "x-systemd.growfs"} <= set(f["options"]), f
