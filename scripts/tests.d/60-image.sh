@@ -379,8 +379,9 @@ vm systemd-run --quiet --wait --pipe -p DynamicUser=yes -p ProtectSystem=strict 
   || fail "a DynamicUser service (as the player runs) cannot read /var/lib/pfx"
 if vm systemd-run --quiet --wait --pipe -p DynamicUser=yes touch /var/lib/pfx/dynamic-user-wrote 2>/dev/null; then fail "a DynamicUser service could write to /var/lib/pfx"; fi
 # The player's own settings (its drop-in): the store's group, write access, port 80.
-vm systemd-run --quiet --wait --pipe -p DynamicUser=yes -p SupplementaryGroups=pfx -p ReadWritePaths=/var/lib/pfx \
-  sh -c 'mkdir /var/lib/pfx/player-probe && stat -c "%G %a" /var/lib/pfx/player-probe && rmdir /var/lib/pfx/player-probe' \
+# (One string: ssh hands the unit's shell the words joined.)
+vm "systemd-run --quiet --wait --pipe -p DynamicUser=yes -p SupplementaryGroups=pfx -p ReadWritePaths=/var/lib/pfx \
+  sh -c 'mkdir /var/lib/pfx/player-probe && stat -c \"%G %a\" /var/lib/pfx/player-probe && rmdir /var/lib/pfx/player-probe'" \
   > "$work/group-write.txt" 2>&1 || fail "a DynamicUser in the pfx group cannot write /var/lib/pfx: $(cat "$work/group-write.txt")"
 grep -q '^pfx 2' "$work/group-write.txt" || fail "a directory made in /var/lib/pfx did not take the store's group and set-gid: $(cat "$work/group-write.txt")"
 props=$(vm systemctl show pfx-player -p SupplementaryGroups -p AmbientCapabilities -p ReadWritePaths)
