@@ -144,7 +144,7 @@ fn sighup_applies_a_new_schedule_without_restarting() {
     let got = receive(&sock, end as f64 + 3.0);
     let (ok, stderr) = player.wait();
     assert!(ok, "player failed: {stderr}");
-    assert!(stderr.contains("SIGHUP: new config accepted"), "{stderr}");
+    assert!(stderr.contains("SIGHUP: new show accepted"), "{stderr}");
     // Packets from before the SIGHUP and after the reload's black both count as before.
     assert_window(&got, start as f64, end as f64, 0.3, &stderr);
 }
