@@ -277,23 +277,28 @@ fn pid_alive(pid: i32) -> bool {
 }
 
 impl Store {
-    /// Opens the store at `root` (the data partition's mount point), making its
-    /// directories when they are missing. Fails with [`StoreError::NotMounted`] when the
-    /// marker file is not there. Removes the leftovers of writers that died.
-    pub fn open(root: &Path) -> Result<Store> {
+    /// The store at `root` when its marker is there; nothing made, nothing cleaned.
+    fn at(root: &Path) -> Result<Store> {
         if !root.join(MARKER).is_file() {
             return Err(StoreError::NotMounted {
                 root: root.to_path_buf(),
             });
         }
-        let s = Store {
+        Ok(Store {
             root: root.to_path_buf(),
             reserve: None,
             rate: None,
             tmp_seq: AtomicU64::new(0),
             crash_at: AtomicU64::new(0),
             steps: AtomicU64::new(0),
-        };
+        })
+    }
+
+    /// Opens the store at `root` (the data partition's mount point), making its
+    /// directories when they are missing. Fails with [`StoreError::NotMounted`] when the
+    /// marker file is not there. Removes the leftovers of writers that died.
+    pub fn open(root: &Path) -> Result<Store> {
+        let s = Store::at(root)?;
         for d in ["store", "store/sha256", "shows", "staging"] {
             let p = root.join(d);
             if !p.is_dir() {
@@ -893,19 +898,7 @@ pub fn hash_file(p: &Path) -> Result<Hash> {
 /// What the player plays from a store root, or why it cannot: for `pfx-player run
 /// --store`. Reads only; never makes directories.
 pub fn active_show_yaml(root: &Path) -> Result<ActiveShow> {
-    if !root.join(MARKER).is_file() {
-        return Err(StoreError::NotMounted {
-            root: root.to_path_buf(),
-        });
-    }
-    let s = Store {
-        root: root.to_path_buf(),
-        reserve: None,
-        rate: None,
-        tmp_seq: AtomicU64::new(0),
-        crash_at: AtomicU64::new(0),
-        steps: AtomicU64::new(0),
-    };
+    let s = Store::at(root)?;
     s.active()?.ok_or_else(|| StoreError::NoActive {
         root: root.to_path_buf(),
     })
