@@ -812,6 +812,20 @@ fn fresh_root(
         plan.suite,
         plan.components.join(" ")
     ));
+    // The suites that `NAME/SUITE` packages ask for (plan::backported).
+    let mut extra_suites: Vec<&str> = packages
+        .iter()
+        .filter_map(|p| plan::package_suite(p))
+        .collect();
+    extra_suites.sort();
+    extra_suites.dedup();
+    for s in extra_suites {
+        sources.push(format!(
+            "deb {} {s} {}",
+            plan.mirror,
+            plan.components.join(" ")
+        ));
+    }
     if let Some(sec) = plan
         .mirror
         .strip_suffix("/debian")

@@ -478,6 +478,14 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
             errors.push(format!("package {need} is not installed in the image"));
         }
     }
+    if let Some(ssh) = packages.iter().find(|p| p.name == "openssh-server")
+        && !verify::openssh_has_mlkem(&ssh.version)
+    {
+        errors.push(format!(
+            "openssh-server {} predates OpenSSH 9.9: the fleet's post-quantum key exchange would be sntrup761x25519 at about five times the CPU per unit (on bookworm the builder takes OpenSSH from bookworm-backports; rebuild the image)",
+            ssh.version
+        ));
+    }
     if !errors.is_empty() {
         return Err(format!(
             "{}: verification failed:\n  - {}",

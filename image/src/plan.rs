@@ -321,8 +321,26 @@ pub struct Plan {
     pub data_size_mib: u64,
 }
 
-pub fn packages(target: Target, extra: &[String]) -> Vec<String> {
+/// Packages taken from `<suite>-backports`, all binary packages of one source together (apt
+/// would otherwise pair a backported server with the stable client and find no solution).
+/// bookworm's OpenSSH 9.2 offers post-quantum key exchange only as sntrup761x25519, which
+/// costs the fleet operator about five times the CPU per unit of 10.0's default,
+/// mlkem768x25519 (docs/perf/fleet.md); later suites have OpenSSH 10 of their own.
+pub fn backported(suite: &str) -> &'static [&'static str] {
+    match suite {
+        "bookworm" => &["openssh-server", "openssh-client", "openssh-sftp-server"],
+        _ => &[],
+    }
+}
+
+/// The suite a package name asks for with apt's `NAME/SUITE`, if any.
+pub fn package_suite(p: &str) -> Option<&str> {
+    p.split_once('/').map(|(_, s)| s)
+}
+
+pub fn packages(target: Target, suite: &str, extra: &[String]) -> Vec<String> {
     let mut p: Vec<String> = BASE_PACKAGES.iter().map(|s| s.to_string()).collect();
+    p.extend(backported(suite).iter().map(|s| s.to_string()));
     match target {
         // Both arm64 targets: one root, so the VM boots what the Pi boots.
         Target::Rpi4Arm64 | Target::VmArm64 => {
@@ -331,6 +349,12 @@ pub fn packages(target: Target, extra: &[String]) -> Vec<String> {
         Target::VmAmd64 => p.push("linux-image-amd64".into()),
     }
     p.extend(extra.iter().cloned());
+    let bp = backported(suite);
+    for x in p.iter_mut() {
+        if bp.contains(&x.as_str()) {
+            *x = format!("{x}/{suite}-backports");
+        }
+    }
     p.sort();
     p.dedup();
     p
@@ -399,8 +423,8 @@ pub fn extra_cmdline(overlay: bool) -> String {
 pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Plan {
     let c = &r.config;
     let target = c.target;
-    let packages = packages(target, &c.packages);
-    let core_packages = self::packages(target, &[]);
+    let packages = packages(target, &c.suite, &c.packages);
+    let core_packages = self::packages(target, &c.suite, &[]);
     let extra_packages: Vec<String> = packages
         .iter()
         .filter(|p| !core_packages.contains(p))
@@ -539,7 +563,15 @@ mod tests {
     #[test]
     fn arm64_targets_share_one_base_root() {
         let m = "http://deb.debian.org/debian";
-        let key = |t: Target| base_key(t.arch(), "bookworm", m, &components(t), &packages(t, &[]));
+        let key = |t: Target| {
+            base_key(
+                t.arch(),
+                "bookworm",
+                m,
+                &components(t),
+                &packages(t, "bookworm", &[]),
+            )
+        };
         assert_eq!(key(Target::Rpi4Arm64), key(Target::VmArm64));
         assert_ne!(key(Target::Rpi4Arm64), key(Target::VmAmd64));
         let extra = vec!["htop".to_string()];
@@ -548,7 +580,7 @@ mod tests {
             "bookworm",
             m,
             &components(Target::Rpi4Arm64),
-            &packages(Target::Rpi4Arm64, &extra),
+            &packages(Target::Rpi4Arm64, "bookworm", &extra),
         );
         assert_ne!(key(Target::Rpi4Arm64), k2);
     }
@@ -590,15 +622,29 @@ mod tests {
     #[test]
     fn every_image_has_busybox_and_overlayroot() {
         for t in [Target::Rpi4Arm64, Target::VmArm64, Target::VmAmd64] {
-            let p = packages(t, &[]);
+            let p = packages(t, "bookworm", &[]);
             assert!(p.iter().any(|x| x == "busybox"));
             assert!(p.iter().any(|x| x == "overlayroot"));
         }
         assert!(
-            packages(Target::Rpi4Arm64, &[])
+            packages(Target::Rpi4Arm64, "bookworm", &[])
                 .iter()
                 .any(|x| x == "raspi-firmware")
         );
+    }
+
+    #[test]
+    fn bookworm_takes_all_of_openssh_from_backports_and_only_it() {
+        let p = packages(Target::Rpi4Arm64, "bookworm", &["openssh-client".into()]);
+        for n in ["openssh-server", "openssh-client", "openssh-sftp-server"] {
+            assert!(p.contains(&format!("{n}/bookworm-backports")), "{n}: {p:?}");
+            assert!(!p.iter().any(|x| x == n), "{n} twice: {p:?}");
+        }
+        let from: Vec<_> = p.iter().filter_map(|x| package_suite(x)).collect();
+        assert_eq!(from, ["bookworm-backports"; 3]);
+        let t = packages(Target::Rpi4Arm64, "trixie", &[]);
+        assert!(t.iter().any(|x| x == "openssh-server"));
+        assert!(t.iter().all(|x| package_suite(x).is_none()));
     }
 
     #[test]

@@ -248,6 +248,21 @@ pub struct Package {
     pub arch: String,
 }
 
+/// Whether a Debian version of OpenSSH (`[epoch:]upstream[-revision]`, e.g.
+/// `1:10.0p1-7~bpo12+1`) is 9.9 or later, the first with the mlkem768x25519-sha256 key
+/// exchange that the fleet relies on to stay post-quantum at a low CPU cost per unit.
+pub fn openssh_has_mlkem(version: &str) -> bool {
+    let upstream = version.split_once(':').map_or(version, |(_, v)| v);
+    let mut parts = upstream.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next().and_then(|m| m.parse::<u32>().ok());
+    let minor = parts.next().and_then(|m| m.parse::<u32>().ok());
+    match (major, minor) {
+        (Some(ma), Some(mi)) => (ma, mi) >= (9, 9),
+        (Some(ma), None) => ma >= 10,
+        _ => false,
+    }
+}
+
 /// Installed packages from /var/lib/dpkg/status.
 pub fn parse_dpkg_status(text: &str) -> Vec<Package> {
     let mut out = Vec::new();
@@ -757,6 +772,23 @@ pub fn check_access(f: &AccessFiles) -> Result<AccessCheck, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn openssh_versions_with_and_without_mlkem() {
+        for v in ["1:10.0p1-7~bpo12+1", "1:9.9p1-1", "10.2p1", "1:11.0p1-1"] {
+            assert!(openssh_has_mlkem(v), "{v}");
+        }
+        for v in [
+            "1:9.2p1-2+deb12u10",
+            "1:8.4p1-5",
+            "9.8p1",
+            "",
+            "1:",
+            "garbage",
+        ] {
+            assert!(!openssh_has_mlkem(v), "{v}");
+        }
+    }
 
     /// The builder's own archive writer: what the verifier reads is what the build makes.
     fn newc(entries: &[(&str, &[u8])]) -> Vec<u8> {

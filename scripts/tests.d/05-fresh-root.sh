@@ -103,7 +103,8 @@ python3 - "$work/tools.json" "$top"/scripts/deps/*.apt <<'PY' || unlisted=1
 import json, re, sys
 listed = set()
 for f in sys.argv[2:]:
-    listed |= set(re.sub(r"#.*", "", open(f).read()).split())
+    # NAME/SUITE entries (install-deps: a backports version) list NAME.
+    listed |= {w.split("/")[0] for w in re.sub(r"#.*", "", open(f).read()).split()}
 bad = sorted({(p, t["command"]) for t in json.load(open(sys.argv[1]))
               for p in t["package"].split() if not p.startswith(("(", "http")) and p not in listed})
 for p, c in bad:

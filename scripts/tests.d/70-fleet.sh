@@ -477,7 +477,11 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
 http.server.HTTPServer(("127.0.0.1", 8080), H).serve_forever()' "$top/api/tests/golden/profile.json" > /dev/null 2>&1 &
 PIDS+=($!)
-sleep 0.5
+# Until it listens (a fixed half second was too short for Python's start at load 10).
+for _ in $(seq 100); do
+  inns "pfxfl${P}u1" python3 -c 'import socket; socket.create_connection(("127.0.0.1", 8080), 0.2).close()' 2> /dev/null && break
+  sleep 0.1
+done
 inns "$OP" ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile="$T/known_hosts" \
   -i "$T/id_ed25519" pfx@10.77.0.11 -- status --json --rate-interval-ms 200 > "$T/astatus.json" 2> "$T/astatus.err"; rc=$?
 check "pfx-agent status --json over ssh (exit $rc): pause off, rate, oneshot unknown, player fps, image, unit" python3 -c '
@@ -534,8 +538,11 @@ attempt "ssh -tt unit: no pty" "PTY allocation request failed" -tt pfx@10.77.0.1
 attempt "ssh unit show put with a path for the hash" "is not a sha256" pfx@10.77.0.11 show put ../../etc/passwd 1 0 1
 attempt "ssh unit show activate with an argument" "show: use" pfx@10.77.0.11 show activate /etc/shadow
 # -L: the listener is the client's; the unit's sshd must refuse to open the channel.
-inns "$OP" ssh "${xfer_opts[@]}" -o LogLevel=ERROR -o ExitOnForwardFailure=yes -N -L 127.0.0.1:18080:127.0.0.1:8080 pfx@10.77.0.11 < /dev/null 2> "$T/sec-L.err" &
+# nsenter itself, not the inns function: a function run with & is a subshell, and killing
+# it would leave the ssh client running after the suite.
+nsenter --net="/run/netns/$OP" -- ssh "${xfer_opts[@]}" -o LogLevel=ERROR -o ExitOnForwardFailure=yes -N -L 127.0.0.1:18080:127.0.0.1:8080 pfx@10.77.0.11 < /dev/null 2> "$T/sec-L.err" &
 lpid=$!
+PIDS+=("$lpid")
 # Wait for the client's own listener (it opens it once logged in), so a refusal below is
 # the unit's and not a client that was not ready yet.
 up=0
@@ -550,7 +557,12 @@ timeout 10 nsenter --net="/run/netns/$OP" -- ssh "${xfer_opts[@]}" -o ExitOnForw
 check "ssh -R: the unit refuses the remote listener (exit $rc)" bash -c "[ $rc != 0 ] && grep -q 'forwarding failed' $T/sec-R.err"
 check "ssh -L/-R: the unit is unchanged" unchanged
 # -A: a forwarded agent would show up as a socket of the account's under the unit's /tmp.
-inns "$OP" ssh-agent -a "$T/agent.sock" > /dev/null
+# In the foreground (-D) with its pid kept: `ssh-agent -k` needs SSH_AGENT_PID, and a
+# daemonised agent would outlive the suite.
+nsenter --net="/run/netns/$OP" -- ssh-agent -D -a "$T/agent.sock" > /dev/null 2>&1 &
+agent_pid=$!
+PIDS+=("$agent_pid")
+for _ in $(seq 50); do [ -S "$T/agent.sock" ] && break; sleep 0.1; done
 ls -d /tmp/ssh-* 2>/dev/null > "$T/ssh-dirs.before"
 SSH_AUTH_SOCK="$T/agent.sock" inns "$OP" ssh "${xfer_opts[@]}" -o LogLevel=ERROR -A pfx@10.77.0.11 status --json --rate-interval-ms 3000 < /dev/null > "$T/sec-A.out" 2>&1 &
 apid=$!
@@ -560,7 +572,8 @@ for _ in $(seq 25); do
   sleep 0.1
 done
 wait $apid; rc=$?
-SSH_AUTH_SOCK="$T/agent.sock" inns "$OP" ssh-agent -k > /dev/null 2>&1
+kill "$agent_pid" 2>/dev/null; wait "$agent_pid" 2>/dev/null
+check "ssh -L/-A: no client or agent of these checks outlives them" bash -c "! pgrep -f '$T/(agent.sock|known_hosts.*-N -L)' > /dev/null"
 check "ssh -A: the agent answers (exit $rc), and no agent socket appears on the unit" bash -c "[ $rc = 0 ] && [ $fwd = 0 ]"
 # scp (SFTP protocol, then the legacy one), sftp: the dispatcher gets the subsystem or scp.
 before=$(nrefused)
