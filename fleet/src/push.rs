@@ -154,6 +154,7 @@ pub fn push_pause_off(
                 let raw = ssh::run(
                     &ssh_cfg.ssh,
                     &args,
+                    None,
                     Duration::from_secs(ssh_cfg.command_timeout_s),
                 );
                 let out = ssh::classify(&raw, &u.unit_id, ssh_cfg.command_timeout_s);

@@ -154,6 +154,7 @@ fn one_connection_per_unit_and_no_unpinned_host_through_it() {
         ssh::run(
             &cfg.ssh,
             &ssh::ssh_args_reusing(&cfg, "127.0.0.1", port, cmd, &ctl.socket(slot)),
+            None,
             t,
         )
     };
