@@ -236,6 +236,9 @@ fn human_bytes(b: u64) -> String {
 /// Everything a worker needs to push to one unit.
 struct UnitJob {
     ssh: SshConfig,
+    /// The unit's socket in the run's control directory: its commands share one
+    /// connection (the first makes it, host key checked).
+    socket: Option<PathBuf>,
     agent_prefix: String,
     show: Arc<LocalShow>,
     chunk: u64,
@@ -266,9 +269,19 @@ fn push_unit(job: &UnitJob, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome 
     };
     let t = job.ssh.command_timeout_s;
     let go = |verb: &str, input: &mut dyn Read, sent: &AtomicU64, timeout: Duration| {
-        let args = ssh::ssh_args(&job.ssh, &u.host, u.port, &remote(&job.agent_prefix, verb));
+        let remote = remote(&job.agent_prefix, verb);
+        let args = match &job.socket {
+            Some(s) => ssh::ssh_args_reusing(&job.ssh, &u.host, u.port, &remote, s),
+            None => ssh::ssh_args(&job.ssh, &u.host, u.port, &remote),
+        };
         let input = ssh::Input { from: input, sent };
-        ssh::run(&job.ssh.ssh, &args, Some(input), timeout)
+        ssh::run_on(
+            &job.ssh.ssh,
+            &args,
+            Some(input),
+            timeout,
+            job.socket.as_deref(),
+        )
     };
     // 1. What does the unit lack?
     let wanted: Vec<WantedFile> = job
@@ -463,13 +476,18 @@ pub fn push_show(
     targets: Vec<UnitRow>,
     o: &ShowPushOpts,
 ) -> Result<ShowPushSummary, StoreError> {
-    let run_id = store.begin_run(
-        "push show",
-        o.site.as_deref(),
-        &o.operator,
-        &o.args,
-        now_ms(),
+    let run = crate::push::open_run(
+        store,
+        cfg,
+        &crate::push::RunInfo {
+            kind: "push show",
+            site: o.site.as_deref(),
+            operator: &o.operator,
+            args: &o.args,
+        },
+        targets.len(),
     )?;
+    let run_id = run.run_id;
     let mut sum = ShowPushSummary {
         run_id,
         show: show.name.clone(),
@@ -480,7 +498,9 @@ pub fn push_show(
     };
     let show = Arc::new(show);
     let n = targets.len();
-    let queue = Arc::new(Mutex::new(targets.into_iter().collect::<VecDeque<_>>()));
+    let queue = Arc::new(Mutex::new(
+        targets.into_iter().enumerate().collect::<VecDeque<_>>(),
+    ));
     let (tx, rx) = mpsc::channel::<Msg>();
     let mut handles = Vec::new();
     for _ in 0..o.parallel.max(1).min(n.max(1)) {
@@ -494,13 +514,17 @@ pub fn push_show(
             .collect();
         let default_prefix = cfg.agent_command.clone();
         let (ssh_cfg, show, chunk) = (cfg.ssh.clone(), Arc::clone(&show), o.chunk_bytes);
+        let reuse = run.reuse.clone();
         handles.push(std::thread::spawn(move || {
             loop {
+                if reuse.as_ref().is_some_and(|d| d.closed()) {
+                    break;
+                }
                 let next = match queue.lock() {
                     Ok(mut q) => q.pop_front(),
                     Err(_) => None,
                 };
-                let Some(u) = next else { break };
+                let Some((slot, u)) = next else { break };
                 if tx.send(Msg::Started(u.clone())).is_err() {
                     break;
                 }
@@ -513,9 +537,16 @@ pub fn push_show(
                         .unwrap_or_else(|| default_prefix.clone()),
                     show: Arc::clone(&show),
                     chunk,
+                    socket: reuse.as_ref().map(|d| d.socket(slot)),
                 };
                 let out = push_unit(&job, &u, &tx);
-                if tx.send(Msg::Finished(u, out)).is_err() {
+                let sent = tx.send(Msg::Finished(u, out));
+                // The unit is done with: end its connection now, so at most `--parallel`
+                // are open at once.
+                if let Some(d) = &reuse {
+                    d.release(slot);
+                }
+                if sent.is_err() {
                     break;
                 }
             }
@@ -579,6 +610,8 @@ pub fn push_show(
                     *sent += n;
                 }
             }
+            // Closing on a signal: nothing more is recorded (see OpenRun::closing).
+            Msg::Finished(..) if run.closing() => {}
             Msg::Finished(u, out) => {
                 store.record_show(
                     run_id,
@@ -627,8 +660,7 @@ pub fn push_show(
     for h in handles {
         let _ = h.join();
     }
-    let text = serde_json::to_string(&sum).unwrap_or_default();
-    store.finish_run(run_id, &text, now_ms())?;
+    run.finish(store, &sum)?;
     Ok(sum)
 }
 

@@ -643,19 +643,6 @@ pub fn classify(raw: &Raw, expected_unit: &str, timeout_s: u64) -> Outcome {
                 format!("ssh authentication refused: {}", tail(err)),
             );
         }
-        if raw.shared_lost || MUX_ERRORS.iter().any(|w| err.contains(w)) {
-            return o(
-                UnitState::Pending,
-                format!(
-                    "the shared SSH connection to the unit ended during the command (its ssh master was killed or died){}; the agent may have applied, re-run to verify",
-                    if err.trim().is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {}", tail(err))
-                    }
-                ),
-            );
-        }
         for w in [
             "Connection refused",
             "timed out",
@@ -668,6 +655,20 @@ pub fn classify(raw: &Raw, expected_unit: &str, timeout_s: u64) -> Outcome {
             if err.contains(w) && !raw.stdout.contains('{') {
                 return o(UnitState::Pending, format!("unreachable: {}", tail(err)));
             }
+        }
+        // Reached, then lost: the shared connection ended under the command.
+        if raw.shared_lost || MUX_ERRORS.iter().any(|w| err.contains(w)) {
+            return o(
+                UnitState::Pending,
+                format!(
+                    "the shared SSH connection to the unit ended during the command (its ssh master was killed or died){}; the agent may have applied, re-run to verify",
+                    if err.trim().is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", tail(err))
+                    }
+                ),
+            );
         }
     }
     let v = match serde_json::from_str::<serde_json::Value>(raw.stdout.trim()) {
@@ -960,58 +961,54 @@ mod tests {
         let mut r = raw(Some(255), "", "Host key verification failed.\n");
         r.shared_lost = true;
         assert_eq!(classify(&r, "u1", 60).state, UnitState::Failed);
+        // A unit that was never reached has no connection to lose: it is unreachable.
+        let mut r = raw(
+            Some(255),
+            "",
+            "ssh: connect to host 10.0.0.1 port 22: Connection refused\n",
+        );
+        r.shared_lost = true;
+        let o = classify(&r, "u1", 60);
+        assert!(o.reason.unwrap().starts_with("unreachable"));
+    }
+
+    /// `sh -c script` with `len` bytes on its stdin: what came back and how many were taken.
+    fn fed(script: &str, len: usize) -> (Raw, u64) {
+        let sent = AtomicU64::new(0);
+        let mut data = std::io::Cursor::new(vec![1u8; len]);
+        let r = run(
+            Path::new("sh"),
+            &["-c".into(), script.into()],
+            Some(Input {
+                from: &mut data,
+                sent: &sent,
+            }),
+            Duration::from_secs(10),
+        );
+        (r, sent.load(Ordering::Relaxed))
     }
 
     #[test]
     fn run_feeds_stdin_as_the_child_takes_it_and_counts_it() {
-        let sent = AtomicU64::new(0);
-        let mut data = std::io::Cursor::new(vec![1u8; 300_000]);
-        let r = run(
-            Path::new("sh"),
-            &["-c".into(), "wc -c".into()],
-            Some(Input {
-                from: &mut data,
-                sent: &sent,
-            }),
-            Duration::from_secs(10),
+        let (r, sent) = fed("wc -c", 300_000);
+        assert_eq!(
+            (r.exit, r.stdout.trim(), sent),
+            (Some(0), "300000", 300_000),
+            "{r:?}"
         );
-        assert_eq!((r.exit, r.stdout.trim()), (Some(0), "300000"), "{r:?}");
-        assert_eq!(sent.load(Ordering::Relaxed), 300_000);
         // A child that answers before it reads (more than a pipe holds on both sides) is
-        // not deadlocked by a full stdin; one that never reads gets its input cut off at
-        // its exit, and what it said is still there.
-        let sent = AtomicU64::new(0);
-        let mut data = std::io::Cursor::new(vec![2u8; 1_000_000]);
-        let r = run(
-            Path::new("sh"),
-            &[
-                "-c".into(),
-                "head -c 200000 /dev/zero | tr '\\0' a; wc -c".into(),
-            ],
-            Some(Input {
-                from: &mut data,
-                sent: &sent,
-            }),
-            Duration::from_secs(10),
-        );
-        assert_eq!(r.exit, Some(0), "{r:?}");
+        // not deadlocked by a full stdin.
+        let (r, sent) = fed("head -c 200000 /dev/zero | tr '\\0' a; wc -c", 1_000_000);
+        assert_eq!((r.exit, sent), (Some(0), 1_000_000), "{r:?}");
         assert!(r.stdout.ends_with("1000000\n") && r.stdout.len() == 200_008);
-        let sent = AtomicU64::new(0);
-        let mut data = std::io::Cursor::new(vec![3u8; 1_000_000]);
-        let r = run(
-            Path::new("sh"),
-            &["-c".into(), "echo early; exit 4".into()],
-            Some(Input {
-                from: &mut data,
-                sent: &sent,
-            }),
-            Duration::from_secs(10),
-        );
+        // One that never reads gets its input cut off at its exit, and what it said is
+        // still there.
+        let (r, sent) = fed("echo early; exit 4", 1_000_000);
         assert_eq!(
             (r.exit, r.stdout.as_str(), r.timed_out),
             (Some(4), "early\n", false)
         );
-        assert!(sent.load(Ordering::Relaxed) < 1_000_000);
+        assert!(sent < 1_000_000, "{sent}");
     }
 
     #[test]
