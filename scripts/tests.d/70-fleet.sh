@@ -711,6 +711,33 @@ for i in 1 2 3 4; do
 import hashlib,json,os,sys; d=sys.argv[1]; s=os.path.join(d, os.readlink(d+\"/active\")); m=json.load(open(s+\"/manifest.json\"))
 assert all(hashlib.sha256(open(s+\"/\"+n,\"rb\").read()).hexdigest()==h for n,h in m[\"files\"].items())' $T/u$i/data"
 done
+# The unit's shared SSH connection killed (SIGKILL of its master) under a `show put`: the
+# unit is pending (retryable), not failed; the push again resumes it and finishes. (Killed
+# between two commands instead, ssh itself makes a fresh connection: fleet/tests/ssh_reuse.rs.)
+S4="$T/shows/lost"; mkdir -p "$S4"
+make_fseq "$S4/lost.fseq" 4700 4          # ~4 MiB: one 4 MiB chunk, some 2 s at u2's rate
+show_yaml lost.fseq > "$S4/show.yaml"
+H4=$(want_hashes "$S4" lost.fseq)
+DB="$T/show-lost.db"
+ctl4="$T/ctl4"; mkdir -m 700 "$ctl4"
+nsenter --net="/run/netns/$OP" -- env TMPDIR="$ctl4" "$FLEET" --config "$T/fleet.yaml" --db "$DB" push show "$S4" --unit u2 --chunk-mib 4 > "$T/pl.out" 2> "$T/pl.err" &
+fpid=$!
+killed=0
+for _ in $(seq 600); do
+  if [ -n "$(find "$T/u2/data/staging" -name '*.part' -size +1M 2>/dev/null | head -1)" ]; then
+    m=$(pgrep -f "^ssh: $ctl4/pfx-fleet-ssh\..*\[mux\]" | head -1)
+    [ -n "$m" ] && kill -9 "$m" && killed=1
+    break
+  fi
+  sleep 0.05
+done
+wait $fpid; rc=$?
+check "u2's shared connection killed under a show put (killed $killed): push exits 1 (got $rc), u2 recorded pending, the lost connection named" bash -c "[ $killed = 1 ] && [ $rc = 1 ] && grep -q 'recorded u2 pending: show put: the shared SSH connection to the unit ended during the command' $T/pl.err"
+left="$(ls -A "$ctl4") $(pgrep -a -f "$ctl4")"
+check "after the lost connection: no control directory, no shared connection left ($left)" [ "$left" = " " ]
+fleet push show "$S4" --unit u2 > "$T/pl2.out" 2> "$T/pl2.err"; rc=$?
+check "the push again resumes u2 and finishes (exit $rc)" bash -c "[ $rc = 0 ] && grep -q '^recorded u2 done' $T/pl2.err"
+check "u2: done with the lost show's hashes, its player plays it" readback_ok u2 "$H4" lost
 for i in 1 2 3 4; do kill "$(cat "$T/u$i/player.pid")" 2>/dev/null; done
 DB="$T/fleet.db"
 
