@@ -626,13 +626,17 @@ want_hashes() { python3 -c 'import hashlib,json,sys; d=sys.argv[1]; print(json.d
 H1=$(want_hashes "$S1" big.fseq songs/b.fseq)
 nsenter --net="/run/netns/$OP" -- "$FLEET" --config "$T/fleet.yaml" --db "$DB" push show "$S1" --parallel 4 --chunk-mib 4 --json > "$T/ps1.json" 2> "$T/ps1.err" &
 fpid=$!
-# u2 dies (its agent, SIGKILL) once some 6 MiB of the big file are staged on it.
+# u2 dies (its agent, SIGKILL) once some 6 MiB of the big file are staged on it: the
+# agent of the `show put` then running (between two puts there is none: look again).
 killed=0
 for _ in $(seq 600); do
   part=$(find "$T/u2/data/staging" -name '*.part' -size +6M 2>/dev/null | head -1)
   if [ -n "$part" ]; then
-    for p in $(pgrep -f "pfx-agent dispatch --config $T/u2/agent.yaml"); do kill -9 "$p" 2>/dev/null; done
-    killed=1; break
+    agents=$(pgrep -f "pfx-agent dispatch --config $T/u2/agent.yaml")
+    if [ -n "$agents" ]; then
+      for p in $agents; do kill -9 "$p" 2>/dev/null; done
+      killed=1; break
+    fi
   fi
   sleep 0.05
 done
