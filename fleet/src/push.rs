@@ -46,21 +46,78 @@ pub fn remote_command(agent_command: &str) -> String {
     }
 }
 
+/// A run as both pushes open it: its row in `runs` and, when there is a unit to reach,
+/// one private directory of SSH control sockets for the run (each unit's commands share
+/// one connection) that a signal closes. Without a usable directory every command makes
+/// its own connection, as checked as ever.
+pub(crate) struct OpenRun {
+    pub run_id: i64,
+    pub reuse: Option<Arc<ssh::ControlDir>>,
+    signals: Option<signal_hook::iterator::Handle>,
+}
+
+/// What a run is recorded as.
+pub(crate) struct RunInfo<'a> {
+    pub kind: &'a str,
+    pub site: Option<&'a str>,
+    pub operator: &'a str,
+    pub args: &'a str,
+}
+
+/// Opens a run on `units` units (see [`OpenRun`]).
+pub(crate) fn open_run(
+    store: &Store,
+    cfg: &FleetConfig,
+    info: &RunInfo<'_>,
+    units: usize,
+) -> Result<OpenRun, StoreError> {
+    let run_id = store.begin_run(info.kind, info.site, info.operator, info.args, now_ms())?;
+    let reuse = if units == 0 {
+        None
+    } else {
+        match ssh::ControlDir::create(&cfg.ssh.ssh) {
+            Ok(d) => Some(Arc::new(d)),
+            Err(e) => {
+                eprintln!("pfx-fleet: warning: {e}; pushing without SSH connection reuse");
+                None
+            }
+        }
+    };
+    let signals = reuse.as_ref().and_then(|d| close_on_signal(Arc::clone(d)));
+    Ok(OpenRun {
+        run_id,
+        reuse,
+        signals,
+    })
+}
+
+impl OpenRun {
+    /// Whether a signal is closing the run: nothing more is started, and a command cut
+    /// short by the closing is not the unit's result (the process ends in a moment).
+    pub fn closing(&self) -> bool {
+        self.reuse.as_ref().is_some_and(|d| d.closed())
+    }
+
+    /// Ends the run's shared connections and records its summary.
+    pub fn finish(self, store: &Store, summary: &impl serde::Serialize) -> Result<(), StoreError> {
+        if let Some(h) = self.signals {
+            h.close();
+        }
+        if let Some(d) = &self.reuse {
+            d.close();
+        }
+        let text = serde_json::to_string(summary).unwrap_or_default();
+        store.finish_run(self.run_id, &text, now_ms())
+    }
+}
+
 pub fn push_pause_off(
     store: &Store,
     cfg: &FleetConfig,
     targets: Vec<UnitRow>,
     o: &PushOpts,
 ) -> Result<PushSummary, StoreError> {
-    let run_id = store.begin_run(
-        "push pause-off",
-        o.site.as_deref(),
-        &o.operator,
-        &o.args,
-        now_ms(),
-    )?;
     let mut sum = PushSummary {
-        run_id,
         targets: targets.len(),
         ..Default::default()
     };
@@ -79,6 +136,20 @@ pub fn push_pause_off(
         }
     }
     let n = todo.len();
+    let run = open_run(
+        store,
+        cfg,
+        &RunInfo {
+            kind: "push pause-off",
+            site: o.site.as_deref(),
+            operator: &o.operator,
+            args: &o.args,
+        },
+        n,
+    )?;
+    sum.run_id = run.run_id;
+    let run_id = run.run_id;
+    let reuse = run.reuse.clone();
     let pb = indicatif::ProgressBar::with_draw_target(
         Some(n as u64),
         indicatif::ProgressDrawTarget::stderr(),
@@ -88,20 +159,6 @@ pub fn push_pause_off(
     ) {
         pb.set_style(style.progress_chars("=> "));
     }
-    // One private directory of control sockets for the run; without it (no usable
-    // directory), every command makes its own connection, as checked as ever.
-    let reuse = if n == 0 {
-        None
-    } else {
-        match ssh::ControlDir::create(&cfg.ssh.ssh) {
-            Ok(d) => Some(Arc::new(d)),
-            Err(e) => {
-                eprintln!("pfx-fleet: warning: {e}; pushing without SSH connection reuse");
-                None
-            }
-        }
-    };
-    let signals = reuse.as_ref().and_then(|d| close_on_signal(Arc::clone(d)));
     // Each unit's remote command, resolved once here (units without their own
     // agent_command, such as discovered ones, get the fleet-wide one).
     let own: HashMap<&str, &str> = cfg
@@ -145,16 +202,17 @@ pub fn push_pause_off(
                 }
                 // One command per unit: `apply` answers with its own readback, so no
                 // second round trip reads it.
-                let args = match &reuse {
-                    Some(d) => {
-                        ssh::ssh_args_reusing(&ssh_cfg, &u.host, u.port, &remote, &d.socket(slot))
-                    }
+                let socket = reuse.as_ref().map(|d| d.socket(slot));
+                let args = match &socket {
+                    Some(s) => ssh::ssh_args_reusing(&ssh_cfg, &u.host, u.port, &remote, s),
                     None => ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote),
                 };
-                let raw = ssh::run(
+                let raw = ssh::run_on(
                     &ssh_cfg.ssh,
                     &args,
+                    None,
                     Duration::from_secs(ssh_cfg.command_timeout_s),
+                    socket.as_deref(),
                 );
                 let out = ssh::classify(&raw, &u.unit_id, ssh_cfg.command_timeout_s);
                 let sent = tx.send(Msg::Finished(u, out));
@@ -184,9 +242,8 @@ pub fn push_pause_off(
                     now_ms(),
                 )?;
             }
-            // Closing on a signal: the process ends in a moment; a command cut short by
-            // the closing is not the unit's failure, so nothing more is recorded.
-            _ if reuse.as_ref().is_some_and(|d| d.closed()) => {}
+            // Closing on a signal: nothing more is recorded (see OpenRun::closing).
+            _ if run.closing() => {}
             Msg::Finished(u, out) => {
                 store.record_unit(
                     run_id,
@@ -220,14 +277,7 @@ pub fn push_pause_off(
     for h in handles {
         let _ = h.join();
     }
-    if let Some(h) = signals {
-        h.close();
-    }
-    if let Some(d) = &reuse {
-        d.close();
-    }
-    let text = serde_json::to_string(&sum).unwrap_or_default();
-    store.finish_run(run_id, &text, now_ms())?;
+    run.finish(store, &sum)?;
     Ok(sum)
 }
 

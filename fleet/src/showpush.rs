@@ -12,12 +12,11 @@ use crate::store::{Store, StoreError, UnitRow};
 use pfx_api::show::{MissingReport, PutReport, ShowManifest, ShowReadback, WantedFile};
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// One file of the show on the operator's disk.
 #[derive(Debug, Clone, PartialEq)]
@@ -178,92 +177,6 @@ pub struct UnitOutcome {
 /// The raw result of one SSH command.
 type Raw = ssh::Raw;
 
-/// Runs `ssh ARGS` with `input` on its stdin, counting the bytes written into `sent`.
-pub fn run_with_input(
-    program: &Path,
-    args: &[String],
-    mut input: Box<dyn Read + Send>,
-    sent: Arc<AtomicU64>,
-    timeout: Duration,
-) -> Raw {
-    let mut child = match Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            return Raw {
-                exit: None,
-                stdout: String::new(),
-                stderr: format!("cannot run {}: {e}", program.display()),
-                timed_out: false,
-            };
-        }
-    };
-    let stdin = child.stdin.take();
-    let writer = std::thread::spawn(move || {
-        let Some(mut w) = stdin else { return };
-        let mut buf = vec![0u8; 256 * 1024];
-        loop {
-            match input.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if w.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                    sent.fetch_add(n as u64, Ordering::Relaxed);
-                }
-            }
-        }
-        // Dropping `w` closes the pipe: the unit sees the end of the input.
-    });
-    let reader = |p: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut s = Vec::new();
-            if let Some(mut p) = p {
-                let _ = p.read_to_end(&mut s);
-            }
-            String::from_utf8_lossy(&s).into_owned()
-        })
-    };
-    let out = reader(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err = reader(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let deadline = Instant::now() + timeout;
-    let mut timed_out = false;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() >= deadline => {
-                timed_out = true;
-                let _ = child.kill();
-                break child.wait().ok();
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(_) => break None,
-        }
-    };
-    let _ = writer.join();
-    Raw {
-        exit: status.and_then(|s| s.code()),
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-        timed_out,
-    }
-}
-
 /// The unit's answer as `T`, or what went wrong on the way, in words, and whether trying
 /// again later may help (unreachable, timed out).
 fn answer<T: serde::de::DeserializeOwned>(
@@ -306,10 +219,10 @@ fn answer<T: serde::de::DeserializeOwned>(
 }
 
 /// A file slice `offset..offset+len` as a reader.
-fn slice(path: &Path, offset: u64, len: u64) -> std::io::Result<Box<dyn Read + Send>> {
+fn slice(path: &Path, offset: u64, len: u64) -> std::io::Result<std::io::Take<File>> {
     let mut f = File::open(path)?;
     f.seek(SeekFrom::Start(offset))?;
-    Ok(Box::new(f.take(len)))
+    Ok(f.take(len))
 }
 
 fn human_bytes(b: u64) -> String {
@@ -323,6 +236,9 @@ fn human_bytes(b: u64) -> String {
 /// Everything a worker needs to push to one unit.
 struct UnitJob {
     ssh: SshConfig,
+    /// The unit's socket in the run's control directory: its commands share one
+    /// connection (the first makes it, host key checked).
+    socket: Option<PathBuf>,
     agent_prefix: String,
     show: Arc<LocalShow>,
     chunk: u64,
@@ -352,9 +268,20 @@ fn push_unit(job: &UnitJob, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome 
         bytes_sent: 0,
     };
     let t = job.ssh.command_timeout_s;
-    let go = |verb: &str, input: Box<dyn Read + Send>, sent: Arc<AtomicU64>, timeout: Duration| {
-        let args = ssh::ssh_args(&job.ssh, &u.host, u.port, &remote(&job.agent_prefix, verb));
-        run_with_input(&job.ssh.ssh, &args, input, sent, timeout)
+    let go = |verb: &str, input: &mut dyn Read, sent: &AtomicU64, timeout: Duration| {
+        let remote = remote(&job.agent_prefix, verb);
+        let args = match &job.socket {
+            Some(s) => ssh::ssh_args_reusing(&job.ssh, &u.host, u.port, &remote, s),
+            None => ssh::ssh_args(&job.ssh, &u.host, u.port, &remote),
+        };
+        let input = ssh::Input { from: input, sent };
+        ssh::run_on(
+            &job.ssh.ssh,
+            &args,
+            Some(input),
+            timeout,
+            job.socket.as_deref(),
+        )
     };
     // 1. What does the unit lack?
     let wanted: Vec<WantedFile> = job
@@ -369,8 +296,8 @@ fn push_unit(job: &UnitJob, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome 
     let body = serde_json::to_vec(&wanted).unwrap_or_default();
     let raw = go(
         "show missing",
-        Box::new(std::io::Cursor::new(body)),
-        Arc::new(AtomicU64::new(0)),
+        &mut body.as_slice(),
+        &AtomicU64::new(0),
         Duration::from_secs(t),
     );
     let miss: MissingReport = match answer(&raw, &u.unit_id, "show missing", t) {
@@ -411,7 +338,7 @@ fn push_unit(job: &UnitJob, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome 
         let mut offset = m.offset.min(f.size);
         loop {
             let len = job.chunk.min(f.size - offset);
-            let input = match slice(&f.path, offset, len) {
+            let mut input = match slice(&f.path, offset, len) {
                 Ok(r) => r,
                 Err(e) => {
                     out.reason = Some(format!("{}: {e}", f.path.display()));
@@ -446,7 +373,7 @@ fn push_unit(job: &UnitJob, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome 
                     }
                 })
             };
-            let raw = go(&verb, input, Arc::clone(&sent), timeout);
+            let raw = go(&verb, &mut input, &sent, timeout);
             done.store(true, Ordering::Relaxed);
             let _ = watcher.join();
             out.bytes_sent += sent.load(Ordering::Relaxed);
@@ -507,8 +434,8 @@ fn push_unit(job: &UnitJob, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome 
     let body = serde_json::to_vec(&manifest).unwrap_or_default();
     let raw = go(
         "show activate",
-        Box::new(std::io::Cursor::new(body)),
-        Arc::new(AtomicU64::new(0)),
+        &mut body.as_slice(),
+        &AtomicU64::new(0),
         Duration::from_secs(t + 90),
     );
     let rb: ShowReadback = match answer(&raw, &u.unit_id, "show activate", t) {
@@ -549,13 +476,18 @@ pub fn push_show(
     targets: Vec<UnitRow>,
     o: &ShowPushOpts,
 ) -> Result<ShowPushSummary, StoreError> {
-    let run_id = store.begin_run(
-        "push show",
-        o.site.as_deref(),
-        &o.operator,
-        &o.args,
-        now_ms(),
+    let run = crate::push::open_run(
+        store,
+        cfg,
+        &crate::push::RunInfo {
+            kind: "push show",
+            site: o.site.as_deref(),
+            operator: &o.operator,
+            args: &o.args,
+        },
+        targets.len(),
     )?;
+    let run_id = run.run_id;
     let mut sum = ShowPushSummary {
         run_id,
         show: show.name.clone(),
@@ -566,7 +498,9 @@ pub fn push_show(
     };
     let show = Arc::new(show);
     let n = targets.len();
-    let queue = Arc::new(Mutex::new(targets.into_iter().collect::<VecDeque<_>>()));
+    let queue = Arc::new(Mutex::new(
+        targets.into_iter().enumerate().collect::<VecDeque<_>>(),
+    ));
     let (tx, rx) = mpsc::channel::<Msg>();
     let mut handles = Vec::new();
     for _ in 0..o.parallel.max(1).min(n.max(1)) {
@@ -580,13 +514,17 @@ pub fn push_show(
             .collect();
         let default_prefix = cfg.agent_command.clone();
         let (ssh_cfg, show, chunk) = (cfg.ssh.clone(), Arc::clone(&show), o.chunk_bytes);
+        let reuse = run.reuse.clone();
         handles.push(std::thread::spawn(move || {
             loop {
+                if reuse.as_ref().is_some_and(|d| d.closed()) {
+                    break;
+                }
                 let next = match queue.lock() {
                     Ok(mut q) => q.pop_front(),
                     Err(_) => None,
                 };
-                let Some(u) = next else { break };
+                let Some((slot, u)) = next else { break };
                 if tx.send(Msg::Started(u.clone())).is_err() {
                     break;
                 }
@@ -599,9 +537,16 @@ pub fn push_show(
                         .unwrap_or_else(|| default_prefix.clone()),
                     show: Arc::clone(&show),
                     chunk,
+                    socket: reuse.as_ref().map(|d| d.socket(slot)),
                 };
                 let out = push_unit(&job, &u, &tx);
-                if tx.send(Msg::Finished(u, out)).is_err() {
+                let sent = tx.send(Msg::Finished(u, out));
+                // The unit is done with: end its connection now, so at most `--parallel`
+                // are open at once.
+                if let Some(d) = &reuse {
+                    d.release(slot);
+                }
+                if sent.is_err() {
                     break;
                 }
             }
@@ -665,6 +610,8 @@ pub fn push_show(
                     *sent += n;
                 }
             }
+            // Closing on a signal: nothing more is recorded (see OpenRun::closing).
+            Msg::Finished(..) if run.closing() => {}
             Msg::Finished(u, out) => {
                 store.record_show(
                     run_id,
@@ -713,8 +660,7 @@ pub fn push_show(
     for h in handles {
         let _ = h.join();
     }
-    let text = serde_json::to_string(&sum).unwrap_or_default();
-    store.finish_run(run_id, &text, now_ms())?;
+    run.finish(store, &sum)?;
     Ok(sum)
 }
 
@@ -775,6 +721,7 @@ pub fn shows(cfg: &FleetConfig, units: Vec<UnitRow>, parallel: usize) -> Vec<Sho
                 let raw = ssh::run(
                     &ssh_cfg.ssh,
                     &args,
+                    None,
                     Duration::from_secs(ssh_cfg.command_timeout_s),
                 );
                 let row = match answer::<ShowReadback>(
@@ -874,19 +821,5 @@ mod tests {
         .unwrap();
         let e = read_show_dir(d.path(), None).unwrap_err();
         assert!(e.to_string().contains("inside its directory"), "{e}");
-    }
-
-    #[test]
-    fn run_with_input_feeds_stdin_and_counts_it() {
-        let sent = Arc::new(AtomicU64::new(0));
-        let r = run_with_input(
-            Path::new("sh"),
-            &["-c".into(), "wc -c".into()],
-            Box::new(std::io::Cursor::new(vec![1u8; 300_000])),
-            Arc::clone(&sent),
-            Duration::from_secs(10),
-        );
-        assert_eq!(r.stdout.trim(), "300000");
-        assert_eq!(sent.load(Ordering::Relaxed), 300_000);
     }
 }

@@ -4,10 +4,11 @@
 
 use crate::config::SshConfig;
 use crate::gate::UnitState;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The full `ssh` argument list (without the program).
@@ -263,7 +264,7 @@ impl ControlDir {
             "exit".into(),
             "pfx-fleet-control".into(),
         ];
-        let r = run(&self.ssh, &args, Duration::from_secs(5));
+        let r = run(&self.ssh, &args, None, Duration::from_secs(5));
         // The connection removes its socket as it exits: wait for that (briefly), so a
         // released or closed connection is really gone, not going.
         if r.exit == Some(0) {
@@ -314,30 +315,140 @@ pub struct Raw {
     pub stdout: String,
     pub stderr: String,
     pub timed_out: bool,
+    /// The unit's shared connection (its control socket) was gone when an exit 255
+    /// came back: the connection ended under the command, see [`run_on`].
+    pub shared_lost: bool,
 }
 
-/// Runs a command with a hard deadline, reading both pipes as they fill (one `poll`
-/// loop in the calling thread: no helper threads, and the result is there the moment the
-/// child is done, not at the next tick of a timer).
-pub fn run(program: &Path, args: &[String], timeout: Duration) -> Raw {
+/// What a command reads on its stdin: `from` is streamed as the child takes it (a buffer
+/// at a time, never held whole), and every byte the child has taken is added to `sent`
+/// as it goes (a progress display may read it from another thread).
+pub struct Input<'a> {
+    pub from: &'a mut dyn Read,
+    pub sent: &'a AtomicU64,
+}
+
+/// The stdin side of [`run`]: the pipe, a buffer of what was read from the input and not
+/// yet taken by the child, and the input.
+struct Feed<'a> {
+    pipe: ChildStdin,
+    input: Input<'a>,
+    buf: Box<[u8]>,
+    at: usize,
+    end: usize,
+}
+
+/// What one step of feeding came to.
+enum Fed {
+    /// More to write (or the pipe is full for now).
+    More,
+    /// The input is all written, or the child will take no more: close the pipe.
+    Finished,
+}
+
+impl Feed<'_> {
+    fn new(pipe: ChildStdin, input: Input<'_>) -> std::io::Result<Feed<'_>> {
+        use std::os::fd::AsRawFd;
+        let fd = pipe.as_raw_fd();
+        // Non-blocking, so a full pipe never holds up reading the child's output (a
+        // child that answers before it has read all of its input would deadlock).
+        // SAFETY: fcntl on an fd we own.
+        let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        // SAFETY: as above.
+        if fl < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Feed {
+            pipe,
+            input,
+            buf: vec![0u8; 64 * 1024].into_boxed_slice(),
+            at: 0,
+            end: 0,
+        })
+    }
+
+    /// Refills the buffer when it is empty: `Finished` at the end of the input (or on
+    /// an error reading it: the child sees its input end early and says so).
+    fn refill(&mut self) -> Fed {
+        if self.at < self.end {
+            return Fed::More;
+        }
+        loop {
+            match self.input.from.read(&mut self.buf) {
+                Ok(0) => return Fed::Finished,
+                Ok(n) => {
+                    (self.at, self.end) = (0, n);
+                    return Fed::More;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Fed::Finished,
+            }
+        }
+    }
+
+    /// Writes what the pipe takes now.
+    fn write(&mut self) -> Fed {
+        match self.pipe.write(&self.buf[self.at..self.end]) {
+            Ok(n) => {
+                self.at += n;
+                self.input.sent.fetch_add(n as u64, Ordering::Relaxed);
+                self.refill()
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                Fed::More
+            }
+            // EPIPE: the child closed its stdin (or died); what it said is still read.
+            Err(_) => Fed::Finished,
+        }
+    }
+}
+
+/// Runs a command with a hard deadline, feeding `input` (if any) to its stdin and reading
+/// both output pipes as they fill (one `poll` loop in the calling thread: no helper
+/// threads, and the result is there the moment the child is done, not at the next tick of
+/// a timer). Without input the child's stdin is /dev/null.
+pub fn run(program: &Path, args: &[String], input: Option<Input<'_>>, timeout: Duration) -> Raw {
     use std::os::fd::AsRawFd;
     let deadline = Instant::now() + timeout;
+    let cannot = |e: std::io::Error| Raw {
+        exit: None,
+        stdout: String::new(),
+        stderr: format!("cannot run {}: {e}", program.display()),
+        timed_out: false,
+        shared_lost: false,
+    };
     let mut child = match Command::new(program)
         .args(args)
-        .stdin(Stdio::null())
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
     {
         Ok(c) => c,
-        Err(e) => {
-            return Raw {
-                exit: None,
-                stdout: String::new(),
-                stderr: format!("cannot run {}: {e}", program.display()),
-                timed_out: false,
-            };
-        }
+        Err(e) => return cannot(e),
+    };
+    let mut feed = match (child.stdin.take(), input) {
+        (Some(pipe), Some(input)) => match Feed::new(pipe, input) {
+            Ok(mut f) => match f.refill() {
+                Fed::More => Some(f),
+                Fed::Finished => None,
+            },
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return cannot(e);
+            }
+        },
+        _ => None,
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());
     // The handles own the fds (they close on drop, after the loop); poll and read use the
@@ -348,12 +459,13 @@ pub fn run(program: &Path, args: &[String], timeout: Duration) -> Raw {
         se.as_ref().map(|p| p.as_raw_fd()),
     ];
     let mut timed_out = false;
-    while pipes.iter().any(Option::is_some) {
+    while pipes.iter().any(Option::is_some) || feed.is_some() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             timed_out = true;
             break;
         }
+        let stdin_fd = feed.as_ref().map(|f| f.pipe.as_raw_fd());
         let mut fds: Vec<libc::pollfd> = pipes
             .iter()
             .flatten()
@@ -362,6 +474,11 @@ pub fn run(program: &Path, args: &[String], timeout: Duration) -> Raw {
                 events: libc::POLLIN,
                 revents: 0,
             })
+            .chain(stdin_fd.map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLOUT,
+                revents: 0,
+            }))
             .collect();
         let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
         // SAFETY: `fds` is a valid array of pollfd for the duration of the call.
@@ -373,6 +490,15 @@ pub fn run(program: &Path, args: &[String], timeout: Duration) -> Raw {
             break;
         }
         for p in fds.iter().filter(|p| p.revents != 0) {
+            if Some(p.fd) == stdin_fd {
+                if let Some(f) = feed.as_mut()
+                    && let Fed::Finished = f.write()
+                {
+                    // Dropping the pipe closes it: the child sees the end of its input.
+                    feed = None;
+                }
+                continue;
+            }
             let (slot, buf) = if Some(p.fd) == pipes[0] {
                 (0, &mut out)
             } else {
@@ -390,6 +516,7 @@ pub fn run(program: &Path, args: &[String], timeout: Duration) -> Raw {
             }
         }
     }
+    drop(feed);
     let status = if timed_out {
         let _ = child.kill();
         child.wait().ok()
@@ -418,8 +545,51 @@ pub fn run(program: &Path, args: &[String], timeout: Duration) -> Raw {
         stdout: String::from_utf8_lossy(&out).into_owned(),
         stderr: String::from_utf8_lossy(&err).into_owned(),
         timed_out,
+        shared_lost: false,
     }
 }
+
+/// [`run`] for a command that rides on (or makes) the shared connection at `socket` (see
+/// [`ssh_args_reusing`]). When ssh comes back with its own exit 255 and nothing answers on
+/// the socket any more, the connection ended under the command: its master was killed or
+/// died. OpenSSH's mux client does not say so at `LogLevel=ERROR` (its "Control master
+/// terminated unexpectedly" is a debug message), so it is looked at here. A master that
+/// was gone before the command is not this case: ssh then makes a fresh connection
+/// itself, with the same pinned options.
+pub fn run_on(
+    program: &Path,
+    args: &[String],
+    input: Option<Input<'_>>,
+    timeout: Duration,
+    socket: Option<&Path>,
+) -> Raw {
+    let mut raw = run(program, args, input, timeout);
+    if let Some(s) = socket {
+        raw.shared_lost = raw.exit == Some(255) && !raw.timed_out && !master_answers(s);
+    }
+    raw
+}
+
+/// Whether a shared connection's master accepts on `socket` (a stale socket file of a
+/// killed master refuses; one that exited removed its file).
+fn master_answers(socket: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(socket).is_ok()
+}
+
+/// What OpenSSH 9's client prints when the shared connection (the ControlMaster and its
+/// socket) fails a command, at `LogLevel=ERROR` and above (from its mux.c and ssh.c). Each
+/// means the transport failed, not the unit: a later run makes a fresh connection.
+const MUX_ERRORS: [&str; 8] = [
+    "master alive request failed",
+    "read from master failed",
+    "master hello exchange failed",
+    "mux_client_request_alive: write packet",
+    "mux_client_request_session: write packet",
+    "send fds failed",
+    "Failed to connect to new control master",
+    // Only above LogLevel=ERROR; kept for a client run with more logging.
+    "Control master terminated unexpectedly",
+];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
@@ -485,6 +655,20 @@ pub fn classify(raw: &Raw, expected_unit: &str, timeout_s: u64) -> Outcome {
             if err.contains(w) && !raw.stdout.contains('{') {
                 return o(UnitState::Pending, format!("unreachable: {}", tail(err)));
             }
+        }
+        // Reached, then lost: the shared connection ended under the command.
+        if raw.shared_lost || MUX_ERRORS.iter().any(|w| err.contains(w)) {
+            return o(
+                UnitState::Pending,
+                format!(
+                    "the shared SSH connection to the unit ended during the command (its ssh master was killed or died){}; the agent may have applied, re-run to verify",
+                    if err.trim().is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", tail(err))
+                    }
+                ),
+            );
         }
     }
     let v = match serde_json::from_str::<serde_json::Value>(raw.stdout.trim()) {
@@ -554,6 +738,7 @@ mod tests {
             stdout: stdout.into(),
             stderr: stderr.into(),
             timed_out: false,
+            shared_lost: false,
         }
     }
 
@@ -746,11 +931,93 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_connection_lost_under_a_command_is_pending() {
+        // The master killed mid-command: ssh exits 255 and says nothing at LogLevel=ERROR;
+        // run_on finds the socket dead. Even a whole answer without its exit status is
+        // only pending.
+        for stdout in [String::new(), answer("u1")] {
+            let mut r = raw(Some(255), &stdout, "");
+            r.shared_lost = true;
+            let o = classify(&r, "u1", 60);
+            assert_eq!(o.state, UnitState::Pending, "{o:?}");
+            assert!(o.reason.unwrap().contains("shared SSH connection"));
+        }
+        for text in [
+            "mux_client_request_session: master alive request failed\n",
+            "mux_client_request_session: read from master failed: Broken pipe\n",
+            "muxclient: master hello exchange failed\n",
+            "mux_client_request_alive: write packet: Broken pipe\n",
+            "Failed to connect to new control master\n",
+        ] {
+            let o = classify(&raw(Some(255), "", text), "u1", 60);
+            assert_eq!(o.state, UnitState::Pending, "{text} -> {o:?}");
+        }
+        // Without either, an exit 255 with no answer stays a failure; and a refused host
+        // key is refused whatever became of the connection.
+        assert_eq!(
+            classify(&raw(Some(255), "", ""), "u1", 60).state,
+            UnitState::Failed
+        );
+        let mut r = raw(Some(255), "", "Host key verification failed.\n");
+        r.shared_lost = true;
+        assert_eq!(classify(&r, "u1", 60).state, UnitState::Failed);
+        // A unit that was never reached has no connection to lose: it is unreachable.
+        let mut r = raw(
+            Some(255),
+            "",
+            "ssh: connect to host 10.0.0.1 port 22: Connection refused\n",
+        );
+        r.shared_lost = true;
+        let o = classify(&r, "u1", 60);
+        assert!(o.reason.unwrap().starts_with("unreachable"));
+    }
+
+    /// `sh -c script` with `len` bytes on its stdin: what came back and how many were taken.
+    fn fed(script: &str, len: usize) -> (Raw, u64) {
+        let sent = AtomicU64::new(0);
+        let mut data = std::io::Cursor::new(vec![1u8; len]);
+        let r = run(
+            Path::new("sh"),
+            &["-c".into(), script.into()],
+            Some(Input {
+                from: &mut data,
+                sent: &sent,
+            }),
+            Duration::from_secs(10),
+        );
+        (r, sent.load(Ordering::Relaxed))
+    }
+
+    #[test]
+    fn run_feeds_stdin_as_the_child_takes_it_and_counts_it() {
+        let (r, sent) = fed("wc -c", 300_000);
+        assert_eq!(
+            (r.exit, r.stdout.trim(), sent),
+            (Some(0), "300000", 300_000),
+            "{r:?}"
+        );
+        // A child that answers before it reads (more than a pipe holds on both sides) is
+        // not deadlocked by a full stdin.
+        let (r, sent) = fed("head -c 200000 /dev/zero | tr '\\0' a; wc -c", 1_000_000);
+        assert_eq!((r.exit, sent), (Some(0), 1_000_000), "{r:?}");
+        assert!(r.stdout.ends_with("1000000\n") && r.stdout.len() == 200_008);
+        // One that never reads gets its input cut off at its exit, and what it said is
+        // still there.
+        let (r, sent) = fed("echo early; exit 4", 1_000_000);
+        assert_eq!(
+            (r.exit, r.stdout.as_str(), r.timed_out),
+            (Some(4), "early\n", false)
+        );
+        assert!(sent < 1_000_000, "{sent}");
+    }
+
+    #[test]
     fn run_enforces_the_deadline() {
         let t0 = Instant::now();
         let r = run(
             Path::new("sleep"),
             &["5".into()],
+            None,
             Duration::from_millis(200),
         );
         assert!(r.timed_out);
@@ -758,6 +1025,7 @@ mod tests {
         let r = run(
             Path::new("sh"),
             &["-c".into(), "echo out; echo err >&2; exit 3".into()],
+            None,
             Duration::from_secs(5),
         );
         assert_eq!(
@@ -774,6 +1042,7 @@ mod tests {
                 "head -c 300000 /dev/zero | tr '\\0' a; head -c 200000 /dev/zero | tr '\\0' b >&2"
                     .into(),
             ],
+            None,
             Duration::from_secs(10),
         );
         assert_eq!(
@@ -787,6 +1056,7 @@ mod tests {
         let r = run(
             Path::new("sh"),
             &["-c".into(), "exec >&- 2>&-; sleep 5".into()],
+            None,
             Duration::from_millis(300),
         );
         assert!(

@@ -84,13 +84,31 @@ CREATE TABLE IF NOT EXISTS show_events(
 CREATE INDEX IF NOT EXISTS show_events_unit ON show_events(unit_id, id);
 ";
 
-/// The latest recorded show push of a unit.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ShowLatest {
-    pub state: UnitState,
-    pub reason: Option<String>,
-    pub readback: Option<String>,
-    pub recorded_ms: u64,
+/// The latest recorded show push of a unit: the same columns as a PAUSE-off push's.
+pub type ShowLatest = Latest;
+
+/// The columns a [`Latest`] is read from, in `unit_events` and `show_events` alike.
+const LATEST_COLUMNS: &str = "state, recorded_ms, reason, readback";
+
+/// The history rows of a table of unit events (`unit_events`, `show_events`).
+fn unit_history(table: &str) -> String {
+    format!(
+        "SELECT r.run_id, r.kind, r.operator, 'unit', e.unit_id, e.site, e.state,
+                e.reason, e.readback, e.recorded_ms, e.id
+         FROM {table} e JOIN runs r USING (run_id)"
+    )
+}
+
+/// A row of [`LATEST_COLUMNS`] as a [`Latest`].
+fn latest_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<Latest> {
+    let s: String = r.get(0)?;
+    Ok(Latest {
+        // The CHECK constraints keep unknown states out.
+        state: UnitState::parse(&s).unwrap_or(UnitState::Failed),
+        recorded_ms: r.get::<_, i64>(1)? as u64,
+        reason: r.get(2)?,
+        readback: r.get(3)?,
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -259,19 +277,12 @@ impl Store {
     pub fn latest_unit(&self, unit_id: &str) -> Result<Option<Latest>, StoreError> {
         self.conn
             .query_row(
-                "SELECT state, recorded_ms, reason, readback FROM unit_events
-                 WHERE unit_id = ?1 ORDER BY id DESC LIMIT 1",
+                &format!(
+                    "SELECT {LATEST_COLUMNS} FROM unit_events
+                     WHERE unit_id = ?1 ORDER BY id DESC LIMIT 1"
+                ),
                 params![unit_id],
-                |r| {
-                    let s: String = r.get(0)?;
-                    Ok(Latest {
-                        // The CHECK constraint keeps unknown states out.
-                        state: UnitState::parse(&s).unwrap_or(UnitState::Failed),
-                        recorded_ms: r.get::<_, i64>(1)? as u64,
-                        reason: r.get(2)?,
-                        readback: r.get(3)?,
-                    })
-                },
+                latest_from,
             )
             .optional()
             .map_err(self.e())
@@ -349,18 +360,12 @@ impl Store {
     pub fn latest_show(&self, unit_id: &str) -> Result<Option<ShowLatest>, StoreError> {
         self.conn
             .query_row(
-                "SELECT state, reason, readback, recorded_ms FROM show_events
-                 WHERE unit_id = ?1 AND state <> 'started' ORDER BY id DESC LIMIT 1",
+                &format!(
+                    "SELECT {LATEST_COLUMNS} FROM show_events
+                     WHERE unit_id = ?1 AND state <> 'started' ORDER BY id DESC LIMIT 1"
+                ),
                 params![unit_id],
-                |r| {
-                    let s: String = r.get(0)?;
-                    Ok(ShowLatest {
-                        state: UnitState::parse(&s).unwrap_or(UnitState::Failed),
-                        reason: r.get(1)?,
-                        readback: r.get(2)?,
-                        recorded_ms: r.get::<_, i64>(3)? as u64,
-                    })
-                },
+                latest_from,
             )
             .optional()
             .map_err(self.e())
@@ -370,21 +375,19 @@ impl Store {
     pub fn history(&self, limit: usize) -> Result<Vec<HistoryRow>, StoreError> {
         let mut st = self
             .conn
-            .prepare(
+            .prepare(&format!(
                 "SELECT * FROM (
-                   SELECT r.run_id, r.kind, r.operator, 'unit', e.unit_id, e.site, e.state,
-                          e.reason, e.readback, e.recorded_ms, e.id
-                   FROM unit_events e JOIN runs r USING (run_id)
+                   {units}
                    UNION ALL
                    SELECT r.run_id, r.kind, r.operator, 'pole', p.pole_id, p.site, p.state,
                           p.reason, p.readback, p.recorded_ms, p.id
                    FROM pole_events p JOIN runs r USING (run_id)
                    UNION ALL
-                   SELECT r.run_id, r.kind, r.operator, 'unit', s.unit_id, s.site, s.state,
-                          s.reason, s.readback, s.recorded_ms, s.id
-                   FROM show_events s JOIN runs r USING (run_id)
+                   {shows}
                  ) ORDER BY 10 DESC, 11 DESC LIMIT ?1",
-            )
+                units = unit_history("unit_events"),
+                shows = unit_history("show_events"),
+            ))
             .map_err(self.e())?;
         let rows = st
             .query_map(params![limit as i64], |r| {
@@ -525,13 +528,32 @@ mod tests {
             3,
         )
         .unwrap();
-        assert_eq!(s.latest_show("u1").unwrap().unwrap().state, UnitState::Done);
+        let want = Latest {
+            state: UnitState::Done,
+            recorded_ms: 3,
+            reason: Some("ok".into()),
+            readback: Some("{\"verified\":true}".into()),
+        };
+        assert_eq!(s.latest_show("u1").unwrap(), Some(want.clone()));
         assert_eq!(s.latest_unit("u1").unwrap(), None);
+        // The PAUSE-off table reads back through the same mapping.
+        s.record_unit(
+            run,
+            "u1",
+            None,
+            UnitState::Done,
+            Some("ok"),
+            Some("{\"verified\":true}"),
+            None,
+            3,
+        )
+        .unwrap();
+        assert_eq!(s.latest_unit("u1").unwrap(), Some(want));
         let h = s.history(10).unwrap();
-        assert_eq!(h.len(), 2);
+        assert_eq!(h.len(), 3);
         assert_eq!(
-            (h[1].kind.as_str(), h[1].state.as_str()),
-            ("push show", "done")
+            (h[2].kind.as_str(), h[2].reason.as_deref()),
+            ("push show", Some("ok"))
         );
     }
 

@@ -108,21 +108,47 @@ fn procs_naming(needle: &str) -> Vec<String> {
     v
 }
 
-#[test]
-fn one_connection_per_unit_and_no_unpinned_host_through_it() {
+/// Whether this test can run sshd (root; it logs in as root here); says why not.
+fn can_run_sshd() -> bool {
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: needs root (sshd logs in as root)");
-        return;
+        return false;
     }
     if !Path::new("/usr/sbin/sshd").exists() {
         panic!("FAILED: /usr/sbin/sshd missing (scripts/deps/fleet.apt)");
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
+    true
+}
+
+/// The client's key in `dir` and an authorized_keys file holding it.
+fn client_key(dir: &Path) -> (PathBuf, PathBuf) {
     let id = dir.join("id");
     keygen(&id);
     let authorized = dir.join("authorized_keys");
     std::fs::copy(dir.join("id.pub"), &authorized).unwrap();
+    (id, authorized)
+}
+
+/// The fleet's SSH settings for root with key `id`, host keys only from `kh`.
+fn client(id: &Path, kh: &Path) -> SshConfig {
+    SshConfig {
+        user: "root".into(),
+        identity: Some(id.to_path_buf()),
+        known_hosts: kh.to_path_buf(),
+        connect_timeout_s: 5,
+        command_timeout_s: 30,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn one_connection_per_unit_and_no_unpinned_host_through_it() {
+    if !can_run_sshd() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (id, authorized) = client_key(dir);
     let a = start_sshd(dir, "a", &authorized);
     let b = start_sshd(dir, "b", &authorized);
     // Pinned: a's key for a; b's port pinned to a's key (a changed key); no line for b's
@@ -139,14 +165,7 @@ fn one_connection_per_unit_and_no_unpinned_host_through_it() {
         ),
     )
     .unwrap();
-    let cfg = SshConfig {
-        user: "root".into(),
-        identity: Some(id.clone()),
-        known_hosts: kh.clone(),
-        connect_timeout_s: 5,
-        command_timeout_s: 30,
-        ..Default::default()
-    };
+    let cfg = client(&id, &kh);
     let ctl = ControlDir::create(&cfg.ssh).unwrap();
     let ctl_path = ctl.path().display().to_string();
     let t = Duration::from_secs(30);
@@ -154,6 +173,7 @@ fn one_connection_per_unit_and_no_unpinned_host_through_it() {
         ssh::run(
             &cfg.ssh,
             &ssh::ssh_args_reusing(&cfg, "127.0.0.1", port, cmd, &ctl.socket(slot)),
+            None,
             t,
         )
     };
@@ -229,4 +249,106 @@ fn one_connection_per_unit_and_no_unpinned_host_through_it() {
     }
     assert!(!Path::new(&ctl_path).exists());
     assert!(!Path::new(&format!("{ctl_path}-closing")).exists());
+}
+
+/// The pid of the shared connection's master for `socket` (its command line is
+/// `ssh: SOCKET [mux]`).
+fn master_of(socket: &Path) -> Option<i32> {
+    procs_naming(&socket.display().to_string())
+        .into_iter()
+        .find(|p| p.contains("[mux]"))
+        .and_then(|p| p.split(':').next()?.parse().ok())
+}
+
+#[test]
+fn a_shared_connection_killed_between_or_under_commands() {
+    if !can_run_sshd() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (id, authorized) = client_key(dir);
+    let a = start_sshd(dir, "a", &authorized);
+    let kh = dir.join("known_hosts");
+    std::fs::write(
+        &kh,
+        format!("[127.0.0.1]:{} {}\n", a.port, host_key(dir, "a")),
+    )
+    .unwrap();
+    let cfg = client(&id, &kh);
+    let ctl = ControlDir::create(&cfg.ssh).unwrap();
+    let sock = ctl.socket(0);
+    let on = |cmd: &str| {
+        ssh::run_on(
+            &cfg.ssh,
+            &ssh::ssh_args_reusing(&cfg, "127.0.0.1", a.port, cmd, &sock),
+            None,
+            Duration::from_secs(30),
+            Some(&sock),
+        )
+    };
+    let kill = |pid: i32| unsafe { libc::kill(pid, libc::SIGKILL) };
+
+    let r = on("echo one");
+    assert_eq!((r.exit, r.stdout.trim()), (Some(0), "one"), "{r:?}");
+    let master = master_of(&sock).expect("a shared connection after the first command");
+
+    // Killed between two commands: its socket is stale; ssh finds nobody behind it and
+    // makes a fresh connection (the same pinned options) for the next command.
+    kill(master);
+    let t0 = Instant::now();
+    while master_of(&sock) == Some(master) && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(sock.exists(), "a SIGKILLed master cannot remove its socket");
+    let r = on("echo two");
+    assert_eq!((r.exit, r.stdout.trim()), (Some(0), "two"), "{r:?}");
+    assert!(!r.shared_lost);
+    assert_eq!(
+        logins(&a),
+        2,
+        "the next command did not make a fresh connection"
+    );
+    let master = master_of(&sock).expect("the fresh connection is shared again");
+
+    // Killed under a command: ssh exits 255 and, at LogLevel=ERROR, says nothing. The
+    // unit is pending (retryable), not failed.
+    let started = dir.join("started");
+    let cmd = format!("touch {}; sleep 5; echo three", started.display());
+    let killer = std::thread::spawn({
+        let started = started.clone();
+        move || {
+            let t0 = Instant::now();
+            while !started.exists() && t0.elapsed() < Duration::from_secs(20) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            unsafe { libc::kill(master, libc::SIGKILL) };
+        }
+    });
+    let r = on(&cmd);
+    killer.join().unwrap();
+    assert!(started.exists(), "the command never ran");
+    assert_eq!(r.exit, Some(255), "{r:?}");
+    assert!(!r.stdout.contains("three") && !r.timed_out, "{r:?}");
+    assert!(r.shared_lost, "run_on missed the lost connection: {r:?}");
+    let o = ssh::classify(&r, "u1", 30);
+    assert_eq!(o.state, UnitState::Pending, "{o:?}");
+    assert!(
+        o.reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("shared SSH connection"),
+        "{o:?}"
+    );
+    // The same answer without run_on's look at the socket is an ordinary failure: the
+    // look is what tells the two apart.
+    let plain = ssh::Raw {
+        shared_lost: false,
+        ..r
+    };
+    assert_eq!(ssh::classify(&plain, "u1", 30).state, UnitState::Failed);
+    // And the next command is fine again, over a fresh connection.
+    let r = on("echo four");
+    assert_eq!((r.exit, r.stdout.trim()), (Some(0), "four"), "{r:?}");
+    ctl.close();
 }

@@ -639,13 +639,17 @@ want_hashes() { python3 -c 'import hashlib,json,sys; d=sys.argv[1]; print(json.d
 H1=$(want_hashes "$S1" big.fseq songs/b.fseq)
 nsenter --net="/run/netns/$OP" -- "$FLEET" --config "$T/fleet.yaml" --db "$DB" push show "$S1" --parallel 4 --chunk-mib 4 --json > "$T/ps1.json" 2> "$T/ps1.err" &
 fpid=$!
-# u2 dies (its agent, SIGKILL) once some 6 MiB of the big file are staged on it.
+# u2 dies (its agent, SIGKILL) once some 6 MiB of the big file are staged on it: the
+# agent of the `show put` then running (between two puts there is none: look again).
 killed=0
 for _ in $(seq 600); do
   part=$(find "$T/u2/data/staging" -name '*.part' -size +6M 2>/dev/null | head -1)
   if [ -n "$part" ]; then
-    for p in $(pgrep -f "pfx-agent dispatch --config $T/u2/agent.yaml"); do kill -9 "$p" 2>/dev/null; done
-    killed=1; break
+    agents=$(pgrep -f "pfx-agent dispatch --config $T/u2/agent.yaml")
+    if [ -n "$agents" ]; then
+      for p in $agents; do kill -9 "$p" 2>/dev/null; done
+      killed=1; break
+    fi
   fi
   sleep 0.05
 done
@@ -724,6 +728,33 @@ for i in 1 2 3 4; do
 import hashlib,json,os,sys; d=sys.argv[1]; s=os.path.join(d, os.readlink(d+\"/active\")); m=json.load(open(s+\"/manifest.json\"))
 assert all(hashlib.sha256(open(s+\"/\"+n,\"rb\").read()).hexdigest()==h for n,h in m[\"files\"].items())' $T/u$i/data"
 done
+# The unit's shared SSH connection killed (SIGKILL of its master) under a `show put`: the
+# unit is pending (retryable), not failed; the push again resumes it and finishes. (Killed
+# between two commands instead, ssh itself makes a fresh connection: fleet/tests/ssh_reuse.rs.)
+S4="$T/shows/lost"; mkdir -p "$S4"
+make_fseq "$S4/lost.fseq" 4700 4          # ~4 MiB: one 4 MiB chunk, some 2 s at u2's rate
+show_yaml lost.fseq > "$S4/show.yaml"
+H4=$(want_hashes "$S4" lost.fseq)
+DB="$T/show-lost.db"
+ctl4="$T/ctl4"; mkdir -m 700 "$ctl4"
+nsenter --net="/run/netns/$OP" -- env TMPDIR="$ctl4" "$FLEET" --config "$T/fleet.yaml" --db "$DB" push show "$S4" --unit u2 --chunk-mib 4 > "$T/pl.out" 2> "$T/pl.err" &
+fpid=$!
+killed=0
+for _ in $(seq 600); do
+  if [ -n "$(find "$T/u2/data/staging" -name '*.part' -size +1M 2>/dev/null | head -1)" ]; then
+    m=$(pgrep -f "^ssh: $ctl4/pfx-fleet-ssh\..*\[mux\]" | head -1)
+    [ -n "$m" ] && kill -9 "$m" && killed=1
+    break
+  fi
+  sleep 0.05
+done
+wait $fpid; rc=$?
+check "u2's shared connection killed under a show put (killed $killed): push exits 1 (got $rc), u2 recorded pending, the lost connection named" bash -c "[ $killed = 1 ] && [ $rc = 1 ] && grep -q 'recorded u2 pending: show put: the shared SSH connection to the unit ended during the command' $T/pl.err"
+left="$(ls -A "$ctl4") $(pgrep -a -f "$ctl4")"
+check "after the lost connection: no control directory, no shared connection left ($left)" [ "$left" = " " ]
+fleet push show "$S4" --unit u2 > "$T/pl2.out" 2> "$T/pl2.err"; rc=$?
+check "the push again resumes u2 and finishes (exit $rc)" bash -c "[ $rc = 0 ] && grep -q '^recorded u2 done' $T/pl2.err"
+check "u2: done with the lost show's hashes, its player plays it" readback_ok u2 "$H4" lost
 for i in 1 2 3 4; do kill "$(cat "$T/u$i/player.pid")" 2>/dev/null; done
 DB="$T/fleet.db"
 
@@ -820,17 +851,27 @@ PY
 fleet top --site hall-a --json > "$T/top4.json" 2> "$T/top4.err"; rc=$?
 check "top --json after u2's stop: u2 not answering (connection refused), others still answer, exit 1 (got $rc)" rc_is 1 $rc top_rows_ok $T/top4.json u1:up:59.94:1:412:0 u2:down:connection_refused u3:up:60:0:95:12
 # A unit that accepts the connection and never answers: timed out, and the others are
-# not held up beyond the one timeout.
+# not held up beyond the one timeout. The listener says when it listens (a fixed sleep
+# lost that race at high load, and u2 read as refused); the time allowed is top's own
+# timeout above what a top of one answering unit takes just before, on the same load.
+rm -f "$T/silent.ready"
 nsenter --net="/run/netns/pfxfl${P}u2" -- python3 -c '
-import socket, time
+import socket, sys, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("10.77.0.12", 8080)); s.listen(8)
-time.sleep(120)' > /dev/null 2>&1 &
+open(sys.argv[1], "w").close()
+time.sleep(120)' "$T/silent.ready" > /dev/null 2>&1 &
 PIDS+=($!); silent=$!
-sleep 0.3
+for _ in $(seq 200); do [ -e "$T/silent.ready" ] && break; sleep 0.05; done
+[ -e "$T/silent.ready" ] || fail "the silent listener on u2 never listened"
+top_timeout_ms=1000
+t0=$(date +%s%N)
+fleet top --site hall-a --unit u1 --json --timeout-s 1 > /dev/null 2>&1
+base_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 t0=$(date +%s%N)
 fleet top --site hall-a --json --timeout-s 1 > "$T/top5.json" 2> "$T/top5.err"; rc=$?
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-check "top --json with u2 silent: u2 timed out, others answer, in ${ms} ms (exit $rc)" rc_is 1 $rc rc_is yes "$([ $ms -lt 2500 ] && echo yes)" top_rows_ok $T/top5.json u1:up:59.94:1:412:0 u2:down:timed_out u3:up:60:0:95:12
+bound=$(( base_ms + top_timeout_ms + 800 ))
+check "top --json with u2 silent: u2 timed out, others answer, in ${ms} ms (under ${bound}: one answering unit took ${base_ms}, + the ${top_timeout_ms} ms timeout) (exit $rc)" rc_is 1 $rc rc_is yes "$([ $ms -lt $bound ] && echo yes)" top_rows_ok $T/top5.json u1:up:59.94:1:412:0 u2:down:timed_out u3:up:60:0:95:12
 kill $silent 2>/dev/null; wait $silent 2>/dev/null
 # A real player (the demo show) behind u3's address: its /profile reads as the typed
 # document, with a frame rate and a wire_send p99 of its own.
