@@ -749,7 +749,7 @@ for _ in $(seq 600); do
   sleep 0.05
 done
 wait $fpid; rc=$?
-check "u2's shared connection killed under a show put (killed $killed): push exits 1 (got $rc), u2 recorded pending, the lost connection named" bash -c "[ $killed = 1 ] && [ $rc = 1 ] && grep -q 'recorded u2 pending: show put: the shared SSH connection to the unit ended during the command' $T/pl.err"
+check "u2's shared connection killed under a show put (killed $killed): push exits 1 (got $rc), u2 recorded pending, the lost connection named" bash -c "[ $killed = 1 ] && [ $rc = 1 ] && grep -q 'recorded u2 pending: show put: the shared SSH connection to the unit ended during the command' $T/pl.err || { sed 's/^/    pl.err: /' $T/pl.err >&2; false; }"
 left="$(ls -A "$ctl4") $(pgrep -a -f "$ctl4")"
 check "after the lost connection: no control directory, no shared connection left ($left)" [ "$left" = " " ]
 fleet push show "$S4" --unit u2 > "$T/pl2.out" 2> "$T/pl2.err"; rc=$?
