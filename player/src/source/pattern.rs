@@ -8,31 +8,64 @@ use crate::geometry::PoleMap;
 /// `layout` (in the sequence's RGB(W) channel order; geometry applies colour order).
 pub fn render(kind: PatternKind, color: [u8; 3], t: f64, layout: &[PoleMap], channels: &mut [u8]) {
     channels.fill(0);
-    // One hue wheel per frame: 1,024 HSV conversions instead of one per pixel, so a
-    // 1,000-universe rainbow costs a table lookup per pixel.
-    let mut wheel = [[0u8; 3]; HUES];
-    if kind == PatternKind::Rainbow {
-        for (i, c) in wheel.iter_mut().enumerate() {
-            *c = hsv(i as f64 / HUES as f64, 1.0, 1.0);
+    let frame = Frame::new(kind, color, t);
+    for (index, pole) in layout.iter().enumerate() {
+        let end = (pole.start + pole.channels()).min(channels.len());
+        if let Some(buf) = channels.get_mut(pole.start..end) {
+            frame.render_pixels(index, pole, 0, buf);
         }
     }
-    let shift = ((t * 0.25).fract() * HUES as f64) as usize;
-    for (index, pole) in layout.iter().enumerate() {
+}
+
+/// One moment of a pattern, ready to colour any pixel of any pole: the render thread
+/// builds it once per frame, and both halves of a large pole read it (it is plain data).
+pub struct Frame {
+    kind: PatternKind,
+    color: [u8; 3],
+    t: f64,
+    /// One hue wheel per frame: 1,024 HSV conversions instead of one per pixel, so a
+    /// 5,000-universe rainbow costs a table lookup per pixel.
+    wheel: [[u8; 3]; HUES],
+    shift: usize,
+}
+
+impl Frame {
+    pub fn new(kind: PatternKind, color: [u8; 3], t: f64) -> Frame {
+        let mut wheel = [[0u8; 3]; HUES];
+        if kind == PatternKind::Rainbow {
+            for (i, c) in wheel.iter_mut().enumerate() {
+                *c = hsv(i as f64 / HUES as f64, 1.0, 1.0);
+            }
+        }
+        Frame {
+            kind,
+            color,
+            t,
+            wheel,
+            shift: ((t * 0.25).fract() * HUES as f64) as usize,
+        }
+    }
+
+    /// Pixels `first..` of pole `index` of the layout into `channels`, which holds just
+    /// those pixels in the pole's format: R, G, B set, anything past them (white, a
+    /// partial pixel) black, as `render` leaves them.
+    pub fn render_pixels(&self, index: usize, pole: &PoleMap, first: usize, channels: &mut [u8]) {
         let bpp = pole.format.bytes_per_pixel();
-        let end = (pole.start + pole.channels()).min(channels.len());
-        let Some(buf) = channels.get_mut(pole.start..end) else {
-            continue;
-        };
         let n = pole.pixels.max(1);
-        for (p, px) in buf.chunks_exact_mut(bpp).enumerate() {
-            let rgb = match kind {
-                PatternKind::Solid => color,
-                PatternKind::Chase => chase(color, p, n, t),
-                PatternKind::Rainbow => wheel[(p * HUES / n + shift) % HUES],
+        let t = self.t;
+        let mut chunks = channels.chunks_exact_mut(bpp);
+        for (k, px) in chunks.by_ref().enumerate() {
+            let p = first + k;
+            let rgb = match self.kind {
+                PatternKind::Solid => self.color,
+                PatternKind::Chase => chase(self.color, p, n, t),
+                PatternKind::Rainbow => self.wheel[(p * HUES / n + self.shift) % HUES],
                 PatternKind::Id => id(index, p, t),
             };
             px[..3].copy_from_slice(&rgb);
+            px[3..].fill(0);
         }
+        chunks.into_remainder().fill(0);
     }
 }
 
@@ -149,6 +182,41 @@ mod tests {
         let mut b = vec![0; 900];
         render(PatternKind::Rainbow, [0; 3], 1.0, &layout(), &mut b);
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn a_pole_rendered_in_two_pieces_equals_the_whole() {
+        for kind in [
+            PatternKind::Solid,
+            PatternKind::Chase,
+            PatternKind::Rainbow,
+            PatternKind::Id,
+        ] {
+            for format in [PixelFormat::Rgb8, PixelFormat::Rgbw8] {
+                let pole = PoleMap {
+                    start: 0,
+                    pixels: 1000,
+                    format,
+                    order: ColorOrder::Rgb,
+                };
+                let len = pole.channels();
+                let mut whole = vec![0xa5; len];
+                render(
+                    kind,
+                    [4, 5, 6],
+                    0.3,
+                    std::slice::from_ref(&pole),
+                    &mut whole,
+                );
+                let f = Frame::new(kind, [4, 5, 6], 0.3);
+                let mut parts = vec![0xa5; len];
+                let cut = 377 * format.bytes_per_pixel();
+                let (a, b) = parts.split_at_mut(cut);
+                f.render_pixels(0, &pole, 0, a);
+                f.render_pixels(0, &pole, 377, b);
+                assert_eq!(parts, whole, "{kind:?} {format:?}");
+            }
+        }
     }
 
     #[test]
