@@ -5,7 +5,7 @@
 //! binary only; it tells the render thread by its name (`pfx-render`), read with
 //! prctl(PR_GET_NAME), which allocates nothing. A show with a large sACN output, which
 //! renders each frame in halves on the render thread and the output's helper
-//! (`pfx-render-half`), allocates on neither.
+//! (`pfx-send`), allocates on neither.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

@@ -26,9 +26,9 @@ use crate::wire::Datagrams;
 /// and ordinary poles (a few universes, one bigPacket) never get a thread at all.
 pub const SPLIT_MIN_DATAGRAMS: usize = 128;
 
-/// The helper thread's name: it renders part of the render thread's frame, and the
-/// allocation test tells both apart from the other threads by their names.
-pub const WORKER_THREAD: &str = "pfx-render-half";
+/// The helper thread's name. It kept the name it had when it only sent (tools and tests
+/// look for it); the allocation test tells it and the render thread apart by name.
+pub const WORKER_THREAD: &str = "pfx-send";
 
 /// A job for the helper: a closure on the caller's stack, its lifetime erased.
 struct Job(*mut (dyn FnMut() + Send + 'static));

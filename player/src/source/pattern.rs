@@ -53,6 +53,10 @@ impl Frame {
         let bpp = pole.format.bytes_per_pixel();
         let n = pole.pixels.max(1);
         let t = self.t;
+        if self.kind == PatternKind::Rainbow {
+            self.rainbow(first, n, bpp, channels);
+            return;
+        }
         let mut chunks = channels.chunks_exact_mut(bpp);
         for (k, px) in chunks.by_ref().enumerate() {
             let p = first + k;
@@ -64,6 +68,29 @@ impl Frame {
             };
             px[..3].copy_from_slice(&rgb);
             px[3..].fill(0);
+        }
+        chunks.into_remainder().fill(0);
+    }
+
+    /// The rainbow, run by run: pixel p shows hue `p * HUES / n` (shifted), so on a long
+    /// pole about n / 1,024 neighbours share one colour. One division per run instead of
+    /// one per pixel: at 850,000 pixels the per-pixel division was most of the source
+    /// stage's 1.5 ms.
+    fn rainbow(&self, first: usize, n: usize, bpp: usize, channels: &mut [u8]) {
+        let mut chunks = channels.chunks_exact_mut(bpp);
+        let count = chunks.len();
+        let mut k = 0;
+        while k < count {
+            let hue = (first + k) * HUES / n;
+            // The first pixel q with q * HUES / n > hue.
+            let next = ((hue + 1) * n).div_ceil(HUES);
+            let end = next.saturating_sub(first).clamp(k + 1, count);
+            let rgb = self.wheel[(hue + self.shift) % HUES];
+            for px in chunks.by_ref().take(end - k) {
+                px[..3].copy_from_slice(&rgb);
+                px[3..].fill(0);
+            }
+            k = end;
         }
         chunks.into_remainder().fill(0);
     }
@@ -215,6 +242,31 @@ mod tests {
                 f.render_pixels(0, &pole, 0, a);
                 f.render_pixels(0, &pole, 377, b);
                 assert_eq!(parts, whole, "{kind:?} {format:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_rainbow_run_by_run_is_the_per_pixel_formula() {
+        for (pixels, first, t) in [
+            (850_000, 0, 0.7),
+            (1000, 377, 0.1),
+            (3, 1, 0.0),
+            (2047, 5, 3.3),
+        ] {
+            let pole = PoleMap {
+                start: 0,
+                pixels,
+                format: PixelFormat::Rgb8,
+                order: ColorOrder::Rgb,
+            };
+            let f = Frame::new(PatternKind::Rainbow, [0; 3], t);
+            let mut got = vec![0xa5; (pixels - first) * 3];
+            f.render_pixels(0, &pole, first, &mut got);
+            for (k, px) in got.chunks(3).enumerate() {
+                let p = first + k;
+                let want = f.wheel[(p * HUES / pixels + f.shift) % HUES];
+                assert_eq!(px, want, "pixel {p} of {pixels}");
             }
         }
     }
