@@ -1,16 +1,17 @@
-//! What this machine allows a 60 fps loop, without pfx: the reference for the 1,000-universe
-//! cell (bench/player.sh cell B). Two paced loops on the player's clock (absolute deadlines,
-//! SCHED_FIFO like the render thread), each for the given seconds:
+//! What this machine allows a 60 fps loop, without pfx: the reference for the large-show
+//! cells (bench/player.sh cells B and B5). Two paced loops on the player's clock (absolute
+//! deadlines, SCHED_FIFO like the render thread), each for the given seconds:
 //!
-//! - `sendmmsg`: 1,000 sACN datagrams, encoded once before the loop, sent each frame by one
-//!   bare `sendmmsg` loop on loopback multicast (the least any player can do per frame);
+//! - `sendmmsg`: UNIVERSES sACN datagrams (1,000 unless given), encoded once before the
+//!   loop, sent each frame by one bare `sendmmsg` loop on loopback multicast (the least any
+//!   player can do per frame);
 //! - `compute`: a fixed 512 KiB copy and sum per frame, no system calls: how often the host
 //!   makes the same work slower (a frame taking 3x its median is counted as slowed).
 //!
 //! A miss is what the player counts: the frame's work ended after the next frame's deadline.
 //! One attempt; a loop that could not send its datagrams is printed UNMEASURABLE.
 //!
-//! cargo bench -p pfx-player --bench paced_reference [-- SECONDS]
+//! cargo bench -p pfx-player --bench paced_reference [-- SECONDS [UNIVERSES] [--no-compute]]
 
 use std::os::fd::AsRawFd;
 
@@ -20,7 +21,6 @@ use pfx_player::sys::time::{mono_ns, sleep_until};
 use pfx_player::wire::Datagrams;
 use pfx_player::wire::sacn;
 
-const UNIVERSES: usize = 1000;
 const FPS: u32 = 60;
 
 struct Paced {
@@ -78,10 +78,11 @@ fn report(name: &str, r: Option<Paced>) {
 }
 
 fn main() {
-    let seconds: f64 = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(60.0);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut numbers = args.iter().filter_map(|a| a.parse::<f64>().ok());
+    let seconds = numbers.next().unwrap_or(60.0);
+    let universes = numbers.next().map_or(1000, |u| u as usize).max(1);
+    let compute = !args.iter().any(|a| a == "--no-compute");
     let param = libc::sched_param { sched_priority: 10 };
     // SAFETY: plain syscall on the calling thread with a valid param.
     let fifo = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
@@ -94,7 +95,7 @@ fn main() {
         }
     );
 
-    let mut batch = Datagrams::new(UNIVERSES, sacn::MAX_PACKET);
+    let mut batch = Datagrams::new(universes, sacn::MAX_PACKET);
     let mut enc = sacn::Encoder::new(
         sacn::Config {
             cid: uuid::Uuid::nil(),
@@ -105,9 +106,9 @@ fn main() {
             sync_universe: None,
             dest: sacn::Dest::Multicast { port: 5568 },
         },
-        UNIVERSES * 510,
+        universes * 510,
     );
-    let pixels: Vec<u8> = (0..UNIVERSES * 510).map(|i| (i % 251) as u8).collect();
+    let pixels: Vec<u8> = (0..universes * 510).map(|i| (i % 251) as u8).collect();
     enc.encode(&pixels, &mut batch)
         .expect("encode reference frame");
     let sock = open_udp(&SocketOptions {
@@ -124,12 +125,15 @@ fn main() {
     )
     .expect("IP_MULTICAST_IF lo");
     set_dont_fragment(&sock).expect("DF");
-    let mut sender = Sender::new(UNIVERSES);
+    let mut sender = Sender::new(universes);
     let fd = sock.as_raw_fd();
     report(
-        "sendmmsg (1,000 datagrams, one thread)",
-        paced(seconds, || sender.send(fd, &batch, true).sent == UNIVERSES),
+        &format!("sendmmsg ({universes} datagrams, one thread)"),
+        paced(seconds, || sender.send(fd, &batch, true).sent == universes),
     );
+    if !compute {
+        return;
+    }
 
     let src = vec![7u8; 512 << 10];
     let mut dst = vec![0u8; 512 << 10];

@@ -3,7 +3,9 @@
 //! frames make no allocation on that thread; then the same poles play a looped sequence
 //! through decode-ahead, and 600 frames of that allocate nothing either. Counted by a global allocator in this test
 //! binary only; it tells the render thread by its name (`pfx-render`), read with
-//! prctl(PR_GET_NAME), which allocates nothing.
+//! prctl(PR_GET_NAME), which allocates nothing. A show with a large sACN output, which
+//! renders each frame in halves on the render thread and the output's helper
+//! (`pfx-send`), allocates on neither.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -42,11 +44,15 @@ fn on_render_thread() -> bool {
             let mut name = [0u8; 16];
             // SAFETY: PR_GET_NAME writes at most 16 bytes (NUL included) into `name`.
             let rc = unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
-            r.set(if rc == 0 && name.starts_with(b"pfx-render\0") {
-                1
-            } else {
-                2
-            });
+            let helper = pfx_player::output::WORKER_THREAD.as_bytes();
+            let is_helper = name.starts_with(helper) && name.get(helper.len()) == Some(&0);
+            r.set(
+                if rc == 0 && (name.starts_with(b"pfx-render\0") || is_helper) {
+                    1
+                } else {
+                    2
+                },
+            );
         }
         r.get() == 1
     })
@@ -361,4 +367,72 @@ fn a_sync_master_and_a_sync_remote_make_no_allocation_on_the_render_thread() {
         status.corrections.load(Ordering::SeqCst) > 10,
         "the remote slewed"
     );
+}
+
+/// A 200-universe sACN output (34,000 pixels, GRB, with a sync universe) from channel
+/// `start`: large enough to render in halves.
+fn big_output(start: usize) -> Output {
+    use pfx_player::config::DeviceProfile;
+    use pfx_player::config::show::ResolvedOutput;
+    let profile = DeviceProfile::from_str(
+        "name: big\nprotocol: sacn\npixels: 34000\npixel_format: rgb8\ncolor_order: grb\ndestination: 127.0.0.1:9\nsacn:\n  sync_universe: 999\n",
+        std::path::Path::new("<test>"),
+    )
+    .expect("test profile");
+    let big = Output::open(
+        &ResolvedOutput {
+            name: "big".into(),
+            destination: profile.destination,
+            start,
+            profile,
+        },
+        &OutputOptions {
+            socket: SocketOptions {
+                interface: "lo".into(),
+                multicast_ttl: 0,
+                multicast_loop: false,
+                blocking: false,
+                send_buffer: None,
+            },
+            cid: uuid::Uuid::nil(),
+            source_name: "alloc test".into(),
+        },
+    )
+    .expect("200-universe output opens on lo");
+    assert!(big.renders_in_halves(), "200 universes render in halves");
+    big
+}
+
+/// The demo's poles and a 200-universe output beside them (its own channels), which
+/// renders its frames in halves: the demo's patterns, then a looped sequence over all the
+/// channels. Neither allocates on the render thread or on the output's helper.
+#[test]
+fn an_output_rendered_in_halves_makes_no_allocation_on_the_render_thread_or_its_helper() {
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    const WARM_UP: u64 = 60;
+    const MEASURED: u64 = 600;
+    let start = {
+        let e = demo_engine();
+        e.outputs
+            .iter()
+            .map(|o| o.map().start + o.map().channels())
+            .max()
+            .unwrap_or(0)
+    };
+    for sequence in [false, true] {
+        let mut engine = demo_engine();
+        engine.outputs.push(big_output(start));
+        if sequence {
+            engine.items = vec![sequence_item(start + 34000 * 3)];
+        }
+        let (frames, allocs) = measure(engine, WARM_UP, MEASURED);
+        assert!(frames >= MEASURED, "{frames} frames");
+        assert_eq!(
+            allocs,
+            0,
+            "in halves ({}): the render thread and its helper allocated {allocs} times in {frames} frames (the first of {} bytes)",
+            if sequence { "a sequence" } else { "patterns" },
+            FIRST_SIZE.load(Ordering::SeqCst)
+        );
+    }
 }

@@ -99,3 +99,117 @@ fn split_send_delivers_every_universe_exactly_once_per_frame() {
         }
     }
 }
+
+const BIG: usize = 5000;
+const BIG_FRAMES: usize = 6;
+const SYNC: u16 = 63999;
+
+/// What the test's sequence frame `f` holds at channel `i`: the universe, the frame and
+/// the position, mixed, so a datagram from the wrong half, universe or frame cannot pass.
+fn channel(f: usize, i: usize) -> u8 {
+    ((i / 510) as u8) ^ (f as u8).wrapping_mul(91) ^ (i as u8).rotate_left(3)
+}
+
+/// 5,000 universes (850,000 pixels) through the render path a show uses: each half of
+/// the universes fills its channels from a sequence frame, maps and encodes them and
+/// sends from its own thread. A real receiver on loopback, parsing with the `sacn` crate,
+/// sees every universe exactly once per frame with the frame's bytes (black past the end
+/// of a short frame), and the synchronization packet after all of them.
+#[test]
+fn five_thousand_universes_rendered_in_halves_arrive_once_per_frame_with_their_bytes() {
+    use pfx_player::geometry::Brightness;
+    use pfx_player::output::Fill;
+
+    let rx = UdpSocket::bind("127.0.0.1:0").expect("bind receiver");
+    big_receive_buffer(&rx);
+    rx.set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    let port = rx.local_addr().expect("addr").port();
+    let mut output = common::output::open_on_lo(
+        &format!(
+            "name: big\nprotocol: sacn\npixels: {}\npixel_format: rgb8\ncolor_order: rgb\ndestination: 127.0.0.1:{port}\nsacn:\n  first_universe: {FIRST}\n  sync_universe: {SYNC}\n",
+            BIG * 170
+        ),
+        Some(8 << 20),
+    );
+    assert!(
+        output.renders_in_halves(),
+        "a {BIG}-universe sACN output must render in halves"
+    );
+    let len = output.map().channels();
+    let mut channels = vec![0xa5u8; len];
+    let brightness = Brightness::new(1.0);
+    let mut buf = vec![0u8; 2048];
+    for f in 0..BIG_FRAMES {
+        let mut data: Vec<u8> = (0..len).map(|i| channel(f, i)).collect();
+        if f == 3 {
+            // A sequence shorter than the layout, ending inside the second half.
+            data.truncate(len - 1000 * 510 - 77);
+        }
+        output.render_and_send(&mut channels, Fill::Frame(&data), &brightness);
+
+        // universe -> (times seen, sequence number, channel data)
+        let mut seen: BTreeMap<u16, (usize, u8, Vec<u8>)> = BTreeMap::new();
+        let mut sync_after = None;
+        while sync_after.is_none() {
+            let n = match rx.recv(&mut buf) {
+                Ok(n) => n,
+                Err(e) => panic!(
+                    "frame {f}: {} universes arrived, then nothing ({e}); no sync packet",
+                    seen.len()
+                ),
+            };
+            let pkt = AcnRootLayerProtocol::parse(&buf[..n]).expect("sacn crate parses it");
+            match pkt.pdu.data {
+                E131RootLayerData::DataPacket(d) => {
+                    let e = seen
+                        .entry(d.universe)
+                        .or_insert((0, d.sequence_number, Vec::new()));
+                    e.0 += 1;
+                    e.2 = d.data.property_values[1..].to_vec();
+                }
+                E131RootLayerData::SynchronizationPacket(s) => {
+                    assert_eq!(s.synchronization_address, SYNC);
+                    sync_after = Some(seen.len());
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(
+            sync_after,
+            Some(BIG),
+            "frame {f}: the sync packet came after all {BIG} universes"
+        );
+        for u in 0..BIG {
+            let universe = FIRST + u as u16;
+            let Some((times, seq, got)) = seen.get(&universe) else {
+                panic!("frame {f}: universe {universe} never arrived");
+            };
+            assert_eq!(
+                *times, 1,
+                "frame {f}: universe {universe} arrived {times} times"
+            );
+            assert_eq!(
+                usize::from(*seq),
+                f + 1,
+                "frame {f}: universe {universe} sequence"
+            );
+            let want: Vec<u8> = (u * 510..(u + 1) * 510)
+                .map(|i| data.get(i).copied().unwrap_or(0))
+                .collect();
+            assert!(
+                got == &want,
+                "frame {f}: universe {universe}: channel data differs"
+            );
+        }
+        assert_eq!(seen.len(), BIG, "frame {f}: no universe outside the output");
+    }
+    let c = output.counters().snapshot();
+    assert_eq!(
+        c.packets,
+        (BIG_FRAMES * (BIG + 1)) as u64,
+        "counted packets"
+    );
+    assert_eq!(c.frames_sent, BIG_FRAMES as u64);
+    assert_eq!((c.frames_dropped, c.frames_failed), (0, 0));
+}

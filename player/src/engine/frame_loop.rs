@@ -1,7 +1,21 @@
 //! The render thread: owns the outputs and the sources, runs background → source →
 //! geometry → wire_send once per tick on absolute deadlines, and never waits on the
 //! network (sockets are non-blocking unless `--blocking-send` asked for the baseline).
+//!
+//! A large sACN output (≥ 128 datagrams per frame) renders in two halves by universe, one
+//! on this thread and one on the output's helper (`output::halves`): each half fills its
+//! channels from the source, maps them and encodes and sends its datagrams, and the frame
+//! goes on when both are done. Those outputs run in the wire_send loop; the stages still
+//! mean what they say, as wall time of the frame:
+//! - source: this thread's source work for the other outputs, plus, for each output in
+//!   halves, the longer of its two halves' source time;
+//! - geometry: the same for geometry;
+//! - wire_send: the rest of the send loop: encoding and sending, the halves' wait for
+//!   each other included.
+//!
+//! Small shows (the demo's three poles) have no output in halves and run as before.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
@@ -12,7 +26,7 @@ use super::clock::FrameClock;
 use super::playlist::{Entry, Now, Playlist};
 use super::sample::{FrameSample, FrameSink, SourceStatus, Stage};
 use crate::geometry::{Brightness, PoleMap};
-use crate::output::Output;
+use crate::output::{Fill, HalfTimes, Output};
 use crate::source::fseq::{Fetch, Prefetcher};
 use crate::source::pattern;
 use crate::sync::pace::{Pacer, Step};
@@ -241,6 +255,10 @@ struct Show {
     error_log: RateLimit,
     /// The playlist has ended and the channels are black (`OnEnd::Black`).
     ended: bool,
+    /// Per output: it fills and maps its own channels in halves (see `plan`).
+    parallel: Vec<bool>,
+    /// The channels this thread fills itself: all but the `parallel` outputs'.
+    serial: Vec<Range<usize>>,
 }
 
 /// Counts events and lets one through every `SOURCE_LOG_EVERY_NS`. No allocation.
@@ -270,6 +288,100 @@ fn fill_channels(channels: &mut [u8], data: &[u8]) {
     let n = data.len().min(channels.len());
     channels[..n].copy_from_slice(&data[..n]);
     channels[n..].fill(0);
+}
+
+/// `fill_channels` for the channel ranges `ranges` of the buffer only (the rest belongs
+/// to outputs that fill their own).
+fn fill_ranges(channels: &mut [u8], data: &[u8], ranges: &[Range<usize>]) {
+    for r in ranges {
+        let end = r.end.min(channels.len());
+        let Some(dst) = channels.get_mut(r.start..end) else {
+            continue;
+        };
+        fill_channels(dst, data.get(r.start..).unwrap_or(&[]));
+    }
+}
+
+/// An output's channels in the show's buffer.
+fn channel_range(m: &PoleMap) -> Range<usize> {
+    m.start..m.start + m.channels()
+}
+
+/// Which outputs fill and map their own channels in halves: those that can (`can`, a
+/// large sACN output), unless another output shares any of their channels. A mirrored
+/// pole reads the same channels, and with a pattern the later pole's colours win in the
+/// shared buffer, an order only a single thread keeps; such an output maps on this
+/// thread and only encodes and sends in halves.
+fn plan(layout: &[PoleMap], can: &[bool]) -> Vec<bool> {
+    let overlap = |a: &Range<usize>, b: &Range<usize>| a.start < b.end && b.start < a.end;
+    (0..layout.len())
+        .map(|i| {
+            let mine = channel_range(&layout[i]);
+            can.get(i).copied().unwrap_or(false)
+                && !layout
+                    .iter()
+                    .enumerate()
+                    .any(|(j, m)| j != i && overlap(&mine, &channel_range(m)))
+        })
+        .collect()
+}
+
+/// The channel buffer (`len` bytes) less the channels of the `parallel` outputs, as
+/// ranges in ascending order.
+fn serial_ranges(len: usize, layout: &[PoleMap], parallel: &[bool]) -> Vec<Range<usize>> {
+    let mut taken: Vec<Range<usize>> = layout
+        .iter()
+        .zip(parallel)
+        .filter(|(_, p)| **p)
+        .map(|(m, _)| channel_range(m))
+        .collect();
+    taken.sort_by_key(|r| r.start);
+    let mut out = Vec::new();
+    let mut at = 0;
+    for r in taken {
+        if r.start > at {
+            out.push(at..r.start.min(len));
+        }
+        at = at.max(r.end);
+    }
+    if at < len {
+        out.push(at..len);
+    }
+    out.retain(|r| !r.is_empty());
+    out
+}
+
+/// A pattern into the channels of the outputs this thread fills (`serial`; the others
+/// render their own): what `pattern::render` leaves there.
+fn render_serial(
+    frame: &pattern::Frame,
+    layout: &[PoleMap],
+    parallel: &[bool],
+    serial: &[Range<usize>],
+    channels: &mut [u8],
+) {
+    for r in serial {
+        channels[r.clone()].fill(0);
+    }
+    for (index, pole) in layout.iter().enumerate() {
+        if parallel.get(index).copied().unwrap_or(false) {
+            continue;
+        }
+        let end = (pole.start + pole.channels()).min(channels.len());
+        if let Some(buf) = channels.get_mut(pole.start..end) {
+            frame.render_pixels(index, pole, 0, buf);
+        }
+    }
+}
+
+/// What the source had for a sequence frame.
+fn source_status(f: &Fetch<'_>) -> SourceStatus {
+    match f {
+        Fetch::Ready(_) => SourceStatus::Fresh,
+        Fetch::Late(_) => SourceStatus::Late,
+        Fetch::Failed(_) => SourceStatus::Error,
+        Fetch::OutOfRange => SourceStatus::PastEnd,
+    }
 }
 
 impl Show {
@@ -307,6 +419,13 @@ impl Show {
             });
         }
         let playlist = Playlist::new(entries, engine.looped, start_ns);
+        let can: Vec<bool> = engine
+            .outputs
+            .iter()
+            .map(Output::renders_in_halves)
+            .collect();
+        let parallel = plan(&layout, &can);
+        let serial = serial_ranges(len, &layout, &parallel);
         Show {
             engine,
             layout,
@@ -315,6 +434,8 @@ impl Show {
             late_log: RateLimit::default(),
             error_log: RateLimit::default(),
             ended: false,
+            parallel,
+            serial,
         }
     }
 }
@@ -495,6 +616,10 @@ fn run(
             None => show.playlist.at(t0),
         };
         let mut played: Option<(usize, u32)> = None;
+        let any_parallel = show.parallel.contains(&true);
+        // What the outputs in halves fill their channels from, in wire_send.
+        let mut frame_data: Option<&[u8]> = None;
+        let mut pattern_frame: Option<pattern::Frame> = None;
         match now_playing {
             Now::Fseq { item, frame } => {
                 played = Some((item, frame));
@@ -502,26 +627,26 @@ fn run(
                     // Late or failed: the newest earlier frame (or what the buffer holds)
                     // goes out again, and the profiler and the journal hear of it.
                     let fetched = prefetch.fetch(frame);
-                    source = match fetched {
-                        Fetch::Ready(_) | Fetch::OutOfRange => SourceStatus::Fresh,
-                        Fetch::Late(_) => SourceStatus::Late,
-                        Fetch::Failed(_) => SourceStatus::Error,
-                    };
-                    if let Some(data) = fetched.data() {
-                        fill_channels(&mut show.channels, data);
+                    source = source_status(&fetched);
+                    frame_data = fetched.data();
+                    if let Some(data) = frame_data {
+                        fill_ranges(&mut show.channels, data, &show.serial);
                     }
-                    log_source(
-                        &mut show.late_log,
-                        &mut show.error_log,
-                        source,
-                        prefetch,
-                        frame,
-                        t0,
-                    );
                 }
             }
             Now::Pattern { kind, color, t, .. } => {
-                pattern::render(kind, color, t, &show.layout, &mut show.channels)
+                if any_parallel {
+                    let f = pattern_frame.insert(pattern::Frame::new(kind, color, t));
+                    render_serial(
+                        f,
+                        &show.layout,
+                        &show.parallel,
+                        &show.serial,
+                        &mut show.channels,
+                    );
+                } else {
+                    pattern::render(kind, color, t, &show.layout, &mut show.channels)
+                }
             }
             Now::Finished => match on_end {
                 OnEnd::Exit => {
@@ -538,9 +663,11 @@ fn run(
         }
         let t2 = mono_ns();
 
-        // geometry: each pole's wire pixels.
-        for o in &mut show.engine.outputs {
-            o.map_from(&show.channels, &show.engine.brightness);
+        // geometry: each pole's wire pixels (the outputs in halves map their own).
+        for (o, parallel) in show.engine.outputs.iter_mut().zip(&show.parallel) {
+            if !parallel {
+                o.map_from(&show.channels, &show.engine.brightness);
+            }
         }
         let t3 = mono_ns();
 
@@ -549,11 +676,38 @@ fn run(
         // the show, whoever goes first gets through. Taking turns shares the loss.
         let stamp = unix_micros();
         let n = show.engine.outputs.len();
+        // The outputs in halves: their source and geometry time, moved to those stages.
+        let mut halves = HalfTimes::default();
         for k in 0..n {
             let i = (tick as usize).wrapping_add(k) % n;
-            show.engine.outputs[i].send_frame(stamp);
+            let o = &mut show.engine.outputs[i];
+            if !show.parallel[i] {
+                o.send_frame(stamp);
+                continue;
+            }
+            let range = channel_range(&show.layout[i]);
+            let fill = match (&pattern_frame, frame_data) {
+                (Some(f), _) => Fill::Pattern(f, i),
+                (None, Some(d)) => Fill::Frame(d.get(range.start..).unwrap_or(&[])),
+                (None, None) => Fill::Keep,
+            };
+            let t = o.render_and_send(&mut show.channels[range], fill, &show.engine.brightness);
+            halves.source_ns += t.source_ns;
+            halves.geometry_ns += t.geometry_ns;
         }
         let t4 = mono_ns();
+        if let Some((item, frame)) = played
+            && let Some(ItemSource::Fseq { prefetch, .. }) = show.engine.items.get(item)
+        {
+            log_source(
+                &mut show.late_log,
+                &mut show.error_log,
+                source,
+                prefetch,
+                frame,
+                t0,
+            );
+        }
         if let SyncLink::Master(a) = &mut sync {
             let item_start_ns = show.playlist.item_start_ns();
             let playing = played.and_then(|(item, frame)| match show.engine.items.get(item) {
@@ -575,9 +729,10 @@ fn run(
             stage_ns: {
                 let mut s = [0; Stage::COUNT];
                 s[Stage::Background as usize] = t1 - t0;
-                s[Stage::Source as usize] = t2 - t1;
-                s[Stage::Geometry as usize] = t3 - t2;
-                s[Stage::WireSend as usize] = t4 - t3;
+                s[Stage::Source as usize] = t2 - t1 + halves.source_ns;
+                s[Stage::Geometry as usize] = t3 - t2 + halves.geometry_ns;
+                s[Stage::WireSend as usize] =
+                    (t4 - t3).saturating_sub(halves.source_ns + halves.geometry_ns);
                 s
             },
             frame_ns: t4 - t0,
@@ -644,6 +799,15 @@ fn log_source(
                 );
             }
         }
+        SourceStatus::PastEnd => {
+            if let Some(n) = error_log.hit(now_ns) {
+                tracing::error!(
+                    "{}: frame {frame} is past the sequence's last frame ({} frames), the previous frame went out again ({n} such frame(s) since this was last logged)",
+                    prefetch.path().display(),
+                    prefetch.frames()
+                );
+            }
+        }
         SourceStatus::Error => {
             if let Some(n) = error_log.hit(now_ns) {
                 tracing::error!(
@@ -682,6 +846,67 @@ mod tests {
             "covers the two held back and itself"
         );
         assert_eq!(r.hit(s + 11), None);
+    }
+
+    #[test]
+    fn a_frame_past_the_sequence_end_is_not_counted_fresh() {
+        assert_eq!(source_status(&Fetch::OutOfRange), SourceStatus::PastEnd);
+        assert!(source_status(&Fetch::OutOfRange).is_error());
+        assert_eq!(source_status(&Fetch::Ready(&[1])), SourceStatus::Fresh);
+        assert_eq!(source_status(&Fetch::Late(None)), SourceStatus::Late);
+        assert_eq!(source_status(&Fetch::Failed(None)), SourceStatus::Error);
+    }
+
+    fn pole(start: usize, pixels: usize) -> PoleMap {
+        PoleMap {
+            start,
+            pixels,
+            format: crate::config::PixelFormat::Rgb8,
+            order: crate::config::ColorOrder::Rgb,
+        }
+    }
+
+    #[test]
+    fn an_output_in_halves_fills_its_own_channels_and_the_render_thread_the_rest() {
+        // 0..30, 30..60 (can), 60..90 (can, but pole 3 mirrors part of it), 75..105.
+        let layout = [pole(0, 10), pole(30, 10), pole(60, 10), pole(75, 10)];
+        let parallel = plan(&layout, &[false, true, true, false]);
+        assert_eq!(parallel, [false, true, false, false]);
+        assert_eq!(serial_ranges(120, &layout, &parallel), [0..30, 60..120]);
+        // Nothing in halves: the whole buffer, as before.
+        assert_eq!(
+            serial_ranges(120, &layout, &[false; 4]),
+            vec![Range { start: 0, end: 120 }]
+        );
+        assert_eq!(
+            serial_ranges(90, &layout, &[true, true, true, false]),
+            Vec::<Range<usize>>::new()
+        );
+    }
+
+    #[test]
+    fn the_serial_fill_and_the_halves_together_are_the_one_thread_fill() {
+        use crate::config::show::PatternKind;
+        let layout = [pole(0, 10), pole(30, 40), pole(150, 5)];
+        let parallel = [false, true, false];
+        let serial = serial_ranges(200, &layout, &parallel);
+        for kind in [PatternKind::Rainbow, PatternKind::Id, PatternKind::Chase] {
+            let mut one = vec![0xa5; 200];
+            pattern::render(kind, [1, 2, 3], 0.4, &layout, &mut one);
+            let mut two = vec![0xa5; 200];
+            let f = pattern::Frame::new(kind, [1, 2, 3], 0.4);
+            render_serial(&f, &layout, &parallel, &serial, &mut two);
+            // Pole 1's own fill, as its halves do it.
+            f.render_pixels(1, &layout[1], 0, &mut two[30..150]);
+            assert_eq!(one, two, "{kind:?}");
+        }
+        let data: Vec<u8> = (0..170).map(|i| i as u8).collect();
+        let mut one = vec![0xa5; 200];
+        fill_channels(&mut one, &data);
+        let mut two = vec![0xa5; 200];
+        fill_ranges(&mut two, &data, &serial);
+        two[30..150].copy_from_slice(&one[30..150]);
+        assert_eq!(one, two);
     }
 
     #[test]

@@ -42,6 +42,17 @@ pub enum SourceStatus {
     Late,
     /// The decoder failed on this part of the file (a corrupt block).
     Error,
+    /// The frame asked for lies past the sequence's last frame (the playlist and the file
+    /// disagree on its length): nothing new to show, the channels keep the last frame.
+    /// Waiting will not bring it, so the profiler counts it with the errors.
+    PastEnd,
+}
+
+impl SourceStatus {
+    /// The profiler's `source_errors`: the source could not give this frame at all.
+    pub fn is_error(self) -> bool {
+        matches!(self, SourceStatus::Error | SourceStatus::PastEnd)
+    }
 }
 
 /// One frame's timing, as the render thread measured it. Plain data: it is copied into a

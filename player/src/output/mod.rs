@@ -2,12 +2,16 @@
 //! pole: its encoder, its socket, its datagram batch and its counters.
 
 pub mod counters;
+mod halves;
 mod pole;
 mod ratelimit;
 mod send;
 mod socket;
 mod split;
 
+pub use split::WORKER_THREAD;
+
+pub use halves::{Fill, HalfTimes};
 pub use pole::{Output, OutputError, OutputOptions};
 pub use ratelimit::RateLimit;
 pub use send::{SendOutcome, Sender};

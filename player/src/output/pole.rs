@@ -7,6 +7,7 @@ use socket2::Socket;
 use uuid::Uuid;
 
 use super::counters::OutputCounters;
+use super::halves::{self, Fill, FrameResult, HalfTimes, Halves, Part, Render};
 use super::ratelimit::RateLimit;
 use super::send::{SendOutcome, Sender};
 use super::socket::{SocketOptions, open_udp, set_dont_fragment, set_multicast_ifindex};
@@ -59,8 +60,8 @@ pub struct Output {
     encoder: Encoder,
     socket: Socket,
     sender: Sender,
-    /// The helper that sends half of each frame, for outputs with many datagrams.
-    split: Option<Splitter>,
+    /// The helper thread of an output with many datagrams per frame.
+    helper: Helper,
     batch: Datagrams,
     pixels: Vec<u8>,
     counters: Arc<OutputCounters>,
@@ -70,6 +71,18 @@ pub struct Output {
     lost_interface: bool,
     last_rebind: Option<Instant>,
     log: RateLimit,
+}
+
+/// How an output uses a second thread.
+enum Helper {
+    /// A small output: the render thread does it all.
+    None,
+    /// The helper sends the second half of each frame's batch (a large DDP or bigPacket
+    /// output: its encoding does not split by universe).
+    Send(Splitter),
+    /// A large sACN output: each half of the universes is rendered, encoded and sent on
+    /// its own thread (see `halves`).
+    Halves(Box<Halves>),
 }
 
 /// Errors that mean "the interface is gone or down", after which the output re-resolves the
@@ -184,14 +197,37 @@ impl Output {
             }
         }
         // The blocking baseline stays single-threaded: it measures a naive player.
-        let split = if per_frame >= SPLIT_MIN_DATAGRAMS && !opts.socket.blocking {
-            Splitter::spawn(slots)
-                .inspect_err(|e| {
-                    tracing::warn!(output = %o.name, "no send helper thread ({e}); this output sends from the render thread alone");
-                })
-                .ok()
+        let halves = match &encoder {
+            Encoder::Sacn(e) if per_frame >= SPLIT_MIN_DATAGRAMS && !opts.socket.blocking => {
+                halves::split(
+                    e.universes(),
+                    usize::from(e.config().universe_size),
+                    p.pixel_format.bytes_per_pixel(),
+                    channels,
+                )
+                .map(|spans| spans.map(|s| Part::new(s, e.config(), shape.slot_len)))
+            }
+            _ => None,
+        };
+        let no_thread = |e: std::io::Error| {
+            tracing::warn!(output = %o.name, "no helper thread ({e}); this output renders and sends from the render thread alone");
+            Helper::None
+        };
+        let helper = if let Some(parts) = halves {
+            Halves::new(parts).map_or_else(no_thread, |h| Helper::Halves(Box::new(h)))
+        } else if per_frame >= SPLIT_MIN_DATAGRAMS && !opts.socket.blocking {
+            Splitter::spawn(slots).map_or_else(no_thread, Helper::Send)
         } else {
-            None
+            Helper::None
+        };
+        // In halves the parts hold the frame's datagrams; the output's own batch carries
+        // only the sync packet and the discovery pages.
+        let batch = match &helper {
+            Helper::Halves(_) => crate::wire::Datagrams::new(
+                per_frame.div_ceil(sacn::DISCOVERY_UNI_PER_PAGE).max(1),
+                shape.slot_len,
+            ),
+            _ => shape.batch(),
         };
         Ok(Output {
             name: o.name.clone(),
@@ -206,8 +242,8 @@ impl Output {
             encoder,
             socket,
             sender: Sender::new(slots),
-            split,
-            batch: shape.batch(),
+            helper,
+            batch,
             pixels: vec![0; channels],
             counters: Arc::new(OutputCounters::default()),
             dontwait: !opts.socket.blocking,
@@ -240,15 +276,94 @@ impl Output {
         self.counters.clone()
     }
 
-    /// CPU time the output's send helper thread has used so far, or None when this output
-    /// sends from the calling thread alone.
+    /// CPU time the output's helper thread has used so far, or None when this output
+    /// renders and sends from the calling thread alone.
     pub fn send_helper_cpu_ns(&self) -> Option<u64> {
-        self.split.as_ref().map(Splitter::cpu_ns)
+        match &self.helper {
+            Helper::None => None,
+            Helper::Send(s) => Some(s.cpu_ns()),
+            Helper::Halves(h) => Some(h.cpu_ns()),
+        }
+    }
+
+    /// The output renders its frames in two halves on two threads (`render_and_send`).
+    pub fn renders_in_halves(&self) -> bool {
+        matches!(self.helper, Helper::Halves(_))
+    }
+
+    /// The whole frame of an output that `renders_in_halves`: its channels (`channels`,
+    /// `map().channels()` bytes from its start channel) filled from `fill`, geometry,
+    /// encoding and send, one half on the render thread and one on the helper. Returns,
+    /// per stage, the longer of the two halves' times. An output without halves only
+    /// maps and sends here.
+    pub fn render_and_send(
+        &mut self,
+        channels: &mut [u8],
+        fill: Fill<'_>,
+        brightness: &crate::geometry::Brightness,
+    ) -> HalfTimes {
+        if !self.renders_in_halves() {
+            let map = PoleMap {
+                start: 0,
+                ..self.map.clone()
+            };
+            crate::geometry::map_pole(channels, &map, brightness, &mut self.pixels);
+            self.send_frame(0);
+            return HalfTimes::default();
+        }
+        let map = self.map.clone();
+        let render = Render {
+            channels,
+            fill,
+            map: &map,
+            brightness,
+        };
+        self.frame_in_halves(Some(render))
+    }
+
+    /// A frame of an output in halves, then its sync packet once both halves are out.
+    fn frame_in_halves(&mut self, render: Option<Render<'_>>) -> HalfTimes {
+        let fd = self.socket.as_raw_fd();
+        let Helper::Halves(h) = &mut self.helper else {
+            return HalfTimes::default();
+        };
+        let FrameResult {
+            mut outcome,
+            times,
+            error,
+            datagrams,
+        } = h.frame(fd, self.dontwait, render, &mut self.pixels);
+        if let Some(e) = error {
+            self.encode_failed(&e);
+            return times;
+        }
+        self.batch.clear();
+        if let Encoder::Sacn(e) = &mut self.encoder
+            && e.encode_sync(&mut self.batch).is_ok()
+            && !self.batch.is_empty()
+            && outcome.errno.is_none()
+        {
+            outcome = outcome.merge(self.sender.send(fd, &self.batch, self.dontwait));
+        }
+        self.account(outcome, true, datagrams + self.batch.len());
+        times
+    }
+
+    fn encode_failed(&mut self, e: &dyn std::fmt::Display) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.counters.frames_failed.fetch_add(1, Relaxed);
+        if let Some(n) = self.log.check(Instant::now()) {
+            tracing::error!(output = %self.name, suppressed = n, "cannot encode frame: {e}");
+        }
     }
 
     /// Encodes the current pixels and sends them. Never blocks unless the output was
     /// opened in blocking mode.
     pub fn send_frame(&mut self, timestamp_us: u64) {
+        if self.renders_in_halves() {
+            self.frame_in_halves(None);
+            return;
+        }
         self.batch.clear();
         let encoded = match &mut self.encoder {
             Encoder::Sacn(e) => e
@@ -264,11 +379,7 @@ impl Output {
             ),
         };
         if let Err(e) = encoded {
-            use std::sync::atomic::Ordering::Relaxed;
-            self.counters.frames_failed.fetch_add(1, Relaxed);
-            if let Some(n) = self.log.check(Instant::now()) {
-                tracing::error!(output = %self.name, suppressed = n, "cannot encode frame: {e}");
-            }
+            self.encode_failed(&e);
             return;
         }
         self.flush(true);
@@ -288,6 +399,11 @@ impl Output {
     /// universe (E1.31 §6.7.1); bigPacket sends one frame with the END flag. Best effort,
     /// never blocks.
     pub fn terminate(&mut self) {
+        if let Helper::Halves(h) = &mut self.helper {
+            // The halves' encoders hold the universes' sequence numbers.
+            h.terminate(self.socket.as_raw_fd(), &self.pixels);
+            return;
+        }
         match &mut self.encoder {
             Encoder::Sacn(e) => {
                 for _ in 0..3 {
@@ -338,12 +454,20 @@ impl Output {
     }
 
     fn flush(&mut self, is_frame: bool) {
-        use std::sync::atomic::Ordering::Relaxed;
         let fd = self.socket.as_raw_fd();
-        let SendOutcome { sent, bytes, errno } = match &mut self.split {
-            Some(split) if is_frame => split.send(fd, &self.batch, &mut self.sender, self.dontwait),
+        let outcome = match &mut self.helper {
+            Helper::Send(split) if is_frame => {
+                split.send(fd, &self.batch, &mut self.sender, self.dontwait)
+            }
             _ => self.sender.send(fd, &self.batch, self.dontwait),
         };
+        self.account(outcome, is_frame, self.batch.len());
+    }
+
+    /// Counts what a send did (`of` datagrams were due) and logs a failure, rate-limited.
+    fn account(&mut self, outcome: SendOutcome, is_frame: bool, of: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let SendOutcome { sent, bytes, errno } = outcome;
         let c = &self.counters;
         c.packets.fetch_add(sent as u64, Relaxed);
         c.bytes.fetch_add(bytes as u64, Relaxed);
@@ -369,9 +493,9 @@ impl Output {
         if let Some(n) = self.log.check(Instant::now()) {
             let err = std::io::Error::from_raw_os_error(e);
             if would_block {
-                tracing::warn!(output = %self.name, suppressed = n, sent, of = self.batch.len(), "send would block ({err}); dropped the rest of this frame");
+                tracing::warn!(output = %self.name, suppressed = n, sent, of, "send would block ({err}); dropped the rest of this frame");
             } else {
-                tracing::error!(output = %self.name, suppressed = n, sent, of = self.batch.len(), "send failed: {err}");
+                tracing::error!(output = %self.name, suppressed = n, sent, of, "send failed: {err}");
             }
         }
     }

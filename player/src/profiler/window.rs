@@ -110,7 +110,7 @@ pub fn summarize<'a>(
         out.deadline_misses += s.missed as u64;
         out.skipped_ticks += s.skipped as u64;
         out.source_late += (s.source == SourceStatus::Late) as u64;
-        out.source_errors += (s.source == SourceStatus::Error) as u64;
+        out.source_errors += s.source.is_error() as u64;
         first = first.min(s.at_ns);
         last = last.max(s.at_ns);
     }
@@ -240,7 +240,7 @@ impl Totals {
         self.deadline_misses += s.missed as u64;
         self.skipped_ticks += s.skipped as u64;
         self.source_late += (s.source == SourceStatus::Late) as u64;
-        self.source_errors += (s.source == SourceStatus::Error) as u64;
+        self.source_errors += s.source.is_error() as u64;
         self.last_at_ns = s.at_ns;
     }
 
@@ -465,6 +465,17 @@ mod tests {
         assert_eq!((w.source_late, w.source_errors), (1, 2));
         let ts = t.summary();
         assert_eq!((ts.source_late, ts.source_errors), (1, 2));
+    }
+
+    #[test]
+    fn a_frame_past_the_sequence_end_counts_as_a_source_error_not_as_fresh() {
+        let mut t = Totals::new();
+        let mut s = sample(0, 1);
+        s.source = SourceStatus::PastEnd;
+        t.record(&s);
+        let w = summarize([s].iter(), &mut Vec::new());
+        assert_eq!((w.source_late, w.source_errors), (0, 1));
+        assert_eq!(t.summary().source_errors, 1);
     }
 
     #[test]
