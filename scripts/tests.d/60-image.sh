@@ -14,7 +14,8 @@
 # boots and the player plays the built-in show, saying why.
 #
 # Env: PFX_CACHE (package and base-root cache), PFX_IMAGE_PLAYER (a prebuilt aarch64
-# player instead of cross-compiling the workspace's), PFX_IMAGE_KEEP=1 (keep the work dir).
+# player instead of cross-compiling the workspace's; PFX_IMAGE_AGENT the same for pfx-agent),
+# PFX_IMAGE_KEEP=1 (keep the work dir).
 set -euo pipefail
 top=${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 cd "$top"
@@ -100,6 +101,8 @@ img_bin=target/release/pfx-image
 cargo build --release --locked -q -p pfx-image || fail "cargo build pfx-image"
 player_args=()
 [ -n "${PFX_IMAGE_PLAYER:-}" ] && player_args=(--player "$PFX_IMAGE_PLAYER")
+# With a prebuilt player the VM image (fleet keys) also needs a prebuilt agent.
+[ -n "${PFX_IMAGE_AGENT:-}" ] && player_args+=(--agent "$PFX_IMAGE_AGENT")
 lap "host tools"
 
 # ---------------------------------------------------------------- 3. rpi4-arm64 image
