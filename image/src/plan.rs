@@ -35,11 +35,14 @@ pub const JOURNALD_TEXT: &str = "# pfx: the journal lives in RAM only, and is bo
 
 /// The fstab the image ships. overlayroot rewrites it into the overlay at boot; with
 /// `recurse=0` (extra_cmdline) it keeps every line but the root's as written.
+/// The FAT boot partition is an automount: the show never reads it, so its check (about
+/// 3 s of CPU under the boot test's emulation) and mount happen on first access (a kernel
+/// or firmware upgrade), not beside the player's start.
 pub fn fstab_text() -> String {
     format!(
         "# <file system> <mount point> <type> <options> <dump> <pass>\n\
          LABEL={ROOT_LABEL} / ext4 defaults,noatime 0 1\n\
-         LABEL={BOOT_LABEL} /boot/firmware vfat defaults,noatime,nofail,x-systemd.device-timeout=30s 0 2\n\
+         LABEL={BOOT_LABEL} /boot/firmware vfat defaults,noatime,nofail,x-systemd.automount,x-systemd.device-timeout=30s 0 2\n\
          LABEL={DATA_LABEL} {DATA_MOUNT} ext4 {DATA_MOUNT_OPTIONS} 0 2\n"
     )
 }

@@ -14,7 +14,8 @@
 # boots and the player plays the built-in show, saying why.
 #
 # Env: PFX_CACHE (package and base-root cache), PFX_IMAGE_PLAYER (a prebuilt aarch64
-# player instead of cross-compiling the workspace's), PFX_IMAGE_KEEP=1 (keep the work dir).
+# player instead of cross-compiling the workspace's; PFX_IMAGE_AGENT the same for pfx-agent),
+# PFX_IMAGE_KEEP=1 (keep the work dir).
 set -euo pipefail
 top=${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 cd "$top"
@@ -28,6 +29,9 @@ lap_start=$suite_start
 lap() { local now; now=$(date +%s); printf 'TIMING %-40s %4d s (suite %4d s)\n' "$1" $((now - lap_start)) $((now - suite_start)); lap_start=$now; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { echo "ok: $*"; }
+# The VM and how the suite talks to it (shared with bench/boot.sh).
+# shellcheck source=../lib/vm.sh
+. "$top/scripts/lib/vm.sh"
 
 work=$(mktemp -d /var/tmp/pfx-image-test.XXXXXX)
 qemu_pid=""
@@ -97,6 +101,8 @@ img_bin=target/release/pfx-image
 cargo build --release --locked -q -p pfx-image || fail "cargo build pfx-image"
 player_args=()
 [ -n "${PFX_IMAGE_PLAYER:-}" ] && player_args=(--player "$PFX_IMAGE_PLAYER")
+# With a prebuilt player the VM image (fleet keys) also needs a prebuilt agent.
+[ -n "${PFX_IMAGE_AGENT:-}" ] && player_args+=(--agent "$PFX_IMAGE_AGENT")
 lap "host tools"
 
 # ---------------------------------------------------------------- 3. rpi4-arm64 image
@@ -242,31 +248,16 @@ PY
 # The copy that boots: the image plus the suite's inspection sshd (port 2222, root, its key only).
 ssh-keygen -q -t ed25519 -N '' -C pfx-image-inspect -f "$work/inspect"
 cp --sparse=always "$work/vm.img" "$work/vm-boot.img"
-mkdir -p "$work/inject"
-cp "$work/inspect.pub" "$work/inject/keys"
-printf 'Port 2222\nHostKey /etc/ssh/ssh_host_ed25519_key\nPidFile /run/pfx-test-inspect.pid\nPermitRootLogin prohibit-password\nAuthorizedKeysFile /etc/ssh/pfx-test-inspect.keys\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM yes\n' > "$work/inject/conf"
-printf '[Unit]\nDescription=pfx image suite: root inspection sshd (the booted test copy only)\nAfter=pfx-ssh-hostkeys.service network.target\nWants=pfx-ssh-hostkeys.service\n\n[Service]\nExecStartPre=/bin/mkdir -p /run/sshd\nExecStart=/usr/sbin/sshd -D -f /etc/ssh/pfx-test-inspect.conf\n' > "$work/inject/unit"
-chmod 600 "$work/inject/keys" "$work/inject/conf"; chmod 644 "$work/inject/unit"
-vm_root_off=$(python3 -c 'import json,sys; p=[x for x in json.load(open(sys.argv[1]))["partitions"] if x["kind"]==0x83][0]; print(p["start_sector"]*512)' "$work/vm.img.manifest.json")
-printf '%s\n' "write $work/inject/keys /etc/ssh/pfx-test-inspect.keys" "write $work/inject/conf /etc/ssh/pfx-test-inspect.conf" \
-  "write $work/inject/unit /etc/systemd/system/pfx-test-inspect.service" \
-  "symlink /etc/systemd/system/multi-user.target.wants/pfx-test-inspect.service /etc/systemd/system/pfx-test-inspect.service" > "$work/inject/cmds"
-debugfs -w -f "$work/inject/cmds" "$work/vm-boot.img?offset=$vm_root_off" > "$work/inject/log" 2>&1 || fail "inject the inspection sshd: $(cat "$work/inject/log")"
+vm_inject_inspect "$work/vm-boot.img" "$work/vm.img.manifest.json" "$work/inspect.pub" "$work/inject"
 lap "build vm-arm64"
 
 # ---------------------------------------------------------------- 5. boot it
-boot_off=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["partitions"][0]["start_sector"]*512)' "$work/vm.img.manifest.json")
-kfile=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["firmware"]["kernel"])' "$work/vm.img.manifest.json")
-ifile=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["initramfs_file"])' "$work/vm.img.manifest.json")
-export MTOOLS_SKIP_CHECK=1
-mcopy -n -i "$work/vm.img@@$boot_off" "::$kfile" "$work/vmlinuz"
-mcopy -n -i "$work/vm.img@@$boot_off" "::$ifile" "$work/initrd"
-mcopy -n -i "$work/vm.img@@$boot_off" ::cmdline.txt "$work/cmdline.txt"
-cmdline=$(tr '\n' ' ' < "$work/cmdline.txt")
-echo "booting with the image's own kernel $kfile, initramfs $ifile, cmdline: $cmdline"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-http_port=$(free_port); ssh_port=$(free_port); inspect_port=$(free_port); fppc_port=$(free_port)
-mac=52:54:00:ab:cd:ef
+vm_work=$work vm_disk=$work/vm-boot.img vm_key=$work/inspect vm_fleet_key=$work/id
+vm_boot_files "$work/vm.img" "$work/vm.img.manifest.json" "$work"
+echo "booting with the image's own kernel $vm_kfile, initramfs $vm_ifile, cmdline: $vm_cmdline"
+free_port() { vm_free_port; }
+vm_ports
+mac=$vm_mac
 want_host=pfx-abcdef
 # The unit's card is bigger than the image: the data partition must grow into the rest.
 data_start=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["data"]["partition"]["start_sector"])' "$work/vm.img.manifest.json")
@@ -275,66 +266,17 @@ truncate -s +1G "$work/vm-boot.img"
 disk_sectors=$(( $(stat -c %s "$work/vm-boot.img") / 512 ))
 want_data_sectors=$(( disk_sectors - disk_sectors % 2048 - data_start ))
 echo "disk: $((disk_sectors / 2048)) MiB; data partition in the image: $((data_sectors0 / 2048)) MiB from sector $data_start, expected after the first boot: $((want_data_sectors / 2048)) MiB"
-# -snapshot: the guest's writes (its first-boot SSH host keys) last for this QEMU process,
-# across the guest reboot below, and the image file stays as verified. virtio-rng: the
-# guest's entropy comes from the host, as a Pi's comes from its hardware RNG. The monitor
-# socket is for hard resets (system_reset).
-start_vm() {  # start_vm SERIAL_LOG: boots vm-boot.img; sets qemu_pid and boot_start
-  rm -f "$work/monitor.sock"
-  qemu-system-aarch64 -M virt -cpu cortex-a72 -smp 2 -m 1024 -display none \
-    -monitor "unix:$work/monitor.sock,server=on,wait=off" \
-    -serial "file:$1" -snapshot \
-    -kernel "$work/vmlinuz" -initrd "$work/initrd" -append "$cmdline" \
-    -drive "file=$work/vm-boot.img,if=none,format=raw,id=d0" -device virtio-blk-pci,drive=d0 \
-    -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$http_port-:8080,hostfwd=tcp:127.0.0.1:$ssh_port-:22,hostfwd=tcp:127.0.0.1:$inspect_port-:2222,hostfwd=tcp:127.0.0.1:$fppc_port-:80" \
-    -device "e1000,netdev=n0,mac=$mac,romfile=" \
-    -object rng-random,filename=/dev/urandom,id=rng0 -device virtio-rng-pci,rng=rng0 &
-  qemu_pid=$!
-  boot_start=$(date +%s.%N)
-}
-# monitor CMD: one QEMU monitor command (system_reset: a hard reset, as a power cut).
-monitor() { python3 - "$work/monitor.sock" "$1" <<'PY'
-import socket, sys, time
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(0.3); s.recv(65536)
-s.sendall((sys.argv[2] + "\n").encode()); time.sleep(0.5); s.close()
-PY
-}
-stop_vm() {  # a clean power-off, then qemu gone
-  vm systemctl poweroff || true
-  for _ in $(seq 1 60); do kill -0 "$qemu_pid" 2>/dev/null || break; sleep 1; done
-  kill -0 "$qemu_pid" 2>/dev/null && kill "$qemu_pid"
-  wait "$qemu_pid" 2>/dev/null || true
-  qemu_pid=""
-}
+# start_vm, monitor, stop_vm: scripts/lib/vm.sh (shared with bench/boot.sh).
 start_vm "$work/serial.log"
 ssh_opts=(-o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=accept-new
           -o UserKnownHostsFile="$work/known_hosts" -o LogLevel=ERROR)
-# vm: root on the suite's inspection sshd. fleet_ssh: the fleet key on the unit's own sshd.
-vm() { ssh "${ssh_opts[@]}" -o IdentitiesOnly=yes -i "$work/inspect" -p "$inspect_port" root@127.0.0.1 "$@"; }
-fleet_ssh() { ssh -F /dev/null "${ssh_opts[@]}" -o IdentitiesOnly=yes -i "$work/id" -p "$ssh_port" "$@"; }
-profile_ok() { curl -fsS --max-time 3 "http://127.0.0.1:$http_port/profile" -o "$work/profile.json" 2>/dev/null; }
-# Boot to /profile answering on the forwarded port (the player's first HTTP answer).
-wait_profile() {  # wait_profile SERIAL_LOG: sets profile_s
-  profile_s=""
-  for _ in $(seq 1 300); do
-    kill -0 "$qemu_pid" 2>/dev/null || { tail -50 "$1"; fail "qemu exited during boot"; }
-    if profile_ok; then profile_s=$(python3 -c "import time; print(round(time.time()-$boot_start,1))"); break; fi
-    sleep 1
-  done
-  [ -n "$profile_s" ] || { tail -80 "$1"; fail "/profile did not answer on 127.0.0.1:$http_port within 300 s"; }
-}
+# vm: root on the suite's inspection sshd. fleet_ssh: the fleet key on the unit's own sshd
+# (scripts/lib/vm.sh, as are profile_ok and wait_profile).
 wait_profile "$work/serial.log"
 python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$work/profile.json" || fail "/profile is not JSON: $(head -c 300 "$work/profile.json")"
 echo "BOOT: /profile answered $profile_s s after qemu start (TCG, cortex-a72, 2 vCPU)"
 # First frame: /profile's frame counter leaves 0 (the player renders and sends).
-frame_s=""
-for _ in $(seq 1 120); do
-  if profile_ok && python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get("frames",0) > 0 else 1)' "$work/profile.json"; then
-    frame_s=$(python3 -c "import time; print(round(time.time()-$boot_start,1))"); break
-  fi
-  sleep 1
-done
-[ -n "$frame_s" ] || fail "the player answered /profile but rendered no frame within 120 s: $(head -c 300 "$work/profile.json")"
+wait_frame
 echo "BOOT: first frame (/profile frames > 0) $frame_s s after qemu start"
 ssh_up=0
 for _ in $(seq 1 60); do vm true 2>/dev/null && fleet_ssh pfx@127.0.0.1 status --json > "$work/status0.json" 2>/dev/null && { ssh_up=1; break; }; sleep 2; done

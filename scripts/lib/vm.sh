@@ -1,0 +1,128 @@
+# Sourced by the image suite (60-image.sh) and the boot bench (bench/boot.sh): the VM
+# they boot a vm-arm64 image in, and how they talk to it. One definition, so the bench
+# measures exactly the boot the suite asserts on.
+#
+# The VM: qemu-system-aarch64 -M virt -cpu cortex-a72 -smp 2 -m 1024 (TCG), e1000 NIC,
+# virtio-blk disk, virtio-rng. It boots the kernel, initramfs and cmdline.txt read from the
+# image's own FAT partition.
+#
+#   vm_boot_files IMG MANIFEST DIR     copies the kernel, initrd and cmdline.txt out of IMG
+#                                      into DIR; sets vm_kernel, vm_initrd, vm_cmdline
+#   vm_inject_inspect IMG MANIFEST PUB DIR
+#                                      gives IMG (a copy that boots, never the verified
+#                                      image) a test-only root sshd on port 2222 that takes
+#                                      only the key PUB
+#   vm_ports                           sets http_port ssh_port inspect_port fppc_port
+#   start_vm SERIAL_LOG                boots $vm_disk (-snapshot); sets qemu_pid, boot_start
+#   monitor CMD                        one QEMU monitor command (system_reset)
+#   stop_vm                            a clean power-off, then qemu gone
+#   vm ARGS / fleet_ssh ARGS           ssh as root (inspection key) / with the fleet key
+#   profile_ok                         GET /profile into $vm_work/profile.json
+#   wait_profile SERIAL_LOG            sets profile_s (qemu start -> /profile answers)
+#   wait_frame                         sets frame_s (qemu start -> /profile frames > 0)
+#
+# In: vm_work (a scratch directory), vm_kernel/vm_initrd/vm_cmdline, vm_disk, vm_mac,
+# ssh_opts, vm_key (inspection key), vm_fleet_key; vm_poll (seconds between polls, 1 by
+# default). The caller defines fail().
+
+vm_mac=${vm_mac:-52:54:00:ab:cd:ef}
+vm_poll=${vm_poll:-1}
+
+# py_json FILE EXPR: one value from a JSON file (EXPR over `m`).
+py_json() { python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+vm_boot_files() {
+  local img=$1 manifest=$2 dir=$3 boot_off kfile ifile
+  boot_off=$(py_json "$manifest" 'm["partitions"][0]["start_sector"]*512')
+  kfile=$(py_json "$manifest" 'm["firmware"]["kernel"]')
+  ifile=$(py_json "$manifest" 'm["initramfs_file"]')
+  export MTOOLS_SKIP_CHECK=1
+  mcopy -o -n -i "$img@@$boot_off" "::$kfile" "$dir/vmlinuz"
+  mcopy -o -n -i "$img@@$boot_off" "::$ifile" "$dir/initrd"
+  mcopy -o -n -i "$img@@$boot_off" ::cmdline.txt "$dir/cmdline.txt"
+  vm_kernel=$dir/vmlinuz vm_initrd=$dir/initrd
+  vm_cmdline=$(tr '\n' ' ' < "$dir/cmdline.txt")
+  vm_kfile=$kfile vm_ifile=$ifile
+}
+
+vm_inject_inspect() {
+  local img=$1 manifest=$2 pub=$3 dir=$4 root_off
+  mkdir -p "$dir"
+  cp "$pub" "$dir/keys"
+  printf 'Port 2222\nHostKey /etc/ssh/ssh_host_ed25519_key\nPidFile /run/pfx-test-inspect.pid\nPermitRootLogin prohibit-password\nAuthorizedKeysFile /etc/ssh/pfx-test-inspect.keys\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM yes\n' > "$dir/conf"
+  printf '[Unit]\nDescription=pfx image suite: root inspection sshd (the booted test copy only)\nAfter=pfx-ssh-hostkeys.service network.target\nWants=pfx-ssh-hostkeys.service\n\n[Service]\nExecStartPre=/bin/mkdir -p /run/sshd\nExecStart=/usr/sbin/sshd -D -f /etc/ssh/pfx-test-inspect.conf\n' > "$dir/unit"
+  chmod 600 "$dir/keys" "$dir/conf"; chmod 644 "$dir/unit"
+  root_off=$(py_json "$manifest" '[x for x in m["partitions"] if x["kind"]==0x83][0]["start_sector"]*512')
+  printf '%s\n' "write $dir/keys /etc/ssh/pfx-test-inspect.keys" "write $dir/conf /etc/ssh/pfx-test-inspect.conf" \
+    "write $dir/unit /etc/systemd/system/pfx-test-inspect.service" \
+    "symlink /etc/systemd/system/multi-user.target.wants/pfx-test-inspect.service /etc/systemd/system/pfx-test-inspect.service" > "$dir/cmds"
+  debugfs -w -f "$dir/cmds" "$img?offset=$root_off" > "$dir/log" 2>&1 || fail "inject the inspection sshd: $(cat "$dir/log")"
+}
+
+vm_free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+vm_ports() { http_port=$(vm_free_port); ssh_port=$(vm_free_port); inspect_port=$(vm_free_port); fppc_port=$(vm_free_port); }
+
+# -snapshot: the guest's writes (its first-boot SSH host keys) last for this QEMU process,
+# across a guest reboot, and the image file stays as it was. virtio-rng: the guest's entropy
+# comes from the host, as a Pi's comes from its hardware RNG. The monitor socket is for hard
+# resets (system_reset).
+start_vm() {
+  rm -f "$vm_work/monitor.sock"
+  qemu-system-aarch64 -M virt -cpu cortex-a72 -smp 2 -m 1024 -display none \
+    -monitor "unix:$vm_work/monitor.sock,server=on,wait=off" \
+    -serial "file:$1" -snapshot \
+    -kernel "$vm_kernel" -initrd "$vm_initrd" -append "$vm_cmdline" \
+    -drive "file=$vm_disk,if=none,format=raw,id=d0" -device virtio-blk-pci,drive=d0 \
+    -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$http_port-:8080,hostfwd=tcp:127.0.0.1:$ssh_port-:22,hostfwd=tcp:127.0.0.1:$inspect_port-:2222,hostfwd=tcp:127.0.0.1:$fppc_port-:80" \
+    -device "e1000,netdev=n0,mac=$vm_mac,romfile=" \
+    -object rng-random,filename=/dev/urandom,id=rng0 -device virtio-rng-pci,rng=rng0 &
+  qemu_pid=$!
+  boot_start=$(date +%s.%N)
+}
+
+monitor() { python3 - "$vm_work/monitor.sock" "$1" <<'PY'
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(0.3); s.recv(65536)
+s.sendall((sys.argv[2] + "\n").encode()); time.sleep(0.5); s.close()
+PY
+}
+
+stop_vm() {
+  vm systemctl poweroff || true
+  for _ in $(seq 1 60); do kill -0 "$qemu_pid" 2>/dev/null || break; sleep 1; done
+  kill -0 "$qemu_pid" 2>/dev/null && kill "$qemu_pid"
+  wait "$qemu_pid" 2>/dev/null || true
+  qemu_pid=""
+}
+
+vm() { ssh "${ssh_opts[@]}" -o IdentitiesOnly=yes -i "$vm_key" -p "$inspect_port" root@127.0.0.1 "$@"; }
+fleet_ssh() { ssh -F /dev/null "${ssh_opts[@]}" -o IdentitiesOnly=yes -i "$vm_fleet_key" -p "$ssh_port" "$@"; }
+profile_ok() { curl -fsS --max-time 3 "http://127.0.0.1:$http_port/profile" -o "$vm_work/profile.json" 2>/dev/null; }
+vm_since() { python3 -c "import time; print(round(time.time()-$1,1))"; }
+
+# Boot to /profile answering on the forwarded port (the player's first HTTP answer).
+wait_profile() {
+  local n
+  profile_s=""
+  n=$(python3 -c "print(int(300/$vm_poll))")
+  for _ in $(seq 1 "$n"); do
+    kill -0 "$qemu_pid" 2>/dev/null || { tail -50 "$1"; fail "qemu exited during boot"; }
+    if profile_ok; then profile_s=$(vm_since "$boot_start"); break; fi
+    sleep "$vm_poll"
+  done
+  [ -n "$profile_s" ] || { tail -80 "$1"; fail "/profile did not answer on 127.0.0.1:$http_port within 300 s"; }
+}
+
+# First frame: /profile's frame counter leaves 0 (the player renders and sends).
+wait_frame() {
+  local n
+  frame_s=""
+  n=$(python3 -c "print(int(120/$vm_poll))")
+  for _ in $(seq 1 "$n"); do
+    if profile_ok && python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get("frames",0) > 0 else 1)' "$vm_work/profile.json"; then
+      frame_s=$(vm_since "$boot_start"); break
+    fi
+    sleep "$vm_poll"
+  done
+  [ -n "$frame_s" ] || fail "the player answered /profile but rendered no frame within 120 s: $(head -c 300 "$vm_work/profile.json")"
+}
