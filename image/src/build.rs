@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
+use sha2::Digest;
+
 use crate::config::{Resolved, Target};
 use crate::disk::Layout;
 use crate::manifest::{self, Expect, Manifest};
@@ -274,8 +276,17 @@ pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
     if !note.is_empty() {
         eprintln!("    player binaries: {note}");
     }
-    customize(&cx, &plan, &root, &player, agent.as_deref())?;
-    cx.progress.end("");
+    let agent = agent.ok_or_else(|| {
+        cx.fail("no pfx-agent for the image: with --player, pass --agent too (the image installs the pfx-agent package)")
+    })?;
+    let debs = make_debs(&cx, &plan, opts, &staging.dir, &player, &agent)?;
+    customize(&cx, &plan, &root, &debs)?;
+    let note = debs
+        .iter()
+        .map(|d| format!("{} {} installed with dpkg", d.package, d.version))
+        .collect::<Vec<_>>()
+        .join(", ");
+    cx.progress.end(&note);
 
     // 6. boot partition files
     cx.progress.begin(5);
@@ -314,6 +325,7 @@ pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
         target,
         overlay: plan.overlay,
         hostname_prefix: Some(plan.hostname_prefix.clone()),
+        pfx_version: plan::PFX_VERSION.to_string(),
     };
     let mut manifest = match manifest::verify_image(out, &expect, &staging.dir) {
         Ok(m) => m,
@@ -344,6 +356,7 @@ pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
         "builder": concat!("pfx-image ", env!("CARGO_PKG_VERSION")),
         "seconds_total": (cx.progress.start.elapsed().as_secs_f64() * 10.0).round() / 10.0,
         "stage_seconds": timings,
+        "debs": debs,
     }));
     let json = serde_json::to_string_pretty(&manifest).map_err(|e| cx.fail(e.to_string()))?;
     let mpath = manifest_path(out);
@@ -950,16 +963,6 @@ fn in_chroot(cx: &Ctx, root: &Path, script: &str) -> Result<(), BuildError> {
     ]))
 }
 
-/// Release builds carry debug info (the workspace's `debug = 1`): about 70 MB for the player.
-/// The image keeps the symbols (backtraces) but not the DWARF.
-fn strip_debug(cx: &Ctx, plan: &Plan, path: &Path) -> Result<(), BuildError> {
-    cx.run(
-        Command::new(tools::strip_tool(plan.arch))
-            .arg("--strip-debug")
-            .arg(path),
-    )
-}
-
 /// Adds the fleet account (plan::add_fleet_account) to the root's account files.
 fn fleet_account(cx: &Ctx, root: &Path) -> Result<(), BuildError> {
     let read = |p: &str| fs::read_to_string(root.join(p));
@@ -984,14 +987,176 @@ fn fleet_account(cx: &Ctx, root: &Path) -> Result<(), BuildError> {
     )
 }
 
-fn customize(
+/// A workspace package for the image, as scripts/build-deb made it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Deb {
+    pub package: String,
+    pub version: String,
+    pub arch: String,
+    pub sha256: String,
+    /// Its non-directory paths, as dpkg-deb lists them.
+    #[serde(skip)]
+    pub files: Vec<String>,
+    #[serde(skip)]
+    pub conffiles: Vec<String>,
+    #[serde(skip)]
+    pub path: PathBuf,
+}
+
+impl Ctx {
+    /// A command's stdout (its stderr to the build log), for commands that answer.
+    fn output(&self, cmd: &mut Command) -> Result<String, BuildError> {
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .map_err(|e| self.fail(format!("{}: {e}", self.log_path.display())))?;
+        {
+            let mut l = &log;
+            let _ = writeln!(l, "\n$ {cmd:?}");
+        }
+        let out = cmd
+            .stdin(Stdio::null())
+            .stderr(log)
+            .output()
+            .map_err(|e| self.fail(format!("cannot run {:?}: {e}", cmd.get_program())))?;
+        if !out.status.success() {
+            return Err(self.fail(format!(
+                "{cmd:?} failed ({}); see {}",
+                out.status,
+                self.log_path.display()
+            )));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+/// The image's packages (plan::PFX_PACKAGES) from the build's binaries, by the workspace's
+/// scripts/build-deb: the same packaging a unit already running installs, made again for
+/// every build (the binaries change; the cached base root never holds them).
+fn make_debs(
     cx: &Ctx,
     plan: &Plan,
-    root: &Path,
+    opts: &Options,
+    staging: &Path,
     player: &Path,
-    agent: Option<&Path>,
-) -> Result<(), BuildError> {
-    for f in &plan.files {
+    agent: &Path,
+) -> Result<Vec<Deb>, BuildError> {
+    let ws = workspace_root(opts).ok_or_else(|| {
+        cx.fail("cannot find the pfx workspace for scripts/build-deb (set PFX_TOP, or pass --workspace)")
+    })?;
+    let script = ws.join("scripts/build-deb");
+    if !script.is_file() {
+        return Err(cx.fail(format!(
+            "{} missing: the image's packages are made by it (is {} the pfx workspace?)",
+            script.display(),
+            ws.display()
+        )));
+    }
+    let bin = staging.join("bin");
+    let out = staging.join("debs");
+    for d in [&bin, &out] {
+        let _ = fs::remove_dir_all(d);
+        cx.io(&format!("mkdir {}", d.display()), fs::create_dir_all(d))?;
+    }
+    for (name, from) in [("pfx-player", player), ("pfx-agent", agent)] {
+        let from = cx.io(&format!("find {}", from.display()), fs::canonicalize(from))?;
+        cx.io(
+            &format!("link {name}"),
+            std::os::unix::fs::symlink(&from, bin.join(name)),
+        )?;
+    }
+    cx.run(
+        Command::new("bash")
+            .arg(&script)
+            .args(["--arch", plan.arch, "--version", plan::PFX_VERSION])
+            .arg("--bin-dir")
+            .arg(&bin)
+            .arg("--out")
+            .arg(&out)
+            .args(["--packages", &plan::PFX_PACKAGES.join(",")])
+            .current_dir(&ws)
+            .env("PFX_TOP", &ws),
+    )?;
+    let mut debs = Vec::new();
+    for pkg in plan::PFX_PACKAGES {
+        let path = out.join(format!("{pkg}_{}_{}.deb", plan::PFX_VERSION, plan.arch));
+        let fields = cx.output(
+            Command::new("dpkg-deb")
+                .arg("--showformat=${Package}\t${Version}\t${Architecture}\n")
+                .arg("--show")
+                .arg(&path),
+        )?;
+        let f: Vec<&str> = fields.trim().split('\t').collect();
+        if f.len() != 3 || f[0] != *pkg || f[1] != plan::PFX_VERSION || f[2] != plan.arch {
+            return Err(cx.fail(format!(
+                "{} says {:?}, expected {pkg} {} {}",
+                path.display(),
+                fields.trim(),
+                plan::PFX_VERSION,
+                plan.arch
+            )));
+        }
+        let listing = cx.output(Command::new("dpkg-deb").arg("--contents").arg(&path))?;
+        let files = deb_listing_files(&listing);
+        // No conffiles member is no conffiles.
+        let conffiles = Command::new("dpkg-deb")
+            .arg("--info")
+            .arg(&path)
+            .arg("conffiles")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .map(|l| l.trim().to_string())
+                    .filter(|l| !l.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let bytes = cx.io(&format!("read {}", path.display()), fs::read(&path))?;
+        debs.push(Deb {
+            package: pkg.to_string(),
+            version: f[1].to_string(),
+            arch: f[2].to_string(),
+            sha256: plan::hex(&sha2::Sha256::digest(&bytes)),
+            files,
+            conffiles,
+            path,
+        });
+    }
+    Ok(debs)
+}
+
+/// The non-directory paths of a `dpkg-deb --contents` listing (tar's verbose format).
+pub(crate) fn deb_listing_files(listing: &str) -> Vec<String> {
+    listing
+        .lines()
+        .filter(|l| !l.starts_with('d'))
+        .filter_map(|l| {
+            // perms owner size date time path [-> target]
+            let path = l.split_whitespace().nth(5)?;
+            Some(plan::merged_usr(path))
+        })
+        .collect()
+}
+
+fn customize(cx: &Ctx, plan: &Plan, root: &Path, debs: &[Deb]) -> Result<(), BuildError> {
+    let conffiles: Vec<String> = debs
+        .iter()
+        .flat_map(|d| d.conffiles.iter().map(|c| plan::merged_usr(c)))
+        .collect();
+    let packaged: Vec<(String, Vec<String>)> = debs
+        .iter()
+        .map(|d| (d.package.clone(), d.files.clone()))
+        .collect();
+    let image_paths: Vec<String> = plan.files.iter().map(|f| f.path.clone()).collect();
+    plan::check_no_overlap(&image_paths, &packaged, &conffiles).map_err(|m| cx.fail(m))?;
+    let is_conffile = |f: &plan::FileSpec| conffiles.contains(&plan::merged_usr(&f.path));
+    // The image's own files first: the package's postinst reads /etc/fstab (the data
+    // partition's mount point gets no store marker) and finds the fleet account's group.
+    for f in plan.files.iter().filter(|f| !is_conffile(f)) {
         write_file(cx, root, &f.path, f.mode, &f.contents)?;
     }
     fleet_account(cx, root)?;
@@ -1002,13 +1167,36 @@ fn customize(
             fs::set_permissions(&ssh, fs::Permissions::from_mode(0o700)),
         )?;
     }
-    let bin = cx.io("read player", fs::read(player))?;
-    write_file(cx, root, "/usr/bin/pfx-player", 0o755, &bin)?;
-    strip_debug(cx, plan, &root.join("usr/bin/pfx-player"))?;
-    if let Some(a) = agent {
-        let bin = cx.io("read agent", fs::read(a))?;
-        write_file(cx, root, "/usr/bin/pfx-agent", 0o755, &bin)?;
-        strip_debug(cx, plan, &root.join("usr/bin/pfx-agent"))?;
+    // The packages, with dpkg in the root (emulated for arm64: seconds). Their maintainer
+    // scripts see no running systemd and only make links.
+    let inbox = root.join("tmp/pfx-debs");
+    cx.io("mkdir /tmp/pfx-debs", fs::create_dir_all(&inbox))?;
+    let mut names = Vec::new();
+    for d in debs {
+        let name = d
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        cx.io(
+            &format!("copy {name} into the root"),
+            fs::copy(&d.path, inbox.join(&name)).map(|_| ()),
+        )?;
+        names.push(sh_quote(&format!("/tmp/pfx-debs/{name}")));
+    }
+    let installed = in_chroot(
+        cx,
+        root,
+        &format!(
+            "export DEBIAN_FRONTEND=noninteractive; dpkg --install {}",
+            names.join(" ")
+        ),
+    );
+    let _ = fs::remove_dir_all(&inbox);
+    installed?;
+    // A conffile the image sets (the config's show): after dpkg, as an operator's edit.
+    for f in plan.files.iter().filter(|f| is_conffile(f)) {
+        write_file(cx, root, &f.path, f.mode, &f.contents)?;
     }
     // Host keys are made per unit on its first boot (pfx-ssh-hostkeys), never shared.
     if let Ok(rd) = fs::read_dir(root.join("etc/ssh")) {

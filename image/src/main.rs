@@ -202,6 +202,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 target,
                 overlay: !no_overlay,
                 hostname_prefix: None,
+                pfx_version: plan::PFX_VERSION.to_string(),
             };
             let m = manifest::verify_image(&image, &expect, &scratch);
             let _ = std::fs::remove_dir_all(&scratch);

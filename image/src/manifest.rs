@@ -18,6 +18,8 @@ pub struct Expect {
     pub target: Target,
     pub overlay: bool,
     pub hostname_prefix: Option<String>,
+    /// The version the workspace's packages (plan::PFX_PACKAGES) must be installed at.
+    pub pfx_version: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -73,6 +75,8 @@ pub struct Manifest {
     /// The data partition: table entry, file system, fstab line, overlay, journal.
     pub data: DataCheck,
     pub packages: Vec<Package>,
+    /// The workspace's packages as dpkg installed them, files checked against md5sums.
+    pub pfx_packages: Vec<verify::PfxPackage>,
     /// Filled by the builder (not part of what is read back).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub build: Option<serde_json::Value>,
@@ -312,6 +316,73 @@ fn check_data(
     })
 }
 
+/// MD5 of some bytes, by md5sum (as dpkg's md5sums were made).
+fn md5_hex(bytes: &[u8]) -> Result<String, String> {
+    use std::io::Write;
+    let mut child = Command::new("md5sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run md5sum: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(bytes)
+            .map_err(|e| format!("md5sum input: {e}"))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("md5sum: {e}"))?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .filter(|s| out.status.success() && s.len() == 32)
+        .map(str::to_string)
+        .ok_or_else(|| "md5sum printed no sum".into())
+}
+
+/// pfx-player and pfx-agent as dpkg installed them: status, version, and the installed
+/// files (the binaries among them) against the package's md5sums, read from the image.
+fn check_pfx_packages(
+    img: &ImageFile,
+    expect: &Expect,
+    errors: &mut Vec<String>,
+) -> Vec<verify::PfxPackage> {
+    let status = img
+        .root_read("/var/lib/dpkg/status")
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let md5sums: Vec<(String, String)> = plan::PFX_PACKAGES
+        .iter()
+        .filter_map(|p| {
+            img.root_read(&format!("/var/lib/dpkg/info/{p}.md5sums"))
+                .ok()
+                .map(|b| (p.to_string(), String::from_utf8_lossy(&b).into_owned()))
+        })
+        .collect();
+    // The path as it lies on the merged-/usr root, else as dpkg wrote it.
+    let actual = |path: &str| -> Option<String> {
+        let bytes = img
+            .root_read(&plan::merged_usr(path))
+            .or_else(|_| img.root_read(path))
+            .ok()?;
+        md5_hex(&bytes).ok()
+    };
+    match verify::check_pfx_packages(
+        &status,
+        plan::PFX_PACKAGES,
+        &expect.pfx_version,
+        expect.target.arch(),
+        &md5sums,
+        &actual,
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            errors.push(format!("pfx packages: {e}"));
+            Vec::new()
+        }
+    }
+}
+
 /// Reads the image file back and checks everything; one error listing every failure.
 pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Manifest, String> {
     let img = ImageFile::open(path).map_err(|e| e.to_string())?;
@@ -486,6 +557,7 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
             ssh.version
         ));
     }
+    let pfx_packages = check_pfx_packages(&img, expect, &mut errors);
     if !errors.is_empty() {
         return Err(format!(
             "{}: verification failed:\n  - {}",
@@ -515,6 +587,7 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
         access: access.ok_or("no access check")?,
         data: data.ok_or("no data partition check")?,
         packages,
+        pfx_packages,
         build: None,
     })
 }

@@ -47,16 +47,10 @@ pub fn fstab_text() -> String {
     )
 }
 
-/// Units shipped from `systemd/`, compiled into the builder so it is self-contained.
+/// The image-only units from `systemd/`, compiled into the builder. The player's own units
+/// (pfx-player.service, pfx-eth-no-pause@.service, the store drop-in) come with the
+/// pfx-player package, which the build installs with dpkg (PFX_PACKAGES).
 pub const UNIT_FILES: &[(&str, &str)] = &[
-    (
-        "pfx-player.service",
-        include_str!("../../systemd/pfx-player.service"),
-    ),
-    (
-        "pfx-eth-no-pause@.service",
-        include_str!("../../systemd/pfx-eth-no-pause@.service"),
-    ),
     (
         "pfx-hostname.service",
         include_str!("../../systemd/pfx-hostname.service"),
@@ -79,12 +73,12 @@ pub const SCRIPTS: &[(&str, &str)] = &[
     ("pfx-data-grow", include_str!("../../systemd/pfx-data-grow")),
 ];
 const CMDLINE_HOOK: &str = include_str!("../../systemd/z51-pfx-cmdline");
-/// The image's drop-in for the player: write access to the store through the fleet
-/// account's group, and port 80, for FPP Connect.
-pub const PLAYER_STORE_DROPIN: (&str, &str) = (
-    "/etc/systemd/system/pfx-player.service.d/store.conf",
-    include_str!("../../systemd/pfx-player-store.conf"),
-);
+/// The packages every image gets from the workspace, made by scripts/build-deb (the same
+/// packaging as for a unit already running) and installed with dpkg in the customisation
+/// stage: pfx-agent depends on the same version of pfx-player.
+pub const PFX_PACKAGES: &[&str] = &["pfx-player", "pfx-agent"];
+/// Their version: the workspace's, which is also the builder's.
+pub const PFX_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A drop-in for systemd-udev-trigger: network devices first in the coldplug.
 pub const UDEV_TRIGGER_DROPIN: (&str, &str) = (
     "/etc/systemd/system/systemd-udev-trigger.service.d/pfx-net-first.conf",
@@ -422,6 +416,46 @@ pub fn extra_cmdline(overlay: bool) -> String {
     }
 }
 
+/// A path as it lands on a merged-/usr root: /lib, /bin and /sbin are links into /usr.
+pub fn merged_usr(path: &str) -> String {
+    let p = format!("/{}", path.trim_start_matches("./").trim_start_matches('/'));
+    for dir in ["/lib/", "/bin/", "/sbin/"] {
+        if let Some(rest) = p.strip_prefix(dir) {
+            return format!("/usr{dir}{rest}");
+        }
+    }
+    p
+}
+
+/// One way onto a unit: no file the image writes may also be a file of a package it
+/// installs. The one exception is a package's conffile, which the image sets after dpkg
+/// installed it, as an operator edits theirs (the config's show is /etc/pfx/show.yaml).
+/// `packaged` holds (package, its non-directory paths), `conffiles` their conffiles.
+pub fn check_no_overlap(
+    image_paths: &[String],
+    packaged: &[(String, Vec<String>)],
+    conffiles: &[String],
+) -> Result<(), String> {
+    let conf: Vec<String> = conffiles.iter().map(|c| merged_usr(c)).collect();
+    let mut both = Vec::new();
+    for ip in image_paths {
+        let ip = merged_usr(ip);
+        for (pkg, files) in packaged {
+            if files.iter().any(|f| merged_usr(f) == ip) && !conf.contains(&ip) {
+                both.push(format!("{ip} (also in {pkg})"));
+            }
+        }
+    }
+    if both.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "files both copied by the image and installed by a package: {}; a file comes one way only (drop it from plan.rs or from scripts/build-deb)",
+            both.join(", ")
+        ))
+    }
+}
+
 /// Builds the plan. `show`/`profiles` are (file name, contents) already read.
 pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Plan {
     let c = &r.config;
@@ -473,7 +507,6 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
         file("/etc/pfx/show.yaml", 0o644, show),
         file("/usr/share/doc/pfx/image.md", 0o644, DOC),
         file(UDEV_TRIGGER_DROPIN.0, 0o644, UDEV_TRIGGER_DROPIN.1),
-        file(PLAYER_STORE_DROPIN.0, 0o644, PLAYER_STORE_DROPIN.1),
         // raspi-firmware's kernel hook generates config.txt and cmdline.txt from these.
         file(
             "/etc/default/raspi-firmware",
@@ -586,6 +619,118 @@ mod tests {
             &packages(Target::Rpi4Arm64, "bookworm", &extra),
         );
         assert_ne!(key(Target::Rpi4Arm64), k2);
+    }
+
+    #[test]
+    fn merged_usr_maps_the_root_links() {
+        assert_eq!(
+            merged_usr("./lib/systemd/system/x.service"),
+            "/usr/lib/systemd/system/x.service"
+        );
+        assert_eq!(merged_usr("/bin/sh"), "/usr/bin/sh");
+        assert_eq!(merged_usr("usr/bin/pfx-player"), "/usr/bin/pfx-player");
+        assert_eq!(merged_usr("/etc/pfx/show.yaml"), "/etc/pfx/show.yaml");
+        assert_eq!(merged_usr("/library/x"), "/library/x");
+    }
+
+    #[test]
+    fn a_file_both_copied_and_packaged_is_refused() {
+        let pkg = vec![(
+            "pfx-player".to_string(),
+            vec![
+                "/lib/systemd/system/pfx-player.service".to_string(),
+                "/etc/pfx/show.yaml".to_string(),
+            ],
+        )];
+        let conf = vec!["/etc/pfx/show.yaml".to_string()];
+        // The conffile is the image's to set; the unit file is the package's alone.
+        check_no_overlap(&["/etc/pfx/show.yaml".into()], &pkg, &conf).unwrap();
+        let e = check_no_overlap(
+            &["/usr/lib/systemd/system/pfx-player.service".into()],
+            &pkg,
+            &conf,
+        )
+        .unwrap_err();
+        assert!(e.contains("pfx-player.service (also in pfx-player)"), "{e}");
+        assert!(check_no_overlap(&["/etc/pfx/show.yaml".into()], &pkg, &[]).is_err());
+    }
+
+    /// The real packaging (scripts/build-deb, with /bin/true standing in for the binaries:
+    /// only the file list matters) against the real plan: no file comes both ways.
+    #[test]
+    fn the_image_copies_no_file_its_packages_install() {
+        let have = |c: &str| {
+            std::process::Command::new("sh")
+                .args(["-c", &format!("command -v {c}")])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        if !(cfg!(target_arch = "x86_64") && have("dpkg-deb") && have("readelf") && have("strip")) {
+            eprintln!("skipped: needs an amd64 host with dpkg-deb, readelf and strip");
+            return;
+        }
+        let ws = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let d = tempfile::tempdir().unwrap();
+        let bin = d.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        for b in PFX_PACKAGES {
+            std::fs::copy("/bin/true", bin.join(b)).unwrap();
+        }
+        let out = std::process::Command::new("bash")
+            .arg(ws.join("scripts/build-deb"))
+            .args(["--arch", "amd64", "--version", PFX_VERSION, "--bin-dir"])
+            .arg(&bin)
+            .arg("--out")
+            .arg(d.path())
+            .args(["--packages", &PFX_PACKAGES.join(",")])
+            .current_dir(&ws)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "build-deb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut packaged = Vec::new();
+        let mut conffiles = Vec::new();
+        for p in PFX_PACKAGES {
+            let deb = d.path().join(format!("{p}_{PFX_VERSION}_amd64.deb"));
+            let list = std::process::Command::new("dpkg-deb")
+                .arg("--contents")
+                .arg(&deb)
+                .output()
+                .unwrap();
+            let files = crate::build::deb_listing_files(&String::from_utf8_lossy(&list.stdout));
+            assert!(files.contains(&format!("/usr/bin/{p}")), "{files:?}");
+            packaged.push((p.to_string(), files));
+            if let Ok(o) = std::process::Command::new("dpkg-deb")
+                .arg("--info")
+                .arg(&deb)
+                .arg("conffiles")
+                .output()
+            {
+                conffiles.extend(String::from_utf8_lossy(&o.stdout).lines().map(String::from));
+            }
+        }
+        let p = planned(&[KEY]);
+        let paths: Vec<String> = p.files.iter().map(|f| f.path.clone()).collect();
+        check_no_overlap(&paths, &packaged, &conffiles).unwrap();
+        // The units, the store drop-in and the binaries are the package's; the show is a
+        // conffile the image sets.
+        let player = &packaged[0].1;
+        for f in [
+            "/usr/lib/systemd/system/pfx-player.service",
+            "/usr/lib/systemd/system/pfx-eth-no-pause@.service",
+            "/usr/lib/systemd/system/pfx-player.service.d/store.conf",
+        ] {
+            assert!(player.contains(&f.to_string()), "{f} not in {player:?}");
+        }
+        assert_eq!(conffiles, ["/etc/pfx/show.yaml"]);
+        assert!(paths.contains(&"/etc/pfx/show.yaml".to_string()));
+        // Falsified: the player's unit copied by the image again is refused.
+        let mut again = paths.clone();
+        again.push("/usr/lib/systemd/system/pfx-player.service".into());
+        assert!(check_no_overlap(&again, &packaged, &conffiles).is_err());
     }
 
     #[test]

@@ -33,6 +33,11 @@ pub fn required(target: Target, building_player: bool) -> Vec<(&'static str, &'s
         ("unshare", "util-linux"),
         ("chroot", "coreutils"),
         ("dd", "coreutils"),
+        // The image's packages: scripts/build-deb, then dpkg in the root; verify's MD5s.
+        ("bash", "bash"),
+        ("dpkg-deb", "dpkg"),
+        ("readelf", "binutils"),
+        ("md5sum", "coreutils"),
     ];
     t.push((
         strip_tool(target.arch()),

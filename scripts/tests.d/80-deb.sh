@@ -4,8 +4,10 @@
 # with systemd and openssh-client, pfx-fleet's dependency) install pfx-player with apt,
 # check its files, conffile and enable links, edit the show, upgrade to a newer build and check the edit survived, run
 # `systemd-analyze verify --root` on what it installed, lintian each .deb (no errors),
-# install pfx-agent and pfx-fleet, and purge everything, checking that nothing the packages
-# made is left.
+# install pfx-agent and pfx-fleet, check the show store (the group pfx, /var/lib/pfx root:pfx
+# 2775, the agent writes a show there as that group and nobody else can), and purge: a store
+# holding shows is left in place (and said so), an empty one goes, and nothing else the
+# packages made is left.
 #
 # Env: PFX_CACHE (the .deb cache, as for image builds), PFX_DEB_KEEP=1 (keep the root),
 #      PFX_DEB_BIN_DIR (prebuilt amd64 binaries; default: cargo build --release).
@@ -91,7 +93,8 @@ apt_install "/pfx-debs/pfx-player_${version}_amd64.deb"
 for f in /usr/bin/pfx-player /lib/systemd/system/pfx-player.service /lib/systemd/system/pfx-eth-no-pause@.service \
   /usr/share/pfx/profiles/gen3-bigpacket.yaml /usr/share/pfx/profiles/legacy-2018-2023-sacn.yaml \
   /usr/share/pfx/profiles/bench-ddp.yaml /etc/pfx/show.yaml /usr/share/doc/pfx-player/copyright \
-  /usr/share/doc/pfx-player/changelog.gz; do
+  /usr/share/doc/pfx-player/changelog.gz /lib/systemd/system/pfx-player.service.d/store.conf \
+  /usr/lib/sysusers.d/pfx-player.conf; do
   [ -e "$root$f" ] || fail "pfx-player installed no $f"
 done
 in_root dpkg-query -W -f='${Conffiles}\n' pfx-player | grep -q '^ /etc/pfx/show.yaml [0-9a-f]\{32\}$' \
@@ -103,6 +106,17 @@ wants=/etc/systemd/system/sys-subsystem-net-devices-eth0.device.wants/pfx-eth-no
 # (Through a variable: the binary is the package's, not a command the host must have.)
 player_bin=/usr/bin/pfx-player
 in_root "$player_bin" --version > /dev/null || fail "the installed pfx-player does not run"
+# The show store: a system group pfx, /var/lib/pfx root:pfx 2775 with the store's marker,
+# and the player's drop-in giving it that group and write access (as in the image).
+pfx_gid=$(in_root getent group pfx | cut -d: -f3)
+[ -n "$pfx_gid" ] || fail "pfx-player made no group pfx"
+[ "$pfx_gid" -lt 1000 ] || fail "the group pfx is gid $pfx_gid, not a system group"
+store_mode=$(stat -c '%u:%g %a' "$root/var/lib/pfx" 2>/dev/null || echo missing)
+[ "$store_mode" = "0:$pfx_gid 2775" ] || fail "/var/lib/pfx is '$store_mode', expected root:pfx (0:$pfx_gid) mode 2775"
+[ -f "$root/var/lib/pfx/.pfx-data" ] || fail "/var/lib/pfx has no store marker .pfx-data (the player and agent would say the store is not mounted)"
+for want in SupplementaryGroups=pfx ReadWritePaths=-/var/lib/pfx; do
+  grep -qx "$want" "$root/lib/systemd/system/pfx-player.service.d/store.conf" || fail "the player's drop-in store.conf has no $want"
+done
 lap "apt install pfx-player $version"
 
 # ------------------------------------------------------------------ 5. systemd-analyze verify
@@ -134,7 +148,38 @@ for b in pfx-agent pfx-fleet; do
 done
 lap "apt install pfx-agent pfx-fleet"
 
+# ------------------------------------------------------------------ 7b. a show into the store
+# The agent's `show put` (the fleet's show push) as a user whose only group is pfx: stored,
+# and what it made is the group's. Outside the group the same write is refused.
+printf '# the agent settings of 80-deb.sh (the package ships none)\niface: eth0\n' > "$root/etc/pfx/agent.yaml"
+chmod 0644 "$root/etc/pfx/agent.yaml"
+printf 'pfx 80-deb: one show file\n' > "$work/show.bin"
+show_hash=$(sha256sum "$work/show.bin" | cut -d' ' -f1)
+show_size=$(stat -c %s "$work/show.bin")
+put() { # $1: gid to run as
+  in_root setpriv --reuid=65534 --regid="$1" --clear-groups \
+    env SSH_ORIGINAL_COMMAND="show put $show_hash $show_size 0 $show_size" /usr/bin/pfx-agent dispatch < "$work/show.bin"
+}
+if put 65534 > "$work/put-nogroup.json" 2>&1; then fail "a user outside the group pfx could write a show to /var/lib/pfx: $(cat "$work/put-nogroup.json")"; fi
+put "$pfx_gid" > "$work/put.json" 2>&1 || fail "the agent as the group pfx could not write a show to /var/lib/pfx: $(cat "$work/put.json")"
+blob=$root/var/lib/pfx/store/sha256/$show_hash
+[ -f "$blob" ] || fail "after show put, no $blob: $(cat "$work/put.json")"
+[ "$(stat -c %g "$blob")" = "$pfx_gid" ] || fail "the stored show file is group $(stat -c %g "$blob"), not pfx ($pfx_gid)"
+lap "show put into /var/lib/pfx as the group pfx"
+
 # ------------------------------------------------------------------ 8. purge
+# With a show in the store, purge leaves /var/lib/pfx as it is and says so.
+rm "$root/etc/pfx/agent.yaml"
+in_root apt-get purge -y -q pfx-agent pfx-fleet pfx-player > "$work/apt.log" 2>&1 || { tail -30 "$work/apt.log"; fail "apt-get purge (store with a show)"; }
+[ -f "$blob" ] || fail "purge deleted the operator's show $blob"
+grep -q 'pfx-player: /var/lib/pfx holds shows' "$work/apt.log" || { tail -30 "$work/apt.log"; fail "purge kept /var/lib/pfx but did not say so"; }
+# Installed again, the store and its show are kept; with the shows gone, purge removes it.
+apt_install "/pfx-debs/pfx-player_${newer}_amd64.deb"
+[ -f "$blob" ] || fail "installing pfx-player again lost the show in /var/lib/pfx"
+[ "$(stat -c '%u:%g %a' "$root/var/lib/pfx")" = "0:$pfx_gid 2775" ] || fail "after the reinstall /var/lib/pfx is $(stat -c '%u:%g %a' "$root/var/lib/pfx")"
+find "$root/var/lib/pfx" -mindepth 1 ! -type d ! -name .pfx-data -delete
+apt_install "/pfx-debs/pfx-agent_${newer}_amd64.deb" "/pfx-debs/pfx-fleet_${newer}_amd64.deb"
+lap "purge with a show (kept), install again"
 # The player as the service would have left it: systemd's DynamicUser state directory.
 mkdir -p "$root/var/lib/private/pfx-player" && ln -sfn private/pfx-player "$root/var/lib/pfx-player"
 in_root apt-get purge -y -q pfx-agent pfx-fleet pfx-player > "$work/apt.log" 2>&1 || { tail -30 "$work/apt.log"; fail "apt-get purge"; }
@@ -143,5 +188,7 @@ in_root dpkg-query -W -f='${db:Status-Abbrev}\n' pfx-player pfx-agent pfx-fleet 
 tree > "$work/after.txt"
 left=$(comm -13 "$work/before.txt" "$work/after.txt")
 [ -z "$left" ] || { printf '  left: %s\n' $left; fail "purge left files the packages made (above)"; }
+[ -e "$root/var/lib/pfx" ] && fail "purge left /var/lib/pfx although it held no show"
+grep -q 'holds shows' "$work/apt.log" && fail "purge said /var/lib/pfx holds shows, but it held none"
 lap "purge (nothing left)"
 echo "deb: install, upgrade (conffile kept), verify, lintian and purge passed (TIMING lines above)"
