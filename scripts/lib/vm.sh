@@ -25,6 +25,11 @@
 # ssh_opts, vm_key (inspection key), vm_fleet_key; vm_poll (seconds between polls, 1 by
 # default). The caller defines fail().
 
+# The caller's fail() wins; this one serves a caller that defines none.
+if ! declare -F fail > /dev/null; then
+  fail() { echo "FAIL: $*" >&2; exit 1; }
+fi
+
 vm_mac=${vm_mac:-52:54:00:ab:cd:ef}
 vm_poll=${vm_poll:-1}
 
