@@ -6,8 +6,9 @@
 #   B0. beside B: a bare paced sendmmsg of the same 1,000 datagrams, and a fixed compute loop;
 #   B5. 5,000 sACN universes (300,000 packets/s) for SECONDS: deadline misses, frame
 #      p50/p99/max, per-stage p99, RSS; and B0 at 5,000 beside it. If that bare reference
-#      itself misses deadlines, B5's "0 misses" verdict is UNMEASURABLE (the machine cannot
-#      carry the load), and the figures are printed all the same;
+#      itself misses deadlines and the player misses too, B5's "0 misses" verdict is
+#      UNMEASURABLE (the machine cannot carry the load); a player with 0 misses passes (B0
+#      is one thread, the player uses both cores); the figures are printed all the same;
 #   C. wire_send CPU per packet vs a bare sendmmsg loop, side by side (cargo bench), at
 #      1,000 and at 5,000 universes;
 #   D. FSEQ decode throughput on new_years_idle.fseq (cargo bench).
@@ -111,12 +112,15 @@ b5_misses=$(grep -o 'deadline misses [0-9]*' "$out/b5.txt" | grep -o '[0-9]*$')
 b0_misses=$(grep '^sendmmsg' "$out/b0-5000.txt" | grep -o 'deadline misses [0-9]*' | grep -o '[0-9]*$')
 if [ -z "$b5_misses" ]; then
   echo "cell B5 verdict (0 deadline misses in $secs s): UNMEASURABLE: no figures from the player"
+elif [ "$b5_misses" -eq 0 ]; then
+  # A measured 0 is a pass whatever B0 did: B0 is one thread, and the player sends a large
+  # output in halves on both cores, so B0 can miss where the player does not. B0 guards
+  # only the other way, against blaming the player for what the machine cannot carry.
+  echo "cell B5 verdict (0 deadline misses in $secs s): PASS (B0 at 5,000, one thread: ${b0_misses:-no figures} misses)"
 elif [ -z "$b0_misses" ]; then
-  echo "cell B5 verdict (0 deadline misses in $secs s): UNMEASURABLE: the bare reference B0 at 5,000 gave no figures"
+  echo "cell B5 verdict (0 deadline misses in $secs s): UNMEASURABLE: the bare reference B0 at 5,000 gave no figures (pfx: $b5_misses misses)"
 elif [ "$b0_misses" -gt 0 ]; then
   echo "cell B5 verdict (0 deadline misses in $secs s): UNMEASURABLE: the bare paced sendmmsg of the same 5,000 datagrams (B0, same run) missed $b0_misses deadlines itself, so this machine cannot carry 5,000 universes at 60 fps (pfx: $b5_misses misses, figures above)"
-elif [ "$b5_misses" -eq 0 ]; then
-  echo "cell B5 verdict (0 deadline misses in $secs s): PASS (B0 at 5,000: 0 misses)"
 else
   echo "cell B5 verdict (0 deadline misses in $secs s): FAIL: $b5_misses misses while B0 at 5,000 had none"
 fi
