@@ -616,7 +616,6 @@ fn run(
             None => show.playlist.at(t0),
         };
         let mut played: Option<(usize, u32)> = None;
-        let any_parallel = show.parallel.contains(&true);
         // What the outputs in halves fill their channels from, in wire_send.
         let mut frame_data: Option<&[u8]> = None;
         let mut pattern_frame: Option<pattern::Frame> = None;
@@ -635,18 +634,16 @@ fn run(
                 }
             }
             Now::Pattern { kind, color, t, .. } => {
-                if any_parallel {
-                    let f = pattern_frame.insert(pattern::Frame::new(kind, color, t));
-                    render_serial(
-                        f,
-                        &show.layout,
-                        &show.parallel,
-                        &show.serial,
-                        &mut show.channels,
-                    );
-                } else {
-                    pattern::render(kind, color, t, &show.layout, &mut show.channels)
-                }
+                // One path for every show: with no output in halves, `serial` is the
+                // whole buffer and this is `pattern::render`.
+                let f = pattern_frame.insert(pattern::Frame::new(kind, color, t));
+                render_serial(
+                    f,
+                    &show.layout,
+                    &show.parallel,
+                    &show.serial,
+                    &mut show.channels,
+                );
             }
             Now::Finished => match on_end {
                 OnEnd::Exit => {
@@ -882,6 +879,28 @@ mod tests {
             serial_ranges(90, &layout, &[true, true, true, false]),
             Vec::<Range<usize>>::new()
         );
+    }
+
+    #[test]
+    fn with_no_output_in_halves_the_serial_render_is_the_whole_render() {
+        use crate::config::show::PatternKind;
+        let layout = [pole(0, 10), pole(30, 40), pole(150, 5)];
+        let parallel = [false; 3];
+        let serial = serial_ranges(200, &layout, &parallel);
+        assert_eq!(serial, vec![0..200]);
+        for kind in [PatternKind::Rainbow, PatternKind::Id, PatternKind::Chase] {
+            let mut one = vec![0xa5; 200];
+            pattern::render(kind, [1, 2, 3], 0.4, &layout, &mut one);
+            let mut two = vec![0xa5; 200];
+            let f = pattern::Frame::new(kind, [1, 2, 3], 0.4);
+            render_serial(&f, &layout, &parallel, &serial, &mut two);
+            assert_eq!(one, two, "{kind:?}");
+        }
+        let data: Vec<u8> = (0..170).map(|i| i as u8).collect();
+        let (mut one, mut two) = (vec![0xa5; 200], vec![0xa5; 200]);
+        fill_channels(&mut one, &data);
+        fill_ranges(&mut two, &data, &serial);
+        assert_eq!(one, two);
     }
 
     #[test]
