@@ -21,21 +21,14 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "skipped: needs root (qemu, debugfs)" >&2; exit 77; }
 
+# shellcheck source=../scripts/lib/vm.sh
+. "$top/scripts/lib/vm.sh"
+
 if [ "${1:-}" = build ]; then
   tree=$(cd "$2" && pwd); out=$3; shift 3
   yaml=$(mktemp /tmp/pfx-boot-bench.XXXXXX.yaml)
   ssh-keygen -q -t ed25519 -N '' -C pfx-boot-bench -f "$yaml.id" <<< y > /dev/null
-  cat > "$yaml" <<YAML
-target: vm-arm64
-hostname_prefix: pfx
-ssh_authorized_keys_files: [$yaml.id.pub]
-show: $tree/examples/unit-show.yaml
-profiles:
-  - $tree/profiles/gen3-bigpacket.yaml
-  - $tree/profiles/legacy-2018-2023-sacn.yaml
-  - $tree/profiles/bench-ddp.yaml
-image_size_mib: 2048
-YAML
+  vm_image_yaml "$tree" "$yaml.id.pub" > "$yaml"
   (cd "$tree" && cargo build -q --locked -p pfx-image)
   rc=0; "$tree/target/debug/pfx-image" build "$yaml" -o "$out" --workspace "$tree" "$@" || rc=$?
   rm -f "$yaml" "$yaml.id" "$yaml.id.pub"
@@ -52,8 +45,6 @@ cleanup() {
   rm -rf "$vm_work"
 }
 trap cleanup EXIT
-# shellcheck source=../scripts/lib/vm.sh
-. "$top/scripts/lib/vm.sh"
 vm_poll=0.25
 vm_key=$vm_work/inspect
 ssh-keygen -q -t ed25519 -N '' -C pfx-boot-bench-inspect -f "$vm_key"

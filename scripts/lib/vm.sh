@@ -30,6 +30,23 @@ if ! declare -F fail > /dev/null; then
   fail() { echo "FAIL: $*" >&2; exit 1; }
 fi
 
+# vm_image_yaml TREE KEYFILE: the image YAML of the suite's VM (vm-arm64, the example show
+# and the three profiles of checkout TREE, fleet key KEYFILE), one definition for the suite
+# and the boot bench.
+vm_image_yaml() {
+  cat << YAML
+target: vm-arm64
+hostname_prefix: pfx
+ssh_authorized_keys_files: [$2]
+show: $1/examples/unit-show.yaml
+profiles:
+  - $1/profiles/gen3-bigpacket.yaml
+  - $1/profiles/legacy-2018-2023-sacn.yaml
+  - $1/profiles/bench-ddp.yaml
+image_size_mib: 2048
+YAML
+}
+
 vm_mac=${vm_mac:-52:54:00:ab:cd:ef}
 vm_poll=${vm_poll:-1}
 

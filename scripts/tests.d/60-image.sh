@@ -223,17 +223,7 @@ lap "falsify verify on the artifact"
 
 # ---------------------------------------------------------------- 4. vm-arm64 image
 ssh-keygen -q -t ed25519 -N '' -C pfx-image-test -f "$work/id"
-cat > "$work/image-vm.yaml" <<YAML
-target: vm-arm64
-hostname_prefix: pfx
-ssh_authorized_keys_files: [id.pub]
-show: $top/examples/unit-show.yaml
-profiles:
-  - $top/profiles/gen3-bigpacket.yaml
-  - $top/profiles/legacy-2018-2023-sacn.yaml
-  - $top/profiles/bench-ddp.yaml
-image_size_mib: 2048
-YAML
+vm_image_yaml "$top" id.pub > "$work/image-vm.yaml"
 "$img_bin" build "$work/image-vm.yaml" -o "$work/vm.img" "${player_args[@]}" || fail "vm-arm64 build"
 python3 - "$work/vm.img.manifest.json" <<'PY' || fail "vm manifest: access"
 import json, sys
