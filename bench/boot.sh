@@ -77,7 +77,7 @@ for round in $(seq 1 "$n"); do
     start_vm "$d/serial-$round.log"
     wait_profile "$d/serial-$round.log"
     wait_frame
-    echo "== $name boot $round (load $load): /profile ${profile_s} s, first frame ${frame_s} s after qemu start"
+    echo "== $name boot $round (load $load): /profile ${profile_s} s, first frame ${frame_s} s after qemu start (seen by the poll at ${frame_seen_s} s)"
     t=""
     for _ in $(seq 1 60); do
       t=$(vm systemd-analyze time 2>/dev/null | head -1) && [ -n "$t" ] && break

@@ -799,6 +799,59 @@ fn extra_layer(cx: &Ctx, plan: &Plan, opts: &Options, root: &Path) -> Result<(),
     Ok(())
 }
 
+/// The image's initramfs-tools hook (plan::INITRAMFS_HOOK), before the root's one
+/// initramfs run. It stays in the root, so a later `update-initramfs` keeps the rule.
+fn install_initramfs_hook(cx: &Ctx, root: &Path) -> Result<(), BuildError> {
+    let (path, text) = plan::INITRAMFS_HOOK;
+    let dest = root.join(path);
+    if let Some(dir) = dest.parent() {
+        cx.io(
+            "create the initramfs hooks directory",
+            fs::create_dir_all(dir),
+        )?;
+    }
+    cx.io("write the initramfs hook", fs::write(&dest, text))?;
+    cx.io(
+        "chmod the initramfs hook",
+        fs::set_permissions(&dest, fs::Permissions::from_mode(0o755)),
+    )
+}
+
+/// The stamps systemd-update-done leaves in /etc and /var: "this directory is as new as
+/// /usr". Without them every boot of the read-only image counts as the first after an
+/// update (the overlay forgets whatever a boot writes), and the units with
+/// `ConditionNeedsUpdate=` (systemd-sysusers, ahead of the data partition's check) run each
+/// time, though the build already made the users. Written as the tool writes them: its
+/// timestamp and /usr's modification time. The last step of the customisation, after
+/// everything that changes /usr.
+fn write_update_stamps(cx: &Ctx, root: &Path) -> Result<(), BuildError> {
+    let usr = cx.io("stat /usr", fs::metadata(root.join("usr")))?;
+    let mtime = cx.io("/usr's modification time", usr.modified())?;
+    let nsec = mtime
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_err(|e| cx.fail(format!("/usr's modification time is before 1970: {e}")))?
+        .as_nanos();
+    let text = format!(
+        "# This file was created by pfx-image, as systemd-update-done writes it. Its only\n\
+         # purpose is to hold a timestamp of the time this directory\n\
+         # was updated. See man:systemd-update-done.service(8).\n\
+         TIMESTAMP_NSEC={nsec}\n"
+    );
+    for dir in ["etc", "var"] {
+        let path = root.join(dir).join(".updated");
+        cx.io(&format!("write /{dir}/.updated"), fs::write(&path, &text))?;
+        let f = cx.io(
+            &format!("open /{dir}/.updated"),
+            File::options().write(true).open(&path),
+        )?;
+        cx.io(
+            &format!("set the time of /{dir}/.updated"),
+            f.set_modified(mtime),
+        )?;
+    }
+    Ok(())
+}
+
 /// mmdebstrap of `packages`, then the one initramfs run.
 fn fresh_root(
     cx: &Ctx,
@@ -882,6 +935,7 @@ fn fresh_root(
     let scratch = root
         .parent()
         .ok_or_else(|| cx.fail("the root has no parent directory"))?;
+    install_initramfs_hook(cx, root)?;
     let t = Instant::now();
     let (appended, emulated_s) = if plan.arch == "arm64" {
         initramfs::generate(cx, root, scratch)?
@@ -1217,6 +1271,19 @@ fn customize(cx: &Ctx, plan: &Plan, root: &Path, debs: &[Deb]) -> Result<(), Bui
         .arg("mask")
         .args(plan::MASKED_UNITS);
     cx.run(&mut cmd)?;
+    let generators = root.join("etc/systemd/system-generators");
+    cx.io(
+        "create /etc/systemd/system-generators",
+        fs::create_dir_all(&generators),
+    )?;
+    for g in plan::MASKED_GENERATORS {
+        let link = generators.join(g);
+        let _ = fs::remove_file(&link);
+        cx.io(
+            &format!("mask the generator {g}"),
+            std::os::unix::fs::symlink("/dev/null", &link),
+        )?;
+    }
     let mut cmd = Command::new("systemd-analyze");
     cmd.arg("verify").arg(format!("--root={}", root.display()));
     cmd.args([
@@ -1225,8 +1292,10 @@ fn customize(cx: &Ctx, plan: &Plan, root: &Path, debs: &[Deb]) -> Result<(), Bui
         "pfx-hostname.service",
         "pfx-ssh-hostkeys.service",
         "pfx-data-grow.service",
+        "pfx-data-absent.service",
     ]);
-    cx.run(&mut cmd)
+    cx.run(&mut cmd)?;
+    write_update_stamps(cx, root)
 }
 
 /// Fills the FAT partition's directory: for the arm64 targets raspi-firmware's own kernel

@@ -452,6 +452,7 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
                 busybox: String::new(),
                 overlayroot_script: String::new(),
                 overlay_module: String::new(),
+                systemd_tags_rule: String::new(),
             }
         }
     };

@@ -63,6 +63,10 @@ pub const UNIT_FILES: &[(&str, &str)] = &[
         "pfx-data-grow.service",
         include_str!("../../systemd/pfx-data-grow.service"),
     ),
+    (
+        "pfx-data-absent.service",
+        include_str!("../../systemd/pfx-data-absent.service"),
+    ),
 ];
 pub const SCRIPTS: &[(&str, &str)] = &[
     ("pfx-hostname", include_str!("../../systemd/pfx-hostname")),
@@ -85,6 +89,33 @@ pub const UDEV_TRIGGER_DROPIN: (&str, &str) = (
     include_str!("../../systemd/udev-trigger-net-first.conf"),
 );
 const DOC: &str = include_str!("../../docs/image.md");
+/// An initramfs-tools hook, in the root before its one initramfs run: the initramfs' udev
+/// tags block and network devices for systemd, which then knows them from its start
+/// instead of after the whole coldplug (the data partition's mount and the player wait for
+/// them). Its text is part of the base root's cache key.
+pub const INITRAMFS_HOOK: (&str, &str) = (
+    "etc/initramfs-tools/hooks/pfx-systemd-tags",
+    include_str!("../../systemd/initramfs-systemd-tags"),
+);
+/// The rule the hook puts into the initramfs (`pfx-image verify` looks for it).
+pub const INITRAMFS_TAGS_RULE: &str = "usr/lib/udev/rules.d/99-pfx-systemd-tags.rules";
+/// systemd generators for what a unit does not have, masked (a link to /dev/null in
+/// /etc/systemd/system-generators): each is a process start before systemd loads a single
+/// unit, on every boot. Encrypted, integrity and verity volumes, GPT auto-discovery (the
+/// card is MBR), hibernation, SysV init scripts (every service the image runs has a
+/// unit), rc.local and offline updates. Kept: fstab, getty, and the debug and run
+/// generators (`systemd.debug_shell`, `systemd.mask=`, `systemd.run=` on the kernel
+/// command line are how a unit that does not boot is rescued).
+pub const MASKED_GENERATORS: &[&str] = &[
+    "systemd-cryptsetup-generator",
+    "systemd-gpt-auto-generator",
+    "systemd-hibernate-resume-generator",
+    "systemd-integritysetup-generator",
+    "systemd-veritysetup-generator",
+    "systemd-sysv-generator",
+    "systemd-rc-local-generator",
+    "systemd-system-update-generator",
+];
 
 /// Units enabled in every image (instance names where templated).
 pub const ENABLED_UNITS: &[&str] = &[
@@ -93,6 +124,7 @@ pub const ENABLED_UNITS: &[&str] = &[
     "pfx-hostname.service",
     "pfx-ssh-hostkeys.service",
     "pfx-data-grow.service",
+    "pfx-data-absent.service",
     "systemd-networkd.service",
     "ssh.service",
 ];
@@ -101,6 +133,12 @@ pub const ENABLED_UNITS: &[&str] = &[
 /// tmpfs overlay, apt's download/upgrade timers, man-db's and dpkg's database jobs only
 /// spend CPU and RAM (into the tmpfs) during a show, and e2scrub is for LVM snapshots.
 /// e2scrub_reap runs on every boot.
+///
+/// And four that each start a `modprobe` at every boot, beside the data partition's check
+/// and the player's start, for what a unit does not use: systemd-repart (GPT only; the
+/// card is MBR) pulls in dm_mod and loop, systemd-pstore (no persistent-store backend on
+/// a Pi) efi_pstore, and the configfs and FUSE control mounts their modules. Masked, the
+/// modules still load on demand if anything ever asks.
 pub const MASKED_UNITS: &[&str] = &[
     "e2scrub_reap.service",
     "e2scrub_all.timer",
@@ -108,6 +146,10 @@ pub const MASKED_UNITS: &[&str] = &[
     "apt-daily-upgrade.timer",
     "man-db.timer",
     "dpkg-db-backup.timer",
+    "systemd-repart.service",
+    "systemd-pstore.service",
+    "sys-kernel-config.mount",
+    "sys-fs-fuse-connections.mount",
 ];
 
 /// Where each enabled unit's symlink must be, relative to /etc/systemd/system.
@@ -132,6 +174,10 @@ pub fn expected_enable_links() -> Vec<(String, String)> {
         (
             "local-fs.target.wants".into(),
             "pfx-data-grow.service".into(),
+        ),
+        (
+            "local-fs.target.wants".into(),
+            "pfx-data-absent.service".into(),
         ),
         (
             "multi-user.target.wants".into(),
@@ -282,7 +328,7 @@ pub fn add_fleet_account(
 
 /// Bump when the base-root recipe (mmdebstrap call, initramfs step) changes: it is part of
 /// the cache key.
-const BASE_RECIPE_VERSION: u32 = 2;
+const BASE_RECIPE_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileSpec {
@@ -383,9 +429,10 @@ pub fn base_key(
     packages: &[String],
 ) -> String {
     let recipe = format!(
-        "v{BASE_RECIPE_VERSION}\narch={arch}\nsuite={suite}\nmirror={mirror}\ncomponents={}\npackages={}\n",
+        "v{BASE_RECIPE_VERSION}\narch={arch}\nsuite={suite}\nmirror={mirror}\ncomponents={}\npackages={}\ninitramfs-hook={}\n",
         components.join(","),
-        packages.join(",")
+        packages.join(","),
+        hex(&Sha256::digest(INITRAMFS_HOOK.1.as_bytes()))
     );
     hex(&Sha256::digest(recipe.as_bytes()))
 }
@@ -595,6 +642,40 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The hook writes exactly the rule `verify` looks for, and the rule tags block and
+    /// network devices (run with `sh`, as mkinitramfs runs it, into a scratch DESTDIR).
+    #[test]
+    fn initramfs_hook_writes_the_rule_verify_looks_for() {
+        let dest = std::env::temp_dir().join(format!("pfx-hook-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dest);
+        std::fs::create_dir_all(&dest).unwrap();
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(INITRAMFS_HOOK.1)
+            .env("DESTDIR", &dest)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rule = std::fs::read_to_string(dest.join(INITRAMFS_TAGS_RULE)).unwrap();
+        assert!(rule.contains(r#"SUBSYSTEM=="block""#) && rule.contains(r#"SUBSYSTEM=="net""#));
+        assert!(
+            rule.contains(r#"TAG+="systemd""#) && rule.contains("/sys/subsystem/net/devices/$name")
+        );
+        let prereqs = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(INITRAMFS_HOOK.1)
+            .arg("hook")
+            .arg("prereqs")
+            .output()
+            .unwrap();
+        assert!(prereqs.status.success() && prereqs.stdout.is_empty());
+        std::fs::remove_dir_all(&dest).unwrap();
+    }
 
     #[test]
     fn arm64_targets_share_one_base_root() {

@@ -175,6 +175,8 @@ pub struct InitramfsCheck {
     pub busybox: String,
     pub overlayroot_script: String,
     pub overlay_module: String,
+    /// The image's udev rule tagging devices for systemd (plan::INITRAMFS_TAGS_RULE).
+    pub systemd_tags_rule: String,
 }
 
 /// Without busybox the overlayroot script finds no `grep` and the system boots a plain
@@ -189,6 +191,7 @@ pub fn check_initramfs(names: &[String]) -> Result<InitramfsCheck, String> {
             || n.ends_with("/overlayfs/overlay.ko.xz")
             || n.ends_with("/overlayfs/overlay.ko.zst")
     });
+    let tags = find(&|n| n == crate::plan::INITRAMFS_TAGS_RULE);
     let mut errors = Vec::new();
     if busybox.is_none() {
         errors
@@ -200,15 +203,28 @@ pub fn check_initramfs(names: &[String]) -> Result<InitramfsCheck, String> {
     if module.is_none() {
         errors.push("no overlay kernel module in the initramfs");
     }
-    match (busybox, script, module) {
-        (Some(busybox), Some(overlayroot_script), Some(overlay_module)) if errors.is_empty() => {
-            Ok(InitramfsCheck {
-                entries: names.len(),
-                busybox,
-                overlayroot_script,
-                overlay_module,
-            })
-        }
+    if tags.is_none() {
+        // Not a safety matter but the boot's: without it systemd knows no device until its
+        // own coldplug is through, and the data partition and the player wait for that.
+        errors.push(
+            "no usr/lib/udev/rules.d/99-pfx-systemd-tags.rules in the initramfs (the hook \
+             /etc/initramfs-tools/hooks/pfx-systemd-tags did not run: rebuild the base root \
+             with --fresh-root)",
+        );
+    }
+    match (busybox, script, module, tags) {
+        (
+            Some(busybox),
+            Some(overlayroot_script),
+            Some(overlay_module),
+            Some(systemd_tags_rule),
+        ) if errors.is_empty() => Ok(InitramfsCheck {
+            entries: names.len(),
+            busybox,
+            overlayroot_script,
+            overlay_module,
+            systemd_tags_rule,
+        }),
         _ => Err(errors.join("; ")),
     }
 }
@@ -964,12 +980,13 @@ mod tests {
             "usr/lib/modules/6.1.0-50-arm64/kernel/fs/overlayfs/overlay.ko",
             b"x",
         ),
+        (crate::plan::INITRAMFS_TAGS_RULE, b"SUBSYSTEM"),
     ];
 
     #[test]
     fn initramfs_with_busybox_passes() {
         let (names, end) = cpio_names(&newc(GOOD)).unwrap();
-        assert_eq!(names.len(), 3);
+        assert_eq!(names.len(), 4);
         assert!(end > 0);
         check_initramfs(&names).unwrap();
     }
@@ -983,8 +1000,16 @@ mod tests {
 
     #[test]
     fn initramfs_without_overlayroot_script_fails() {
-        let (names, _) = cpio_names(&newc(&[GOOD[0], GOOD[2]])).unwrap();
+        let (names, _) = cpio_names(&newc(&[GOOD[0], GOOD[2], GOOD[3]])).unwrap();
         assert!(check_initramfs(&names).unwrap_err().contains("overlayroot"));
+    }
+
+    #[test]
+    fn initramfs_without_the_systemd_tags_rule_fails() {
+        let (names, _) = cpio_names(&newc(&GOOD[..3])).unwrap();
+        let e = check_initramfs(&names).unwrap_err();
+        assert!(e.contains("99-pfx-systemd-tags.rules"), "{e}");
+        assert!(!e.contains("busybox"), "{e}");
     }
 
     #[test]

@@ -19,7 +19,8 @@
 #   vm ARGS / fleet_ssh ARGS           ssh as root (inspection key) / with the fleet key
 #   profile_ok                         GET /profile into $vm_work/profile.json
 #   wait_profile SERIAL_LOG            sets profile_s (qemu start -> /profile answers)
-#   wait_frame                         sets frame_s (qemu start -> /profile frames > 0)
+#   wait_frame                         sets frame_s (qemu start -> the first frame, from the
+#                                      answer that shows it) and frame_seen_s (-> that answer)
 #
 # In: vm_work (a scratch directory), vm_kernel/vm_initrd/vm_cmdline, vm_disk, vm_mac,
 # ssh_opts, vm_key (inspection key), vm_fleet_key; vm_poll (seconds between polls, 1 by
@@ -120,7 +121,7 @@ stop_vm() {
 vm() { ssh "${ssh_opts[@]}" -o IdentitiesOnly=yes -i "$vm_key" -p "$inspect_port" root@127.0.0.1 "$@"; }
 fleet_ssh() { ssh -F /dev/null "${ssh_opts[@]}" -o IdentitiesOnly=yes -i "$vm_fleet_key" -p "$ssh_port" "$@"; }
 profile_ok() { curl -fsS --max-time 3 "http://127.0.0.1:$http_port/profile" -o "$vm_work/profile.json" 2>/dev/null; }
-vm_since() { python3 -c "import time; print(round(time.time()-$1,1))"; }
+vm_since() { python3 -c "import time; print(round(time.time()-$1,2))"; }
 
 # Boot to /profile answering on the forwarded port (the player's first HTTP answer).
 wait_profile() {
@@ -135,14 +136,31 @@ wait_profile() {
   [ -n "$profile_s" ] || { tail -80 "$1"; fail "/profile did not answer on 127.0.0.1:$http_port within 300 s"; }
 }
 
-# First frame: /profile's frame counter leaves 0 (the player renders and sends).
+# First frame. The poll sees the frame counter leave 0 some time after the frame: the
+# forwarded port refuses or stalls a poll (up to --max-time) until the player listens,
+# and the polls are vm_poll apart. So the first frame's own time comes from the answer
+# that shows it: the answer's arrival, less the age of the newest frame in it and the
+# player's span from its first frame to that one (since_start.loop_s; published every
+# 50 ms, so this errs late by at most that). Sets frame_s (qemu start -> the first frame,
+# so derived) and frame_seen_s (qemu start -> the poll that saw it).
 wait_frame() {
-  local n
-  frame_s=""
+  local n t
+  frame_s="" frame_seen_s=""
   n=$(python3 -c "print(int(120/$vm_poll))")
   for _ in $(seq 1 "$n"); do
-    if profile_ok && python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get("frames",0) > 0 else 1)' "$vm_work/profile.json"; then
-      frame_s=$(vm_since "$boot_start"); break
+    if profile_ok; then
+      t=$(vm_since "$boot_start")
+      if frame_s=$(python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))
+if m.get("frames", 0) <= 0:
+    sys.exit(1)
+age = (m.get("last_frame_age_ms") or 0.0) / 1000.0
+span = m.get("since_start", {}).get("loop_s", 0.0)
+print(round(float(sys.argv[2]) - age - span, 1))' "$vm_work/profile.json" "$t"); then
+        frame_seen_s=$t; break
+      fi
+      frame_s=""
     fi
     sleep "$vm_poll"
   done

@@ -50,7 +50,7 @@ cp systemd/pfx-hostname systemd/pfx-ssh-hostkeys systemd/pfx-data-grow "$units_r
 # The units' binaries, as stubs: verify checks that ExecStart= paths exist and are executable.
 printf '#!/bin/sh\n' > "$units_root/usr/bin/pfx-player"; chmod 755 "$units_root/usr/bin/pfx-player"
 systemd-analyze verify --root="$units_root" pfx-player.service pfx-hostname.service \
-  pfx-ssh-hostkeys.service pfx-eth-no-pause@eth0.service pfx-data-grow.service || fail "systemd-analyze verify"
+  pfx-ssh-hostkeys.service pfx-eth-no-pause@eth0.service pfx-data-grow.service pfx-data-absent.service || fail "systemd-analyze verify"
 sh -n systemd/pfx-hostname && sh -n systemd/pfx-ssh-hostkeys && sh -n systemd/z51-pfx-cmdline && sh -n systemd/pfx-data-grow || fail "sh -n"
 # The no-rw hook on a generated cmdline (the one raspi-firmware writes).
 hook_root="$work/hook"; mkdir -p "$hook_root/boot/firmware"
@@ -147,7 +147,7 @@ assert {"nodev", "nosuid", "nofail", "x-systemd.growfs"} <= set(f["options"]), f
 assert d["overlayroot"] == "tmpfs:recurse=0" and d["player_after_mount"], d
 assert ["Storage", "volatile"] in d["journald"], d["journald"]
 en = {u["unit"]: u["enabled"] for u in m["units"]}
-assert en.get("pfx-data-grow.service"), en
+assert en.get("pfx-data-grow.service") and en.get("pfx-data-absent.service"), en
 print("rpi4 data partition: %d MiB at sector %d, %s, options %s" % (parts[2]["sectors"] // 2048, parts[2]["start_sector"], d["fs"]["label"], ",".join(f["options"])))
 PY
 ok "rpi4-arm64 image verified from the image file"
@@ -267,7 +267,7 @@ python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$work/profile.json" 
 echo "BOOT: /profile answered $profile_s s after qemu start (TCG, cortex-a72, 2 vCPU)"
 # First frame: /profile's frame counter leaves 0 (the player renders and sends).
 wait_frame
-echo "BOOT: first frame (/profile frames > 0) $frame_s s after qemu start"
+echo "BOOT: first frame $frame_s s after qemu start (the /profile answer that showed it came at $frame_seen_s s)"
 ssh_up=0
 for _ in $(seq 1 60); do vm true 2>/dev/null && fleet_ssh pfx@127.0.0.1 status --json > "$work/status0.json" 2>/dev/null && { ssh_up=1; break; }; sleep 2; done
 [ $ssh_up = 1 ] || { tail -50 "$work/serial.log"; fail "ssh did not answer (inspection as root, and the fleet key's status as pfx)"; }
@@ -284,6 +284,21 @@ ok "first boot made the ed25519 host key only, in the real root"
 masked=$(vm systemctl is-enabled e2scrub_reap.service apt-daily.timer apt-daily-upgrade.timer 2>/dev/null | sort -u || true)
 [ "$masked" = masked ] || fail "units the image masks are '$masked', not masked"
 ok "apt timers and e2scrub_reap masked"
+# What the first frame no longer waits for. The initramfs' udev tagged the devices for
+# systemd (the image's initramfs hook), so systemd knew the data partition and eth0 from
+# its start, before its own coldplug began; the build's update stamps skip
+# systemd-sysusers; the generators for what a unit lacks are masked.
+trig_start=$(vm systemctl show -p InactiveExitTimestampMonotonic --value systemd-udev-trigger.service)
+for d in 'dev-disk-by\x2dlabel-pfx\x2ddata.device' sys-subsystem-net-devices-eth0.device; do
+  d_at=$(vm systemctl show -p ActiveEnterTimestampMonotonic --value "'$d'")
+  [ "${d_at:-0}" -gt 0 ] && [ "$d_at" -lt "${trig_start:-0}" ] \
+    || fail "$d became active at ${d_at:-?} us, not before the coldplug began (${trig_start:-?} us): the initramfs did not tag it for systemd"
+done
+[ "$(vm systemctl show -p ConditionResult --value systemd-sysusers.service)" = no ] \
+  || fail "systemd-sysusers ran at boot (ConditionNeedsUpdate=/etc held): /etc/.updated missing or older than /usr"
+gens=$(vm 'ls /run/systemd/generator.late 2>/dev/null; readlink /etc/systemd/system-generators/systemd-sysv-generator')
+[ "$gens" = /dev/null ] || fail "the SysV generator is not masked, or generated units: $gens"
+ok "systemd knew the data partition and eth0 before its coldplug; systemd-sysusers skipped; generators masked"
 lap "boot to /profile + ssh"
 
 # ---------------------------------------------------------------- 6. assert from inside
@@ -573,7 +588,7 @@ vm test ! -e /var/lib/pfx/.pfx-data || fail "no data partition, yet /var/lib/pfx
 case ",$(vm findmnt -no OPTIONS /media/root-ro)," in *,ro,*) ;; *) fail "no data partition: the lower root is not read-only" ;; esac
 [ "$(vm systemctl is-active multi-user.target)" = active ] || fail "no data partition: multi-user.target not reached ($(vm systemctl is-system-running))"
 [ "$(vm systemctl is-active pfx-player.service)" = active ] || fail "no data partition: pfx-player not active"
-vm journalctl -b -u pfx-data-grow --no-pager -o cat | grep -q "no partition labelled pfx-data" || fail "no data partition: pfx-data-grow did not say so"
+vm journalctl -b -u pfx-data-absent --no-pager -o cat | grep -q "no partition labelled pfx-data" || fail "no data partition: pfx-data-absent did not say so"
 echo "BOOT (no data partition): $(vm systemd-analyze time 2>&1 | head -1); system $(vm systemctl is-system-running 2>/dev/null || true)"
 python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["show"]; assert s["source"]=="config" and "the data partition is not mounted at /var/lib/pfx" in s["reason"], s' "$work/profile.json" \
   || fail "no data partition: /profile does not say the built-in show plays because the data partition is not mounted: $(head -c 400 "$work/profile.json")"
