@@ -83,10 +83,11 @@ const CMDLINE_HOOK: &str = include_str!("../../systemd/z51-pfx-cmdline");
 pub const PFX_PACKAGES: &[&str] = &["pfx-player", "pfx-agent"];
 /// Their version: the workspace's, which is also the builder's.
 pub const PFX_VERSION: &str = env!("CARGO_PKG_VERSION");
-/// A drop-in for systemd-udev-trigger: network devices first in the coldplug.
+/// A drop-in for systemd-udev-trigger: the coldplug after local-fs.target, network
+/// devices first.
 pub const UDEV_TRIGGER_DROPIN: (&str, &str) = (
-    "/etc/systemd/system/systemd-udev-trigger.service.d/pfx-net-first.conf",
-    include_str!("../../systemd/udev-trigger-net-first.conf"),
+    "/etc/systemd/system/systemd-udev-trigger.service.d/pfx-coldplug.conf",
+    include_str!("../../systemd/udev-trigger.conf"),
 );
 const DOC: &str = include_str!("../../docs/image.md");
 /// An initramfs-tools hook, in the root before its one initramfs run: the initramfs' udev
@@ -454,12 +455,20 @@ fn file(path: &str, mode: u32, contents: impl Into<Vec<u8>>) -> FileSpec {
 /// look mounted, marker and all, while every write to it went to RAM.
 pub const OVERLAYROOT: &str = "tmpfs:recurse=0";
 
-/// The extra kernel command line: the overlay, and nothing that makes the lower root writable.
+/// The extra kernel command line: `quiet`, the overlay, and nothing that makes the lower
+/// root writable.
+///
+/// `quiet`: the kernel prints warnings and errors only, and systemd its status lines only
+/// for a unit that is slow or fails. Both write to the console synchronously, and a Pi's
+/// console is a 115200-baud UART: about 11 KB/s, so a full boot log is seconds during which
+/// the printing CPU (for systemd's lines: PID 1, dispatching no job) waits. Everything is
+/// still in `dmesg` and the journal. Remove the word from cmdline.txt on the FAT partition
+/// to see it all on the console again.
 pub fn extra_cmdline(overlay: bool) -> String {
     if overlay {
-        format!("overlayroot={OVERLAYROOT}")
+        format!("quiet overlayroot={OVERLAYROOT}")
     } else {
-        String::new()
+        "quiet".into()
     }
 }
 
@@ -878,7 +887,7 @@ mod tests {
 
     #[test]
     fn extra_cmdline_has_no_rw() {
-        assert_eq!(extra_cmdline(true), "overlayroot=tmpfs:recurse=0");
+        assert_eq!(extra_cmdline(true), "quiet overlayroot=tmpfs:recurse=0");
         assert!(!extra_cmdline(true).split_whitespace().any(|w| w == "rw"));
     }
 
