@@ -589,6 +589,11 @@ case ",$(vm findmnt -no OPTIONS /media/root-ro)," in *,ro,*) ;; *) fail "no data
 [ "$(vm systemctl is-active multi-user.target)" = active ] || fail "no data partition: multi-user.target not reached ($(vm systemctl is-system-running))"
 [ "$(vm systemctl is-active pfx-player.service)" = active ] || fail "no data partition: pfx-player not active"
 vm journalctl -b -u pfx-data-absent --no-pager -o cat | grep -q "no partition labelled pfx-data" || fail "no data partition: pfx-data-absent did not say so"
+# The cancel, not the 90 s device timeout, must end the wait (the player and local-fs.target
+# are ordered after the mount).
+if vm journalctl -b --no-pager -o cat | grep -F 'Timed out waiting for device dev-disk-by\x2dlabel-pfx\x2ddata'; then
+  fail "no data partition: the boot waited out the data partition's device timeout instead of cancelling the mount"
+fi
 echo "BOOT (no data partition): $(vm systemd-analyze time 2>&1 | head -1); system $(vm systemctl is-system-running 2>/dev/null || true)"
 python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["show"]; assert s["source"]=="config" and "the data partition is not mounted at /var/lib/pfx" in s["reason"], s' "$work/profile.json" \
   || fail "no data partition: /profile does not say the built-in show plays because the data partition is not mounted: $(head -c 400 "$work/profile.json")"
