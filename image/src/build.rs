@@ -852,41 +852,6 @@ fn write_update_stamps(cx: &Ctx, root: &Path) -> Result<(), BuildError> {
     Ok(())
 }
 
-/// The static device nodes written once at build time (plan::static_nodes_tmpfiles) and
-/// kmod-static-nodes.service masked. Only for a root with exactly one kernel: the unit
-/// writes the running kernel's nodes, and with two the build cannot know which boots, so
-/// the unit is kept.
-fn static_nodes(cx: &Ctx, root: &Path) -> Result<(), BuildError> {
-    let modules = root.join("usr/lib/modules");
-    let kernels: Vec<PathBuf> = fs::read_dir(&modules)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path().join("modules.devname"))
-                .filter(|p| p.is_file())
-                .collect()
-        })
-        .unwrap_or_default();
-    let [devname] = &kernels[..] else {
-        eprintln!(
-            "    static device nodes: {} kernels with a modules.devname, kmod-static-nodes.service kept",
-            kernels.len()
-        );
-        return Ok(());
-    };
-    let text = cx.io(
-        &format!("read {}", devname.display()),
-        fs::read_to_string(devname),
-    )?;
-    let lines = plan::static_nodes_tmpfiles(&text)
-        .map_err(|e| cx.fail(format!("{}: {e}", devname.display())))?;
-    write_file(cx, root, plan::STATIC_NODES_FILE, 0o644, lines.as_bytes())?;
-    let mut cmd = Command::new("systemctl");
-    cmd.arg(format!("--root={}", root.display()))
-        .arg("mask")
-        .arg(plan::STATIC_NODES_UNIT);
-    cx.run(&mut cmd)
-}
-
 /// mmdebstrap of `packages`, then the one initramfs run.
 fn fresh_root(
     cx: &Ctx,
@@ -1306,7 +1271,6 @@ fn customize(cx: &Ctx, plan: &Plan, root: &Path, debs: &[Deb]) -> Result<(), Bui
         .arg("mask")
         .args(plan::MASKED_UNITS);
     cx.run(&mut cmd)?;
-    static_nodes(cx, root)?;
     let generators = root.join("etc/systemd/system-generators");
     cx.io(
         "create /etc/systemd/system-generators",

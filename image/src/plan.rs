@@ -153,54 +153,6 @@ pub const MASKED_UNITS: &[&str] = &[
     "sys-fs-fuse-connections.mount",
 ];
 
-/// Where the build writes the static device nodes (static_nodes_tmpfiles).
-pub const STATIC_NODES_FILE: &str = "/etc/tmpfiles.d/pfx-static-nodes.conf";
-/// The unit that writes them at every boot otherwise, masked once the build has.
-pub const STATIC_NODES_UNIT: &str = "kmod-static-nodes.service";
-
-/// The static device nodes of a kernel's `modules.devname`, as systemd-tmpfiles lines, the
-/// same ones `kmod static-nodes --format=tmpfiles` writes at every boot: a node per module
-/// that is loaded on first open (/dev/fuse, /dev/loop-control, /dev/net/tun…), and the
-/// directory of a nested one. The image's kernel is fixed, so the build writes them once
-/// and kmod-static-nodes.service (about a second under emulation, ahead of udev and so of
-/// the network and the player) is masked.
-///
-/// Input lines: `MODULE DEVNAME TYPEMAJOR:MINOR` (`fuse fuse c10:229`); `#` comments and
-/// blank lines are skipped. An error names the line.
-pub fn static_nodes_tmpfiles(devname: &str) -> Result<String, String> {
-    let mut out = String::from(
-        "# pfx-image: the static device nodes of the image's kernel (its modules.devname), as\n\
-         # kmod-static-nodes.service writes them at boot; that unit is masked.\n",
-    );
-    for (i, line) in devname.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let bad = |why: &str| format!("modules.devname line {}: {why}: {line:?}", i + 1);
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let [_module, name, node] = f[..] else {
-            return Err(bad("expected MODULE DEVNAME TYPEMAJOR:MINOR"));
-        };
-        let kind = match node.chars().next() {
-            Some(c @ ('c' | 'b')) => c,
-            _ => return Err(bad("the node type is neither c nor b")),
-        };
-        let (maj, min) = node[1..]
-            .split_once(':')
-            .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)))
-            .ok_or_else(|| bad("expected MAJOR:MINOR after the node type"))?;
-        if name.starts_with('/') || name.split('/').any(|c| c.is_empty() || c == "..") {
-            return Err(bad("the device name must be a plain path under /dev"));
-        }
-        if let Some((dir, _)) = name.rsplit_once('/') {
-            out.push_str(&format!("d /dev/{dir} 0755 - - -\n"));
-        }
-        out.push_str(&format!("{kind}! /dev/{name} 0600 - - - {maj}:{min}\n"));
-    }
-    Ok(out)
-}
-
 /// Where each enabled unit's symlink must be, relative to /etc/systemd/system.
 pub fn expected_enable_links() -> Vec<(String, String)> {
     vec![
@@ -702,54 +654,6 @@ mod tests {
 
     /// The hook writes exactly the rule `verify` looks for, and the rule tags block and
     /// network devices (run with `sh`, as mkinitramfs runs it, into a scratch DESTDIR).
-    /// The same lines as `kmod static-nodes --format=tmpfiles` for Debian's modules.devname
-    /// (checked against kmod 30's output for these entries).
-    #[test]
-    fn static_nodes_as_kmod_writes_them() {
-        let devname = "# Device nodes to trigger on-demand module loading.\n\
-                       fuse fuse c10:229\ntun net/tun c10:200\nsnd_seq snd/seq c116:1\n\n";
-        let t = static_nodes_tmpfiles(devname).unwrap();
-        let lines: Vec<&str> = t.lines().filter(|l| !l.starts_with('#')).collect();
-        assert_eq!(
-            lines,
-            [
-                "c! /dev/fuse 0600 - - - 10:229",
-                "d /dev/net 0755 - - -",
-                "c! /dev/net/tun 0600 - - - 10:200",
-                "d /dev/snd 0755 - - -",
-                "c! /dev/snd/seq 0600 - - - 116:1",
-            ]
-        );
-    }
-
-    #[test]
-    fn static_nodes_refuse_bad_lines_naming_them() {
-        for (bad, why) in [
-            ("fuse fuse", "expected MODULE"),
-            ("fuse fuse x10:229", "neither c nor b"),
-            ("fuse fuse c10", "MAJOR:MINOR"),
-            ("fuse fuse c10:x", "MAJOR:MINOR"),
-            ("fuse ../etc/passwd c1:1", "plain path"),
-            ("fuse /etc/x c1:1", "plain path"),
-            ("fuse a//b c1:1", "plain path"),
-            ("fuse fuse c10:229 extra", "expected MODULE"),
-        ] {
-            let e = static_nodes_tmpfiles(&format!("# x\n{bad}\n")).unwrap_err();
-            assert!(e.contains("line 2") && e.contains(why), "{bad}: {e}");
-        }
-        // Outside bytes of any shape: an error or lines, never a panic.
-        for s in [
-            "c",
-            "\u{0}",
-            "a b c\u{e9}1:1",
-            "a b c:",
-            "a b c4294967296:1",
-            "a b :\n#",
-        ] {
-            let _ = static_nodes_tmpfiles(s);
-        }
-    }
-
     #[test]
     fn initramfs_hook_writes_the_rule_verify_looks_for() {
         let dest = std::env::temp_dir().join(format!("pfx-hook-test-{}", std::process::id()));

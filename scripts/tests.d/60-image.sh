@@ -298,9 +298,7 @@ done
   || fail "systemd-sysusers ran at boot (ConditionNeedsUpdate=/etc held): /etc/.updated missing or older than /usr"
 gens=$(vm 'ls /run/systemd/generator.late 2>/dev/null; readlink /etc/systemd/system-generators/systemd-sysv-generator')
 [ "$gens" = /dev/null ] || fail "the SysV generator is not masked, or generated units: $gens"
-[ "$(vm systemctl is-enabled kmod-static-nodes.service 2>/dev/null)" = masked ] && vm test -c /dev/loop-control -a -c /dev/net/tun \
-  || fail "static device nodes: kmod-static-nodes.service not masked, or the build's nodes (/etc/tmpfiles.d/pfx-static-nodes.conf) were not made"
-ok "systemd knew the data partition and eth0 before its coldplug; systemd-sysusers skipped; generators and kmod-static-nodes masked, the build's static nodes made"
+ok "systemd knew the data partition and eth0 before its coldplug; systemd-sysusers skipped; generators masked"
 lap "boot to /profile + ssh"
 
 # ---------------------------------------------------------------- 6. assert from inside
