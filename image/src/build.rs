@@ -803,18 +803,7 @@ fn extra_layer(cx: &Ctx, plan: &Plan, opts: &Options, root: &Path) -> Result<(),
 /// initramfs run. It stays in the root, so a later `update-initramfs` keeps the rule.
 fn install_initramfs_hook(cx: &Ctx, root: &Path) -> Result<(), BuildError> {
     let (path, text) = plan::INITRAMFS_HOOK;
-    let dest = root.join(path);
-    if let Some(dir) = dest.parent() {
-        cx.io(
-            "create the initramfs hooks directory",
-            fs::create_dir_all(dir),
-        )?;
-    }
-    cx.io("write the initramfs hook", fs::write(&dest, text))?;
-    cx.io(
-        "chmod the initramfs hook",
-        fs::set_permissions(&dest, fs::Permissions::from_mode(0o755)),
-    )
+    write_file(cx, root, path, 0o755, text.as_bytes())
 }
 
 /// The stamps systemd-update-done leaves in /etc and /var: "this directory is as new as
@@ -838,8 +827,14 @@ fn write_update_stamps(cx: &Ctx, root: &Path) -> Result<(), BuildError> {
          TIMESTAMP_NSEC={nsec}\n"
     );
     for dir in ["etc", "var"] {
+        write_file(
+            cx,
+            root,
+            &format!("/{dir}/.updated"),
+            0o644,
+            text.as_bytes(),
+        )?;
         let path = root.join(dir).join(".updated");
-        cx.io(&format!("write /{dir}/.updated"), fs::write(&path, &text))?;
         let f = cx.io(
             &format!("open /{dir}/.updated"),
             File::options().write(true).open(&path),

@@ -652,38 +652,35 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
 mod tests {
     use super::*;
 
+    /// Runs `cmd` and fails the test with its stderr unless it succeeded.
+    fn ran(cmd: &mut std::process::Command, what: &str) -> std::process::Output {
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
     /// The hook writes exactly the rule `verify` looks for, and the rule tags block and
     /// network devices (run with `sh`, as mkinitramfs runs it, into a scratch DESTDIR).
     #[test]
     fn initramfs_hook_writes_the_rule_verify_looks_for() {
-        let dest = std::env::temp_dir().join(format!("pfx-hook-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dest);
-        std::fs::create_dir_all(&dest).unwrap();
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(INITRAMFS_HOOK.1)
-            .env("DESTDIR", &dest)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let rule = std::fs::read_to_string(dest.join(INITRAMFS_TAGS_RULE)).unwrap();
+        let dest = tempfile::tempdir().unwrap();
+        let hook = |args: &[&str]| {
+            let mut cmd = std::process::Command::new("sh");
+            cmd.arg("-c").arg(INITRAMFS_HOOK.1).arg("hook").args(args);
+            cmd.env("DESTDIR", dest.path());
+            ran(&mut cmd, "the initramfs hook")
+        };
+        hook(&[]);
+        let rule = std::fs::read_to_string(dest.path().join(INITRAMFS_TAGS_RULE)).unwrap();
         assert!(rule.contains(r#"SUBSYSTEM=="block""#) && rule.contains(r#"SUBSYSTEM=="net""#));
         assert!(
             rule.contains(r#"TAG+="systemd""#) && rule.contains("/sys/subsystem/net/devices/$name")
         );
-        let prereqs = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(INITRAMFS_HOOK.1)
-            .arg("hook")
-            .arg("prereqs")
-            .output()
-            .unwrap();
-        assert!(prereqs.status.success() && prereqs.stdout.is_empty());
-        std::fs::remove_dir_all(&dest).unwrap();
+        assert!(hook(&["prereqs"]).stdout.is_empty());
     }
 
     #[test]
@@ -766,20 +763,16 @@ mod tests {
         for b in PFX_PACKAGES {
             std::fs::copy("/bin/true", bin.join(b)).unwrap();
         }
-        let out = std::process::Command::new("bash")
-            .arg(ws.join("scripts/build-deb"))
-            .args(["--arch", "amd64", "--version", PFX_VERSION, "--bin-dir"])
-            .arg(&bin)
-            .arg("--out")
-            .arg(d.path())
-            .args(["--packages", &PFX_PACKAGES.join(",")])
-            .current_dir(&ws)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "build-deb: {}",
-            String::from_utf8_lossy(&out.stderr)
+        ran(
+            std::process::Command::new("bash")
+                .arg(ws.join("scripts/build-deb"))
+                .args(["--arch", "amd64", "--version", PFX_VERSION, "--bin-dir"])
+                .arg(&bin)
+                .arg("--out")
+                .arg(d.path())
+                .args(["--packages", &PFX_PACKAGES.join(",")])
+                .current_dir(&ws),
+            "build-deb",
         );
         let mut packaged = Vec::new();
         let mut conffiles = Vec::new();
