@@ -881,21 +881,33 @@ mod tests {
         );
     }
 
+    /// Every pattern: the one-thread render of `layout` against render_serial over its
+    /// serial ranges plus what `halves` fills (the outputs in halves' own part).
+    fn assert_serial_render_is_the_whole(
+        layout: &[PoleMap],
+        parallel: &[bool],
+        halves: impl Fn(&pattern::Frame, &mut [u8]),
+    ) {
+        use crate::config::show::PatternKind;
+        let serial = serial_ranges(200, layout, parallel);
+        for kind in [PatternKind::Rainbow, PatternKind::Id, PatternKind::Chase] {
+            let mut one = vec![0xa5; 200];
+            pattern::render(kind, [1, 2, 3], 0.4, layout, &mut one);
+            let mut two = vec![0xa5; 200];
+            let f = pattern::Frame::new(kind, [1, 2, 3], 0.4);
+            render_serial(&f, layout, parallel, &serial, &mut two);
+            halves(&f, &mut two);
+            assert_eq!(one, two, "{kind:?}");
+        }
+    }
+
     #[test]
     fn with_no_output_in_halves_the_serial_render_is_the_whole_render() {
-        use crate::config::show::PatternKind;
         let layout = [pole(0, 10), pole(30, 40), pole(150, 5)];
         let parallel = [false; 3];
         let serial = serial_ranges(200, &layout, &parallel);
         assert_eq!(serial, vec![0..200]);
-        for kind in [PatternKind::Rainbow, PatternKind::Id, PatternKind::Chase] {
-            let mut one = vec![0xa5; 200];
-            pattern::render(kind, [1, 2, 3], 0.4, &layout, &mut one);
-            let mut two = vec![0xa5; 200];
-            let f = pattern::Frame::new(kind, [1, 2, 3], 0.4);
-            render_serial(&f, &layout, &parallel, &serial, &mut two);
-            assert_eq!(one, two, "{kind:?}");
-        }
+        assert_serial_render_is_the_whole(&layout, &parallel, |_, _| {});
         let data: Vec<u8> = (0..170).map(|i| i as u8).collect();
         let (mut one, mut two) = (vec![0xa5; 200], vec![0xa5; 200]);
         fill_channels(&mut one, &data);
@@ -905,20 +917,13 @@ mod tests {
 
     #[test]
     fn the_serial_fill_and_the_halves_together_are_the_one_thread_fill() {
-        use crate::config::show::PatternKind;
         let layout = [pole(0, 10), pole(30, 40), pole(150, 5)];
         let parallel = [false, true, false];
         let serial = serial_ranges(200, &layout, &parallel);
-        for kind in [PatternKind::Rainbow, PatternKind::Id, PatternKind::Chase] {
-            let mut one = vec![0xa5; 200];
-            pattern::render(kind, [1, 2, 3], 0.4, &layout, &mut one);
-            let mut two = vec![0xa5; 200];
-            let f = pattern::Frame::new(kind, [1, 2, 3], 0.4);
-            render_serial(&f, &layout, &parallel, &serial, &mut two);
-            // Pole 1's own fill, as its halves do it.
-            f.render_pixels(1, &layout[1], 0, &mut two[30..150]);
-            assert_eq!(one, two, "{kind:?}");
-        }
+        // Pole 1's own fill, as its halves do it.
+        assert_serial_render_is_the_whole(&layout, &parallel, |f, two| {
+            f.render_pixels(1, &layout[1], 0, &mut two[30..150])
+        });
         let data: Vec<u8> = (0..170).map(|i| i as u8).collect();
         let mut one = vec![0xa5; 200];
         fill_channels(&mut one, &data);
