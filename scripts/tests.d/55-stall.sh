@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The player under stall injection in the network testbed (issues 3 and 4), one attempt per
-# cell: normal mode holds 60 fps with no deadline miss in every stall cell while
+# cell: normal mode holds 60 fps with at most 1% of deadlines missed in every stall cell while
 # --blocking-send falls; when a bursty stall lifts, the first frame the bigPacket pole gets
 # is current (pfx's head-drop tx queue) where the naive player's kernel queue delivers a
 # backlog (the control: it shows the measure can fail); and the incident's shape: with
@@ -25,8 +25,11 @@ for name, c in cells.items():
     check(c["unmeasurable"] is None, f"{name}: measurable ({c['unmeasurable']})")
 for st in ("none", "sustained", "bursty"):
     c = cells[f"normal/{st}"]
-    check((c.get("fps") or 0) >= 59.5 and c.get("misses") == 0,
-          f"normal/{st}: {c.get('fps')} fps, {c.get('misses')} deadline misses (need >= 59.5 and 0)")
+    # At most 1% of the 5 s window late: a loop that blocks on the link misses hundreds
+    # (blocking/sustained, docs/perf/testbed.md); one or two are the shared CI host.
+    m = c.get("misses")
+    check((c.get("fps") or 0) >= 59.5 and m is not None and m <= 3,
+          f"normal/{st}: {c.get('fps')} fps, {m} deadline misses (need >= 59.5 and <= 3)")
 q, k = cells["normal/none"].get("root_qdisc"), cells["blocking/none"].get("root_qdisc")
 check(q == "pfifo_head_drop" and k != q,
       f"/profile names the interface's queue: {q} with tx_queue: newest, {k} with tx_queue: kernel")
@@ -50,6 +53,8 @@ check(ka is not None and ka > 2 * period_ms,
       f"normal-kernel-queue/bursty (control): a backlog is what the pole shows (age max {ka} ms > {2 * period_ms:.1f})")
 b = cells["blocking/sustained"]
 check((b.get("fps") or 99) < 55, f"blocking/sustained: the naive player falls ({b.get('fps')} fps)")
+check((b.get("misses") or 0) > 3,
+      f"blocking/sustained (control): the miss bound above can fail ({b.get('misses')} deadline misses > 3)")
 s = cells["blocking/bursty"]
 check((s.get("ws50") or 1e9) < 2000, f"blocking/bursty: wire_send p50 stays low ({s.get('ws50')} us)")
 check((s.get("ws99") or 0) >= 10000, f"blocking/bursty: wire_send p99 in the tens of ms ({s.get('ws99')} us)")
