@@ -151,10 +151,20 @@ mod tests {
 
     #[test]
     fn a_reader_never_sees_a_torn_estimate() {
+        use std::sync::atomic::AtomicBool;
+        // The writer keeps publishing until the reader has made enough reads while it ran:
+        // on a loaded 2-core host the reader thread may not be scheduled during a fixed
+        // number of writes (CI once saw it read nothing), which would leave the test
+        // vacuous. The cap keeps a reader that never gets a consistent copy from hanging.
+        const WANT_READS: u64 = 10_000;
+        const MAX_WRITES: u64 = 20_000_000;
         let t = std::sync::Arc::new(Timeline::default());
-        let w = t.clone();
+        let seen = std::sync::Arc::new(AtomicU64::new(0));
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let (w, ws, wd) = (t.clone(), seen.clone(), done.clone());
         let writer = std::thread::spawn(move || {
-            for g in 1..200_000u64 {
+            let mut g = 1u64;
+            while g < MAX_WRITES && (g < 200_000 || ws.load(Ordering::Relaxed) < WANT_READS) {
                 let v = g as i64;
                 w.publish(
                     g,
@@ -166,10 +176,12 @@ mod tests {
                         samples: 0,
                     }),
                 );
+                g += 1;
             }
+            wd.store(true, Ordering::Release);
+            g
         });
-        let mut seen = 0;
-        while !writer.is_finished() {
+        while !done.load(Ordering::Acquire) {
             if let Some(Published {
                 generation,
                 estimate: Some(e),
@@ -177,10 +189,14 @@ mod tests {
             {
                 assert_eq!(e.base_ns, generation as i64);
                 assert_eq!(e.at_pos_ns, -e.base_ns);
-                seen += 1;
+                seen.fetch_add(1, Ordering::Relaxed);
             }
         }
-        writer.join().unwrap();
-        assert!(seen > 0);
+        let writes = writer.join().unwrap();
+        let seen = seen.load(Ordering::Relaxed);
+        assert!(
+            seen >= WANT_READS,
+            "only {seen} consistent reads during {writes} writes"
+        );
     }
 }
