@@ -10,7 +10,8 @@
 # packages made is left.
 #
 # Env: PFX_CACHE (the .deb cache, as for image builds), PFX_DEB_KEEP=1 (keep the root),
-#      PFX_DEB_BIN_DIR (prebuilt amd64 binaries; default: cargo build --release).
+#      PFX_DEB_BIN_DIR (prebuilt amd64 binaries; default: cargo build --release;
+#      scripts/test-all sets it to its debug build, which packs the same way).
 set -euo pipefail
 top=${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 cd "$top"
