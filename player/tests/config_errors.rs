@@ -6,9 +6,13 @@ use std::process::Command;
 const SHOW: &str = "interface: lo\nfps: FPS\noutputs:\n  - name: a\n    profile: bench-ddp\ncontent:\n  playlist:\n    - pattern: id\n";
 
 fn run_with_fps(fps: &str) -> (Option<i32>, String) {
+    run_show(&SHOW.replace("FPS", fps))
+}
+
+fn run_show(text: &str) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("show.yaml");
-    std::fs::write(&path, SHOW.replace("FPS", fps)).unwrap();
+    std::fs::write(&path, text).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_pfx-player"))
         .args(["run", "--no-mdns", "--duration", "1", "--config"])
         .arg(&path)
@@ -75,4 +79,29 @@ fn help_gives_the_exit_codes() {
     assert!(text.contains("Exit status:"), "{text}");
     assert!(text.contains("  1     findings (doctor)"), "{text}");
     assert!(text.contains("  2     error: bad usage"), "{text}");
+}
+
+#[test]
+fn a_value_out_of_range_names_its_line() {
+    // Parsed fine, refused by the config's own checks: still FILE:LINE:COLUMN.
+    let (code, err) = run_with_fps("1000");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.starts_with("pfx-player: error: FILE:2:1: fps: 1000 is outside 1..=240"),
+        "{err}"
+    );
+    // A profile that does not exist: the line of `profile:` under that output.
+    let (code, err) = run_show(&SHOW.replace("FPS", "60").replace("bench-ddp", "nope"));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.starts_with(
+            "pfx-player: error: FILE:5:5: outputs[0].profile: nope: no profile named `nope`"
+        ),
+        "{err}"
+    );
+    // Nothing to point at (no `content:` at all): the file alone, no made-up line.
+    let cut = SHOW.replace("FPS", "60");
+    let (code, err) = run_show(&cut[..cut.find("content:").unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.starts_with("pfx-player: error: FILE: content"), "{err}");
 }

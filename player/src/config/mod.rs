@@ -4,6 +4,7 @@
 //! line and column.
 
 pub mod builtin;
+pub mod locate;
 pub mod profile;
 pub mod show;
 mod yaml;

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, from_yaml_file};
+use super::ConfigError;
 use crate::wire::{FrameShape, bigpacket, ddp, sacn};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -166,14 +166,12 @@ pub struct DeviceProfile {
 
 impl DeviceProfile {
     pub fn load(path: &Path) -> Result<DeviceProfile, ConfigError> {
-        let p: DeviceProfile = from_yaml_file(path)?;
-        p.validate(path)?;
-        Ok(p)
+        Self::from_str(&super::yaml::read_text(path)?, path)
     }
 
     pub fn from_str(text: &str, origin: &Path) -> Result<DeviceProfile, ConfigError> {
         let p: DeviceProfile = super::from_yaml_str(text, origin)?;
-        p.validate(origin)?;
+        p.validate(origin).map_err(|e| e.located(text, origin))?;
         Ok(p)
     }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, DeviceProfile, from_yaml_file};
+use super::{ConfigError, DeviceProfile};
 use crate::nic::txqueue::Parent;
 use crate::schedule::{self, Schedule};
 
@@ -500,13 +500,12 @@ pub fn parse_color(s: &str) -> Option<[u8; 3]> {
 
 impl ShowConfig {
     pub fn load(path: &Path) -> Result<Show, ConfigError> {
-        let config: ShowConfig = from_yaml_file(path)?;
-        config.resolve(path)
+        Self::from_str(&super::yaml::read_text(path)?, path)
     }
 
     pub fn from_str(text: &str, origin: &Path) -> Result<Show, ConfigError> {
         let config: ShowConfig = super::from_yaml_str(text, origin)?;
-        config.resolve(origin)
+        config.resolve(origin).map_err(|e| e.located(text, origin))
     }
 
     /// Checks values and loads what the config refers to. `origin` is the config file's

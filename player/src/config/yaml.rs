@@ -15,9 +15,15 @@ pub enum ConfigError {
     /// The YAML parser's message already carries "line L column C" and a snippet.
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
-    /// Parsed, but a value is not acceptable (out of range, missing file, ...).
-    #[error("{path}: {message}")]
-    Invalid { path: PathBuf, message: String },
+    /// Parsed, but a value is not acceptable (out of range, missing file, ...). `at` is
+    /// the line and column of the key the message names, when the text was at hand:
+    /// `FILE:LINE:COLUMN: message`, as editors and terminals understand it.
+    #[error("{path}{}: {message}", at.map(|(l, c)| format!(":{l}:{c}")).unwrap_or_default())]
+    Invalid {
+        path: PathBuf,
+        message: String,
+        at: Option<(usize, usize)>,
+    },
 }
 
 impl ConfigError {
@@ -25,16 +31,38 @@ impl ConfigError {
         ConfigError::Invalid {
             path: path.to_path_buf(),
             message: message.into(),
+            at: None,
+        }
+    }
+
+    /// Gives an `Invalid` error about `origin` the line of the key its message starts
+    /// with, found in `text` (origin's contents). Errors about other files (a profile the
+    /// show names) keep theirs.
+    pub fn located(self, text: &str, origin: &Path) -> Self {
+        match self {
+            ConfigError::Invalid {
+                path,
+                message,
+                at: None,
+            } if path == origin => {
+                let at = super::locate::key_path_of(&message)
+                    .and_then(|k| super::locate::locate(text, k));
+                ConfigError::Invalid { path, message, at }
+            }
+            other => other,
         }
     }
 }
 
-pub fn from_yaml_file<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+pub fn read_text(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
         path: path.to_path_buf(),
         error,
-    })?;
-    from_yaml_str(&text, path)
+    })
+}
+
+pub fn from_yaml_file<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
+    from_yaml_str(&read_text(path)?, path)
 }
 
 /// `origin` is only used in messages; pass the path the text came from.
