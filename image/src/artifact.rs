@@ -175,6 +175,28 @@ impl ImageFile {
                 .map(|d| d.trim_matches('"').to_string())
         }))
     }
+
+    /// Type, mtime and link target of a path in the root file system; None when it is
+    /// missing.
+    pub fn root_inode(&self, path: &str) -> Result<Option<verify::Inode>, ReadError> {
+        let (out, errs) = self.debugfs(&format!("stat {path}"))?;
+        if errs.contains("not found") {
+            return Ok(None);
+        }
+        let mut inode =
+            verify::parse_debugfs_inode(&String::from_utf8_lossy(&out)).ok_or_else(|| {
+                self.err(format!(
+                    "root file system: debugfs shows no type or mtime for {path}: {}",
+                    errs.trim()
+                ))
+            })?;
+        if inode.kind == "symlink" && inode.link.is_none() {
+            // A slow link (a target longer than the inode holds): `cat` prints its block.
+            let (out, _) = self.debugfs(&format!("cat {path}"))?;
+            inode.link = Some(String::from_utf8_lossy(&out).into_owned());
+        }
+        Ok(Some(inode))
+    }
 }
 
 impl ImageFile {

@@ -77,6 +77,8 @@ pub struct Manifest {
     pub packages: Vec<Package>,
     /// The workspace's packages as dpkg installed them, files checked against md5sums.
     pub pfx_packages: Vec<verify::PfxPackage>,
+    /// The masked generators and units and the update stamps (what only a boot would miss).
+    pub boot_speed: verify::BootSpeedCheck,
     /// Filled by the builder (not part of what is read back).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub build: Option<serde_json::Value>,
@@ -316,6 +318,35 @@ fn check_data(
     })
 }
 
+/// What the boot-speed checks need from the root: the masks' links, /usr, the update stamps.
+pub(crate) fn boot_speed_files(img: &ImageFile) -> Result<verify::BootSpeedFiles, String> {
+    let inodes = |names: &[&str], path: fn(&str) -> String| {
+        names
+            .iter()
+            .map(|n| Ok((n.to_string(), img.root_inode(&path(n))?)))
+            .collect::<Result<Vec<_>, artifact::ReadError>>()
+    };
+    let mut stamps = Vec::new();
+    for &p in verify::UPDATE_STAMPS {
+        let inode = img.root_inode(p).map_err(|e| e.to_string())?;
+        let text = match &inode {
+            Some(i) if i.kind == "regular" => img
+                .root_read(p)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .map_err(|e| e.to_string())?,
+            _ => String::new(),
+        };
+        stamps.push((p.to_string(), inode, text));
+    }
+    Ok(verify::BootSpeedFiles {
+        generators: inodes(plan::MASKED_GENERATORS, verify::generator_mask_path)
+            .map_err(|e| e.to_string())?,
+        units: inodes(plan::MASKED_UNITS, verify::unit_mask_path).map_err(|e| e.to_string())?,
+        usr: img.root_inode("/usr").map_err(|e| e.to_string())?,
+        stamps,
+    })
+}
+
 /// MD5 of some bytes, by md5sum (as dpkg's md5sums were made).
 fn md5_hex(bytes: &[u8]) -> Result<String, String> {
     use std::io::Write;
@@ -532,6 +563,10 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
     }
 
     let data = check_data(&img, &cmdline, expect, &mut errors);
+    let boot_speed = boot_speed_files(&img)
+        .and_then(|f| verify::check_boot_speed(&f))
+        .map_err(|e| errors.push(format!("boot speed: {e}")))
+        .ok();
 
     let packages = verify::parse_dpkg_status(
         &img.root_read("/var/lib/dpkg/status")
@@ -589,6 +624,177 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
         data: data.ok_or("no data partition check")?,
         packages,
         pfx_packages,
+        boot_speed: boot_speed.ok_or("no boot-speed check")?,
         build: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disk::Layout;
+    use std::process::Stdio;
+
+    fn have(tool: &str) -> bool {
+        Command::new(tool)
+            .arg("-V")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok()
+    }
+
+    fn ok(cmd: &mut Command) {
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A root as the build's customize step leaves it for the boot-speed checks: the masks
+    /// as links to /dev/null, then the stamps with /usr's mtime (as write_update_stamps).
+    fn build_like_root(root: &Path) {
+        use std::os::unix::fs::symlink;
+        let gens = root.join("etc/systemd/system-generators");
+        std::fs::create_dir_all(&gens).unwrap();
+        std::fs::create_dir_all(root.join("etc/systemd/system")).unwrap();
+        std::fs::create_dir_all(root.join("usr/lib/systemd")).unwrap();
+        std::fs::create_dir_all(root.join("var")).unwrap();
+        for g in plan::MASKED_GENERATORS {
+            symlink("/dev/null", gens.join(g)).unwrap();
+        }
+        for u in plan::MASKED_UNITS {
+            symlink("/dev/null", root.join("etc/systemd/system").join(u)).unwrap();
+        }
+        let mtime = std::fs::metadata(root.join("usr"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        for dir in ["etc", "var"] {
+            let p = root.join(dir).join(".updated");
+            std::fs::write(&p, "TIMESTAMP_NSEC=0\n").unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(&p)
+                .unwrap()
+                .set_modified(mtime)
+                .unwrap();
+        }
+    }
+
+    /// The boot-speed checks on a real image file: a root made by mke2fs -d as the build
+    /// makes it, read back through debugfs, then each fault put in with debugfs -w.
+    #[test]
+    fn boot_speed_read_back_from_a_real_image_file() {
+        if !(have("sfdisk") && have("mke2fs") && have("debugfs")) {
+            eprintln!("skipped: needs sfdisk, mke2fs and debugfs (e2fsprogs, fdisk)");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let l = Layout::new(4 + 64 + 512 + 32, 64, 32).unwrap();
+        let img = d.path().join("t.img");
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(l.total_bytes)
+            .unwrap();
+        let mut sf = Command::new("sfdisk")
+            .args(["-q", "--no-reread", "--no-tell-kernel"])
+            .arg(&img)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut sf.stdin.take().unwrap(), l.sfdisk_script().as_bytes())
+            .unwrap();
+        assert!(sf.wait().unwrap().success());
+        let root = d.path().join("root");
+        build_like_root(&root);
+        let fs = d.path().join("root.ext4");
+        std::fs::File::create(&fs)
+            .unwrap()
+            .set_len(16 << 20)
+            .unwrap();
+        ok(Command::new("mke2fs")
+            .args(["-q", "-F", "-t", "ext4", "-E", "root_owner=0:0", "-d"])
+            .arg(&root)
+            .arg(&fs));
+        let spec = format!("{}?offset={}", img.display(), l.root_start * 512);
+        let write = |fs_cmd: &str| {
+            ok(Command::new("dd")
+                .arg(format!("if={}", fs.display()))
+                .arg(format!("of={}", img.display()))
+                .args(["bs=1M", "conv=notrunc,sparse", "status=none"])
+                .arg(format!("seek={}", l.root_start * 512))
+                .arg("oflag=seek_bytes"));
+            if !fs_cmd.is_empty() {
+                ok(Command::new("debugfs")
+                    .args(["-w", "-f", "-", &spec])
+                    .stdin(
+                        std::fs::File::open({
+                            let p = d.path().join("cmds");
+                            std::fs::write(&p, fs_cmd).unwrap();
+                            p
+                        })
+                        .unwrap(),
+                    ));
+            }
+        };
+        let check = || {
+            let f = ImageFile::open(&img).unwrap();
+            boot_speed_files(&f).and_then(|f| verify::check_boot_speed(&f))
+        };
+
+        write("");
+        let c = check().unwrap();
+        assert_eq!(c.masked_generators, plan::MASKED_GENERATORS);
+        assert_eq!(c.masked_units, plan::MASKED_UNITS);
+        assert_eq!(c.update_stamps.len(), 2);
+        assert_eq!(c.update_stamps[0].mtime, c.usr_mtime);
+
+        // Each fault on a fresh copy of the good root.
+        let gens = "/etc/systemd/system-generators";
+        for (cmds, want) in [
+            (
+                format!("rm {gens}/systemd-sysv-generator\n"),
+                "the image has no /etc/systemd/system-generators/systemd-sysv-generator link to /dev/null",
+            ),
+            (
+                format!(
+                    "rm {gens}/systemd-rc-local-generator\nsymlink {gens}/systemd-rc-local-generator /usr/lib/systemd/x\n"
+                ),
+                "systemd-rc-local-generator links to \"/usr/lib/systemd/x\", not /dev/null",
+            ),
+            (
+                format!(
+                    "rm {gens}/systemd-gpt-auto-generator\nwrite /dev/null {gens}/systemd-gpt-auto-generator\n"
+                ),
+                "systemd-gpt-auto-generator is a regular file, not a link to /dev/null",
+            ),
+            (
+                "rm /etc/systemd/system/systemd-repart.service\n".to_string(),
+                "no /etc/systemd/system/systemd-repart.service link to /dev/null",
+            ),
+            (
+                "rm /var/.updated\n".to_string(),
+                "the image has no /var/.updated",
+            ),
+            (
+                // /usr a second newer than the stamps, as if changed after they were written.
+                format!("set_inode_field /usr mtime 0x{:x}\n", c.usr_mtime.sec + 1),
+                "/etc/.updated (mtime",
+            ),
+        ] {
+            write(&cmds);
+            let e = check().unwrap_err();
+            assert!(e.contains(want), "{cmds}: {e}");
+        }
+        // A slow link (its target in a block, not the inode) read back through `cat`.
+        let long = format!("/{}", "x".repeat(80));
+        write(&format!(
+            "rm {gens}/systemd-sysv-generator\nsymlink {gens}/systemd-sysv-generator {long}\n"
+        ));
+        let e = check().unwrap_err();
+        assert!(e.contains(&format!("links to \"{long}\"")), "{e}");
+    }
 }

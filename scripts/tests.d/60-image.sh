@@ -148,6 +148,9 @@ assert d["overlayroot"] == "tmpfs:recurse=0" and d["player_after_mount"], d
 assert ["Storage", "volatile"] in d["journald"], d["journald"]
 en = {u["unit"]: u["enabled"] for u in m["units"]}
 assert en.get("pfx-data-grow.service") and en.get("pfx-data-absent.service"), en
+b = m["boot_speed"]
+assert "systemd-sysv-generator" in b["masked_generators"] and "systemd-repart.service" in b["masked_units"], b
+assert [s["path"] for s in b["update_stamps"]] == ["/etc/.updated", "/var/.updated"], b
 print("rpi4 data partition: %d MiB at sector %d, %s, options %s" % (parts[2]["sectors"] // 2048, parts[2]["start_sector"], d["fs"]["label"], ",".join(f["options"])))
 PY
 ok "rpi4-arm64 image verified from the image file"
