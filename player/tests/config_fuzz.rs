@@ -46,6 +46,17 @@ const BITS: &[&str] = &[
     "Mars/Olympus", "UTC", "---\n", "...\n", "\u{feff}", "\0", "é", "\u{2028}",
 ];
 
+/// Numbers alone, at the edges of the integer types and of the config's own ranges
+/// (universes 1..=63999, sizes 1..=512, priority 0..=200, fps 1..=240, ...), so that two
+/// of them together (a high first universe and many pixels) reach the sums.
+const NUMBERS: &[&str] = &[
+    "0", "1", "2", "-1", "127", "128", "199", "200", "201", "240", "241", "255", "256", "510",
+    "511", "512", "513", "600", "601", "1000", "1001", "3600", "10000", "10001", "32767",
+    "32768", "63998", "63999", "64000", "65535", "65536", "100000", "1000000", "16777216",
+    "2147483647", "2147483648", "4294967295", "4294967296", "18446744073709551615",
+    "18446744073709551616", "1e309", "-1e309", ".nan", "0.0", "1.5", "-0.5", "1e-9",
+];
+
 fn pick(rng: &mut Rng) -> &'static str {
     BITS[rng.below(BITS.len())]
 }
@@ -63,7 +74,19 @@ fn mutate(rng: &mut Rng, text: &str) -> String {
         lines.push(String::new());
     }
     let i = rng.below(lines.len());
-    match rng.below(9) {
+    match rng.below(12) {
+        9..=11 => {
+            // Every number in the file, each with even odds, replaced by one at an edge:
+            // the checks that add two values (first universe + universes) are reached.
+            for l in &mut lines {
+                let Some(k) = l.find(": ") else { continue };
+                let v = l[k + 2..].trim();
+                if v.parse::<f64>().is_ok() && rng.below(2) == 0 {
+                    l.truncate(k + 2);
+                    l.push_str(NUMBERS[rng.below(NUMBERS.len())]);
+                }
+            }
+        }
         0 | 1 => {
             // A value replaced by a delimiter or a number at the edges.
             let l = &mut lines[i];
