@@ -116,10 +116,10 @@ const WORDS: &[&str] = &[
 /// Characters spliced into a command: white space (ASCII and not), `-`, digits, hex
 /// letters, the shell's delimiters, and a few that are none of these.
 const CHARS: &[char] = &[
-    ' ', '\t', '\n', '\r', '\x0b', '\x0c', '\u{a0}', '\u{2003}', '\u{85}', '-', '0', '1', '5',
-    '9', 'a', 'b', 'c', 'd', 'e', 'f', 'A', 'F', 'g', 'x', ';', '|', '&', '$', '`', '(', ')',
-    '<', '>', '\'', '"', '\\', '*', '?', '~', '#', '!', '{', '}', '[', ']', '=', '%', '\0',
-    '\u{7f}', 'é', '\u{fffd}',
+    ' ', '\t', '\n', '\r', '\x0b', '\x0c', '\u{a0}', '\u{2003}', '\u{85}', '-', '0', '1', '5', '9',
+    'a', 'b', 'c', 'd', 'e', 'f', 'A', 'F', 'g', 'x', ';', '|', '&', '$', '`', '(', ')', '<', '>',
+    '\'', '"', '\\', '*', '?', '~', '#', '!', '{', '}', '[', ']', '=', '%', '\0', '\u{7f}', 'é',
+    '\u{fffd}',
 ];
 
 fn seeds() -> Vec<String> {
@@ -362,13 +362,74 @@ test_delay_ms: 5
 
 /// What YAML mutations splice in: its delimiters, indentation, and values at the edges.
 const YAML_BITS: &[&str] = &[
-    ":", ": ", "-", "- ", "#", " #", "'", "\"", "[", "]", "{", "}", "&a ", "*a", "!", "!!str ",
-    "!!int ", "|", ">", "\n", "\t", "  ", "    ", ",", "?", "%", "@", "`", "\\", "~", "null",
-    "0", "-1", "1", "9", "10", "15", "65535", "65536", "599", "600", "601",
-    "18446744073709551615", "18446744073709551616", "1e309", "-1e309", ".nan", "NaN", ".inf",
-    "0x10", "0o7", "1_000", "true", "false", "yes", "", "/", "relative/path", "eth0; id",
-    "eth0.100", "a-very-long-interface-name", "mock", "player", "---\n", "...\n", "\u{feff}",
-    "\0", "é",
+    ":",
+    ": ",
+    "-",
+    "- ",
+    "#",
+    " #",
+    "'",
+    "\"",
+    "[",
+    "]",
+    "{",
+    "}",
+    "&a ",
+    "*a",
+    "!",
+    "!!str ",
+    "!!int ",
+    "|",
+    ">",
+    "\n",
+    "\t",
+    "  ",
+    "    ",
+    ",",
+    "?",
+    "%",
+    "@",
+    "`",
+    "\\",
+    "~",
+    "null",
+    "0",
+    "-1",
+    "1",
+    "9",
+    "10",
+    "15",
+    "65535",
+    "65536",
+    "599",
+    "600",
+    "601",
+    "18446744073709551615",
+    "18446744073709551616",
+    "1e309",
+    "-1e309",
+    ".nan",
+    "NaN",
+    ".inf",
+    "0x10",
+    "0o7",
+    "1_000",
+    "true",
+    "false",
+    "yes",
+    "",
+    "/",
+    "relative/path",
+    "eth0; id",
+    "eth0.100",
+    "a-very-long-interface-name",
+    "mock",
+    "player",
+    "---\n",
+    "...\n",
+    "\u{feff}",
+    "\0",
+    "é",
 ];
 
 fn mutate_yaml(rng: &mut Rng, text: &str) -> String {
@@ -459,7 +520,11 @@ fn check_agent_config(text: &str, test_backends: bool) {
         .into_iter()
         .chain(c.player_pidfile.as_ref())
     {
-        assert!(p.is_absolute(), "{}", why(&format!("{} is relative", p.display())));
+        assert!(
+            p.is_absolute(),
+            "{}",
+            why(&format!("{} is relative", p.display()))
+        );
     }
     assert!(c.store_rate_bytes_per_s >= 64 * 1024, "{}", why("rate"));
     assert!(
@@ -480,7 +545,11 @@ fn check_agent_config(text: &str, test_backends: bool) {
     );
     if !test_backends {
         // A release build accepts less than a test build, never more.
-        assert!(AgentConfig::parse(text, true).is_ok(), "{}", why("test build refuses"));
+        assert!(
+            AgentConfig::parse(text, true).is_ok(),
+            "{}",
+            why("test build refuses")
+        );
     }
 }
 
@@ -491,10 +560,7 @@ fn agent_config_survives_mutation() {
         "iface: eth0\n".to_string(),
         FULL.to_string(),
         format!("{FULL}{}", TEST_KEYS.replace("nic_backend: mock\n", "")),
-        format!(
-            "{}{TEST_KEYS}",
-            FULL.replace("nic_backend: player\n", "")
-        ),
+        format!("{}{TEST_KEYS}", FULL.replace("nic_backend: player\n", "")),
         "{iface: eth0, lower: /media/root-ro, systemd: false}\n".to_string(),
     ];
     let mut rng = Rng(0xa9e7_7c0f);
