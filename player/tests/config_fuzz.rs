@@ -403,6 +403,19 @@ fn profiles_survive_mutation() {
         .collect();
     seeds.sort();
     assert!(seeds.len() >= 3, "{seeds:?}");
+    // The sACN profile near the top of the universe range: one more number at an edge
+    // (many pixels, small universes) reaches the sum that must not overflow.
+    let high = seeds
+        .iter()
+        .find(|(t, _)| t.contains("first_universe: 1\n"))
+        .map(|(t, p)| {
+            (
+                t.replace("first_universe: 1\n", "first_universe: 63990\n"),
+                p.clone(),
+            )
+        })
+        .expect("an sACN profile");
+    seeds.push(high);
     let mut rng = Rng(0x9f0f_11e5);
     let mut accepted = 0;
     for (text, origin) in &seeds {
