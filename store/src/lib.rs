@@ -702,6 +702,19 @@ impl Store {
                 why: format!("says it is show {}", m.id),
             });
         }
+        // `make_show` writes only names `check_name` accepts; any other came from a
+        // corrupt or edited file, and joined to the show's directory it could name a file
+        // outside the show (`/etc/shadow`, `../../x`) that `verify_show` would then read.
+        if let Some((n, why)) = m
+            .files
+            .keys()
+            .find_map(|n| check_name(n).err().map(|why| (n, why)))
+        {
+            return Err(StoreError::Corrupt {
+                path: p.clone(),
+                why: format!("names the file {n:?}, which {why}"),
+            });
+        }
         Ok(m)
     }
 

@@ -245,6 +245,28 @@ fn a_crash_at_any_step_leaves_the_old_show_or_the_new_one_whole() {
     assert!(saw_old > 5 && saw_new >= 1, "old {saw_old} new {saw_new}");
 }
 
+/// Found by tests/state_fuzz.rs: a manifest edited to name `/etc/passwd` (or `../x`,
+/// `.hidden`) was accepted, and `verify_show` read and hashed that file outside the show.
+#[test]
+fn a_manifest_naming_a_file_outside_the_show_is_corrupt() {
+    let d = root();
+    let s = Store::open(d.path()).unwrap().with_reserve(0);
+    let h = s.put_bytes("a", b"one").unwrap();
+    let id = s
+        .make_show("s", b"x: 1\n", &files(&[("a.fseq", h)]))
+        .unwrap();
+    let p = s.show_dir(&id).join("manifest.json");
+    let good = fs::read_to_string(&p).unwrap();
+    for bad in ["/etc/passwd", "../../etc/passwd", ".hidden", "show.yaml"] {
+        fs::write(&p, good.replace("\"a.fseq\"", &format!("{bad:?}"))).unwrap();
+        let e = s.manifest(&id).unwrap_err().to_string();
+        assert!(e.contains("names the file"), "{bad}: {e}");
+        assert!(s.verify_show(&id).is_err(), "{bad}");
+    }
+    fs::write(&p, good).unwrap();
+    s.verify_show(&id).unwrap();
+}
+
 #[test]
 fn gc_keeps_the_active_show_and_its_files() {
     let d = root();

@@ -457,4 +457,20 @@ mod sync_tests {
             "{e}"
         );
     }
+
+    /// Found by tests/config_fuzz.rs: a remote's (or an explicit standalone's) `sync:`
+    /// was written back with `transport: multicast`, which reading refuses, so FPP
+    /// Connect's rewrite of the active config failed its own check.
+    #[test]
+    fn a_sync_section_written_back_reads_again() {
+        for role in ["remote", "standalone", "master"] {
+            let text = format!("{BASE}{CONTENT}sync:\n  role: {role}\n");
+            // In `.`, so a remote's sequence folder (this file's directory) exists.
+            let origin = Path::new("./s.yaml");
+            let show = ShowConfig::from_str(&text, origin).unwrap();
+            let json = serde_json::to_string_pretty(&show.config).unwrap();
+            let again = ShowConfig::from_str(&json, origin);
+            assert!(again.is_ok(), "{role}: {json}: {:?}", again.err());
+        }
+    }
 }

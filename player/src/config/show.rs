@@ -133,7 +133,8 @@ impl FppConnectConfig {
 /// `sync:` as written. Checked while it is read (`try_from`), so an error points at the
 /// section's line and column.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(try_from = "SyncRaw")]
+/// Written out through `SyncRaw` too, so what is written reads back.
+#[serde(try_from = "SyncRaw", into = "SyncRaw")]
 pub struct SyncConfig {
     pub role: SyncRole,
     pub interface: Option<String>,
@@ -225,7 +226,10 @@ impl From<SyncConfig> for SyncRaw {
             role: c.role,
             interface: c.interface,
             port: c.port,
-            transport: Some(c.transport),
+            // Only a master's transport is written: `try_from` refuses one on a remote or
+            // a standalone unit, so writing it would make the config unreadable (FPP
+            // Connect writes the active config back out when it starts a playlist).
+            transport: (c.role == SyncRole::Master).then_some(c.transport),
             remotes: c.remotes,
             sequences: c.sequences,
             offset_ms: c.offset_ms,
