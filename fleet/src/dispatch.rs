@@ -217,7 +217,11 @@ pub const MAX_PUT: u64 = 256 << 20;
 /// Parses `SSH_ORIGINAL_COMMAND`. Pure. Words are split on white space and never given to
 /// a shell; every word must be one the verb expects, each flag at most once.
 pub fn parse_command(cmd: Option<&str>) -> Result<Verb, String> {
-    let cmd = cmd.map(str::trim).unwrap_or("");
+    // ASCII white space only, the same as the word split below: a command with other
+    // white space at its ends is refused like one with it between its words.
+    let cmd = cmd
+        .map(|c| c.trim_matches(|ch: char| ch.is_ascii_whitespace()))
+        .unwrap_or("");
     if cmd.is_empty() {
         return Err("no command: this account runs only the agent's verbs (no shell)".into());
     }
@@ -639,6 +643,8 @@ mod tests {
             Some("dispatch"),
             Some("scp -t /tmp"),
             Some("/usr/lib/openssh/sftp-server"),
+            Some("\u{2003}status"),
+            Some("status\u{a0}"),
             Some("internal-sftp"),
         ] {
             assert!(parse_command(bad).is_err(), "{bad:?} accepted");
