@@ -9,19 +9,10 @@ mod fseq_writer;
 use fseq_writer::{Spec, corpus_file, frames, real_exports_dir, write};
 use pfx_player::source::fseq::fuzz::fuzz_one;
 
-/// xorshift64*: deterministic, so a failure reproduces.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+#[path = "../../fuzz/rng.rs"]
+#[allow(dead_code)] // each test uses what it needs of it
+mod rng;
+use rng::Rng;
 
 fn seeds() -> Vec<(String, Vec<u8>)> {
     let mut v = Vec::new();

@@ -4,19 +4,10 @@
 
 use pfx_player::sync::packet::{self, Action, FileType, Ping, Sync, fuzz_one};
 
-/// xorshift64*: deterministic, so a failure reproduces.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+#[path = "../../fuzz/rng.rs"]
+#[allow(dead_code)] // each test uses what it needs of it
+mod rng;
+use rng::Rng;
 
 fn seeds() -> Vec<Vec<u8>> {
     let mut v = Vec::new();
