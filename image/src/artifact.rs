@@ -276,12 +276,12 @@ pub fn initramfs_names(data: &[u8], scratch: &Path) -> Result<Vec<String>, Strin
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::disk::Layout;
     use crate::verify::data::check_data_fs;
 
-    fn have(tool: &str) -> bool {
+    pub(crate) fn have(tool: &str) -> bool {
         Command::new(tool)
             .arg("-V")
             .stdout(Stdio::null())
@@ -290,7 +290,7 @@ mod tests {
             .is_ok()
     }
 
-    fn ok(cmd: &mut Command) {
+    pub(crate) fn ok(cmd: &mut Command) {
         let out = cmd.output().unwrap();
         assert!(
             out.status.success(),
@@ -301,15 +301,15 @@ mod tests {
 
     /// A real image file: the builder's layout written by sfdisk, a data file system made
     /// by mke2fs as the builder makes it, read back through debugfs at its offset.
-    #[test]
-    fn data_partition_read_back_from_a_real_image_file() {
+    /// An empty image file in `dir` partitioned by sfdisk with the builder's layout; None
+    /// (said on stderr) when the tools the real-file tests need are missing.
+    pub(crate) fn partitioned_image(dir: &Path) -> Option<(Layout, PathBuf)> {
         if !(have("sfdisk") && have("mke2fs") && have("debugfs")) {
             eprintln!("skipped: needs sfdisk, mke2fs and debugfs (e2fsprogs, fdisk)");
-            return;
+            return None;
         }
-        let d = tempfile::tempdir().unwrap();
         let l = Layout::new(4 + 64 + 512 + 32, 64, 32).unwrap();
-        let img = d.path().join("t.img");
+        let img = dir.join("t.img");
         std::fs::File::create(&img)
             .unwrap()
             .set_len(l.total_bytes)
@@ -323,6 +323,15 @@ mod tests {
         std::io::Write::write_all(&mut sf.stdin.take().unwrap(), l.sfdisk_script().as_bytes())
             .unwrap();
         assert!(sf.wait().unwrap().success());
+        Some((l, img))
+    }
+
+    #[test]
+    fn data_partition_read_back_from_a_real_image_file() {
+        let d = tempfile::tempdir().unwrap();
+        let Some((l, img)) = partitioned_image(d.path()) else {
+            return;
+        };
         let dir = d.path().join("data");
         std::fs::create_dir(&dir).unwrap();
         std::fs::write(

@@ -632,26 +632,7 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::disk::Layout;
-    use std::process::Stdio;
-
-    fn have(tool: &str) -> bool {
-        Command::new(tool)
-            .arg("-V")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok()
-    }
-
-    fn ok(cmd: &mut Command) {
-        let out = cmd.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{cmd:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    use crate::artifact::tests::ok;
 
     /// A root as the build's customize step leaves it for the boot-speed checks: the masks
     /// as links to /dev/null, then the stamps with /usr's mtime (as write_update_stamps).
@@ -688,26 +669,10 @@ mod tests {
     /// makes it, read back through debugfs, then each fault put in with debugfs -w.
     #[test]
     fn boot_speed_read_back_from_a_real_image_file() {
-        if !(have("sfdisk") && have("mke2fs") && have("debugfs")) {
-            eprintln!("skipped: needs sfdisk, mke2fs and debugfs (e2fsprogs, fdisk)");
-            return;
-        }
         let d = tempfile::tempdir().unwrap();
-        let l = Layout::new(4 + 64 + 512 + 32, 64, 32).unwrap();
-        let img = d.path().join("t.img");
-        std::fs::File::create(&img)
-            .unwrap()
-            .set_len(l.total_bytes)
-            .unwrap();
-        let mut sf = Command::new("sfdisk")
-            .args(["-q", "--no-reread", "--no-tell-kernel"])
-            .arg(&img)
-            .stdin(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::Write::write_all(&mut sf.stdin.take().unwrap(), l.sfdisk_script().as_bytes())
-            .unwrap();
-        assert!(sf.wait().unwrap().success());
+        let Some((l, img)) = crate::artifact::tests::partitioned_image(d.path()) else {
+            return;
+        };
         let root = d.path().join("root");
         build_like_root(&root);
         let fs = d.path().join("root.ext4");
