@@ -44,7 +44,7 @@ profiles:
   - $1/profiles/gen3-bigpacket.yaml
   - $1/profiles/legacy-2018-2023-sacn.yaml
   - $1/profiles/bench-ddp.yaml
-image_size_mib: 2048
+image_size_mib: 3584
 YAML
 }
 

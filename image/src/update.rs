@@ -1,0 +1,406 @@
+//! The A/B update parts of an image, pure: versions, the RAUC system config a unit runs
+//! with, the bundle manifest, the initial boot environment, and the checks `verify` runs
+//! on what it reads back (docs/update.md).
+
+use crate::config::Target;
+use crate::disk::{PART_ROOT_A, PART_ROOT_B, partuuid};
+
+/// Where the unit keeps the operator's update CA certificate (RAUC's keyring).
+pub const KEYRING: &str = "/etc/rauc/keyring.pem";
+pub const SYSTEM_CONF: &str = "/etc/rauc/system.conf";
+/// The unit's software version, as the agent and the fleet read it.
+pub const VERSION_FILE: &str = "/etc/pfx/image-version";
+/// The slot's own kernel, initramfs and command line, which the boot script loads from
+/// the slot it boots: an update brings its own kernel.
+pub const SLOT_KERNEL: &str = "/boot/vmlinuz";
+pub const SLOT_INITRD: &str = "/boot/initrd.img";
+pub const SLOT_CMDLINE: &str = "/boot/pfx-cmdline.txt";
+/// The boot script on the FAT partition (mkimage's legacy script image).
+pub const BOOT_SCRIPT: &str = "boot.scr";
+/// The two copies of the boot environment on the FAT partition.
+pub const ENV_FILES: [&str; 2] = ["pfxenv.a", "pfxenv.b"];
+/// Each copy's fixed size: U-Boot's `env export -c -s 0x4000`.
+pub const ENV_SIZE: usize = 0x4000;
+/// Boot attempts a committed slot keeps (RAUC's "good").
+pub const GOOD_ATTEMPTS: u32 = 3;
+/// Where RAUC keeps its status (slot versions, install times): the data partition, so it
+/// survives a switch of slots.
+pub const RAUC_DATA_DIR: &str = "/var/lib/pfx/rauc";
+
+/// RAUC's `compatible` of a target: a bundle for another target is refused by RAUC itself.
+pub fn compatible(target: Target) -> String {
+    format!("pfx-{}", target.name())
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Version {
+    pub numbers: Vec<u64>,
+}
+
+/// `1.4.2` or `1.4.2+anything`: dot-separated decimal numbers, then an optional build tag
+/// that does not take part in the order.
+pub fn parse_version(v: &str) -> Result<Version, String> {
+    if v.is_empty() || v.len() > 64 {
+        return Err("use 1 to 64 characters, e.g. 1.4.2".into());
+    }
+    let (core, tag) = v.split_once('+').unwrap_or((v, ""));
+    if !tag
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-.~".contains(&b))
+    {
+        return Err(format!(
+            "build tag {tag:?}: use letters, digits, '-', '.' and '~'"
+        ));
+    }
+    let numbers = core
+        .split('.')
+        .map(|n| {
+            if n.is_empty() || n.len() > 9 || !n.bytes().all(|b| b.is_ascii_digit()) {
+                Err(format!(
+                    "{n:?} is not a number: a version is dotted numbers (1.4.2), optionally +tag"
+                ))
+            } else {
+                n.parse::<u64>().map_err(|e| e.to_string())
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Version { numbers })
+}
+
+/// A PEM certificate and nothing secret: the image must never carry a signing key.
+pub fn check_cert_pem(text: &str) -> Result<(), String> {
+    if text.contains("PRIVATE KEY") {
+        return Err(
+            "holds a private key: give the CA certificate only; the signing key stays with the operator".into(),
+        );
+    }
+    if !text.contains("-----BEGIN CERTIFICATE-----") || !text.contains("-----END CERTIFICATE-----")
+    {
+        return Err("not a PEM certificate (no BEGIN/END CERTIFICATE lines)".into());
+    }
+    Ok(())
+}
+
+/// The unit's `/etc/rauc/system.conf`.
+///
+/// - `bootloader=custom`: the boot environment is pfx's two-copy file pair on the FAT
+///   partition, through `pfx-agent bootenv` (why: docs/update.md, "The boot environment").
+/// - `activate-installed=false`: an install never changes what boots next; only
+///   `update switch` does, at the time the operator chose.
+/// - `bundle-formats=plain`: RAUC checks the signature over the whole payload before it
+///   picks or writes a slot, so a tampered payload is refused before a byte is written.
+///   (A verity bundle is checked block by block as it is copied.)
+/// - the `post-install` handler carries the unit's identity into the new slot.
+pub fn system_conf_text(target: Target) -> String {
+    format!(
+        "# pfx: written by pfx-image; see /usr/share/doc/pfx/update.md\n\
+         [system]\n\
+         compatible={}\n\
+         bootloader=custom\n\
+         activate-installed=false\n\
+         bundle-formats=plain\n\
+         data-directory={RAUC_DATA_DIR}\n\
+         \n\
+         [keyring]\n\
+         path={KEYRING}\n\
+         \n\
+         [handlers]\n\
+         bootloader-custom-backend=/usr/lib/pfx/rauc-bootenv\n\
+         post-install=/usr/lib/pfx/pfx-slot-carry\n\
+         \n\
+         [slot.rootfs.0]\n\
+         device=/dev/disk/by-partuuid/{}\n\
+         type=ext4\n\
+         bootname=A\n\
+         \n\
+         [slot.rootfs.1]\n\
+         device=/dev/disk/by-partuuid/{}\n\
+         type=ext4\n\
+         bootname=B\n",
+        compatible(target),
+        partuuid(PART_ROOT_A),
+        partuuid(PART_ROOT_B),
+    )
+}
+
+/// The bundle's `manifest.raucm`.
+pub fn bundle_manifest_text(target: Target, version: &str, build: &str) -> String {
+    format!(
+        "[update]\ncompatible={}\nversion={version}\nbuild={build}\ndescription=pfx unit root for {}\n\n[bundle]\nformat=plain\n\n[image.rootfs]\nfilename=root.ext4\n",
+        compatible(target),
+        target.name()
+    )
+}
+
+/// One copy of the boot environment: U-Boot's plain binary format (CRC32 of the rest,
+/// then `name=value\0` entries, an empty entry, zero padding), as `env import -c` checks.
+pub fn env_blob(vars: &[(&str, String)]) -> Vec<u8> {
+    let mut data = Vec::with_capacity(ENV_SIZE);
+    for (k, v) in vars {
+        data.extend_from_slice(k.as_bytes());
+        data.push(b'=');
+        data.extend_from_slice(v.as_bytes());
+        data.push(0);
+    }
+    data.push(0);
+    data.resize(ENV_SIZE - 4, 0);
+    let crc = crc32(&data);
+    let mut out = crc.to_le_bytes().to_vec();
+    out.extend_from_slice(&data);
+    out
+}
+
+/// The two copies a fresh image ships: slot A first with its full attempts, slot B empty.
+/// Both valid, copy A the newer.
+pub fn initial_env() -> [Vec<u8>; 2] {
+    let vars = |seq: u32| {
+        vec![
+            ("PFX_SEQ", seq.to_string()),
+            ("BOOT_ORDER", "A B".to_string()),
+            ("BOOT_A_LEFT", GOOD_ATTEMPTS.to_string()),
+            ("BOOT_B_LEFT", "0".to_string()),
+        ]
+    };
+    [env_blob(&vars(1)), env_blob(&vars(0))]
+}
+
+/// The variables of one copy, or why it is not valid.
+pub fn parse_env(blob: &[u8]) -> Result<Vec<(String, String)>, String> {
+    if blob.len() != ENV_SIZE {
+        return Err(format!("{} bytes, expected {ENV_SIZE}", blob.len()));
+    }
+    let (crc, data) = blob.split_at(4);
+    let want = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
+    if crc32(data) != want {
+        return Err("CRC mismatch (a torn or damaged copy)".into());
+    }
+    let mut vars = Vec::new();
+    for entry in data.split(|&b| b == 0) {
+        if entry.is_empty() {
+            break;
+        }
+        let e = String::from_utf8_lossy(entry);
+        match e.split_once('=') {
+            Some((k, v)) => vars.push((k.to_string(), v.to_string())),
+            None => return Err(format!("entry {e:?} has no '='")),
+        }
+    }
+    Ok(vars)
+}
+
+/// What verify needs of the pair: both valid, with the variables the boot script reads.
+pub fn check_env_pair(a: &[u8], b: &[u8]) -> Result<String, String> {
+    let mut said = Vec::new();
+    for (name, blob) in ENV_FILES.iter().zip([a, b]) {
+        let vars = parse_env(blob).map_err(|e| format!("{name}: {e}"))?;
+        let get = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        for k in ["PFX_SEQ", "BOOT_ORDER", "BOOT_A_LEFT", "BOOT_B_LEFT"] {
+            if get(k).is_none() {
+                return Err(format!("{name}: no {k}"));
+            }
+        }
+        said.push(format!(
+            "{name}: seq {} order {:?} A {} B {}",
+            get("PFX_SEQ").unwrap_or(""),
+            get("BOOT_ORDER").unwrap_or(""),
+            get("BOOT_A_LEFT").unwrap_or(""),
+            get("BOOT_B_LEFT").unwrap_or("")
+        ));
+    }
+    Ok(said.join("; "))
+}
+
+/// The boot script: a U-Boot legacy image (magic 27051956) of type script (6), whose
+/// header CRC holds, with the given script text inside.
+pub fn check_boot_script(scr: &[u8]) -> Result<String, String> {
+    if scr.len() < 64 + 8 {
+        return Err(format!("{BOOT_SCRIPT}: {} bytes, too short", scr.len()));
+    }
+    let be = |i: usize| u32::from_be_bytes([scr[i], scr[i + 1], scr[i + 2], scr[i + 3]]);
+    if be(0) != 0x2705_1956 {
+        return Err(format!(
+            "{BOOT_SCRIPT}: not a U-Boot image (magic {:08x})",
+            be(0)
+        ));
+    }
+    let mut header = scr[..64].to_vec();
+    header[4..8].fill(0);
+    if crc32(&header) != be(4) {
+        return Err(format!("{BOOT_SCRIPT}: header CRC mismatch"));
+    }
+    if scr[30] != 6 {
+        return Err(format!(
+            "{BOOT_SCRIPT}: image type {} is not a script (6)",
+            scr[30]
+        ));
+    }
+    let size = be(12) as usize;
+    if 64 + size > scr.len() || crc32(&scr[64..64 + size]) != be(24) {
+        return Err(format!("{BOOT_SCRIPT}: payload size or CRC mismatch"));
+    }
+    let text = String::from_utf8_lossy(&scr[64 + 8..64 + size]);
+    for needle in ["BOOT_ORDER", "rauc.slot=", "fatwrite", "env import"] {
+        if !text.contains(needle) {
+            return Err(format!(
+                "{BOOT_SCRIPT}: the script never mentions {needle:?}: not pfx's A/B boot script"
+            ));
+        }
+    }
+    Ok(format!("{} bytes of script", size - 8))
+}
+
+/// The unit's RAUC config as read back: the target's compatible, the custom boot backend,
+/// installs that do not switch, and both slots at pfx's fixed PARTUUIDs.
+pub fn check_system_conf(text: &str, target: Target) -> Result<(), String> {
+    let want = system_conf_text(target);
+    let norm = |t: &str| {
+        t.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let have = norm(text);
+    let missing: Vec<String> = norm(&want)
+        .into_iter()
+        .filter(|l| !have.contains(l))
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{SYSTEM_CONF} lacks {}",
+            missing
+                .iter()
+                .map(|l| format!("{l:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+}
+
+/// The slot's command line as the boot script makes it, for the same checks as any
+/// command line: no `rw`, the overlay, and no root= of its own (the script adds the
+/// slot's PARTUUID).
+pub fn slot_cmdline(text: &str, slot_part: u32) -> Result<String, String> {
+    let line = text.trim();
+    let words = line.strip_prefix("pfx_cmdline=").ok_or(
+        "must be one line `pfx_cmdline=WORDS` (U-Boot `env import -t` reads it)".to_string(),
+    )?;
+    if words.contains('\n') {
+        return Err("more than one line".into());
+    }
+    if words
+        .split_whitespace()
+        .any(|w| w.starts_with("root=") || w.starts_with("rauc.slot="))
+    {
+        return Err("names root= or rauc.slot= itself; the boot script adds them".into());
+    }
+    Ok(format!(
+        "{words} root=PARTUUID={} rauc.slot={}",
+        partuuid(slot_part),
+        if slot_part == PART_ROOT_A { "A" } else { "B" }
+    ))
+}
+
+/// CRC-32 (IEEE 802.3, as zlib and U-Boot compute it).
+pub fn crc32(data: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(data);
+    h.finalize()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_order_by_numbers_and_ignore_the_tag() {
+        let v = |s: &str| parse_version(s).unwrap();
+        assert!(v("1.10.0") > v("1.9.9"));
+        assert!(v("2") > v("1.99"));
+        assert_eq!(v("1.4.2+abc"), v("1.4.2+xyz"));
+        for bad in [
+            "", "1..2", "v1.2", "1.2-rc1", "1.2+a b", "1.2+a/b", "1.2.", "+1",
+        ] {
+            assert!(parse_version(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn a_key_is_never_taken_for_a_certificate() {
+        let cert = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        assert!(check_cert_pem(cert).is_ok());
+        let both = format!("{cert}-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n");
+        assert!(check_cert_pem(&both).unwrap_err().contains("private key"));
+        assert!(check_cert_pem("hello").is_err());
+    }
+
+    #[test]
+    fn the_initial_env_reads_back_and_a_torn_copy_is_caught() {
+        let [a, b] = initial_env();
+        assert_eq!(a.len(), ENV_SIZE);
+        let said = check_env_pair(&a, &b).unwrap();
+        assert!(
+            said.contains("pfxenv.a: seq 1 order \"A B\" A 3 B 0"),
+            "{said}"
+        );
+        let mut torn = a.clone();
+        torn[100] ^= 1;
+        assert!(check_env_pair(&torn, &b).unwrap_err().contains("CRC"));
+        let mut zero = b.clone();
+        zero.iter_mut().for_each(|x| *x = 0);
+        assert!(check_env_pair(&a, &zero).is_err());
+        assert!(parse_env(&a[..100]).is_err());
+    }
+
+    #[test]
+    fn the_system_conf_names_both_slots_and_the_target() {
+        let t = system_conf_text(Target::VmArm64);
+        assert!(check_system_conf(&t, Target::VmArm64).is_ok());
+        assert!(
+            check_system_conf(&t, Target::Rpi4Arm64)
+                .unwrap_err()
+                .contains("compatible=pfx-rpi4-arm64")
+        );
+        let switched = t.replace("activate-installed=false", "activate-installed=true");
+        assert!(check_system_conf(&switched, Target::VmArm64).is_err());
+        assert!(t.contains("device=/dev/disk/by-partuuid/70667801-03"));
+    }
+
+    #[test]
+    fn the_slot_cmdline_gets_the_slots_root() {
+        let c = slot_cmdline(
+            "pfx_cmdline=console=ttyAMA0 quiet overlayroot=tmpfs:recurse=0\n",
+            3,
+        )
+        .unwrap();
+        assert!(c.ends_with("root=PARTUUID=70667801-03 rauc.slot=B"), "{c}");
+        assert!(slot_cmdline("console=ttyAMA0", 2).is_err());
+        assert!(slot_cmdline("pfx_cmdline=root=/dev/vda2", 2).is_err());
+    }
+
+    #[test]
+    fn a_boot_script_is_checked_by_its_header() {
+        // A legacy script image, assembled as mkimage does.
+        let body = b"echo BOOT_ORDER rauc.slot= fatwrite env import\n";
+        let mut payload = Vec::new();
+        payload.extend_from_slice(&((body.len() as u32).to_be_bytes()));
+        payload.extend_from_slice(&[0; 4]);
+        payload.extend_from_slice(body);
+        let mut h = vec![0u8; 64];
+        h[0..4].copy_from_slice(&0x2705_1956u32.to_be_bytes());
+        h[12..16].copy_from_slice(&(payload.len() as u32).to_be_bytes());
+        h[24..28].copy_from_slice(&crc32(&payload).to_be_bytes());
+        h[30] = 6;
+        let hc = crc32(&h);
+        h[4..8].copy_from_slice(&hc.to_be_bytes());
+        let mut scr = h.clone();
+        scr.extend_from_slice(&payload);
+        assert!(check_boot_script(&scr).is_ok());
+        let mut bad = scr.clone();
+        bad[80] ^= 1;
+        assert!(check_boot_script(&bad).unwrap_err().contains("CRC"));
+        assert!(check_boot_script(&scr[..40]).is_err());
+    }
+}
