@@ -103,6 +103,7 @@ pub const UDEV_TRIGGER_DROPIN: (&str, &str) = (
     include_str!("../../systemd/udev-trigger.conf"),
 );
 const DOC: &str = include_str!("../../docs/image.md");
+const UPDATE_DOC: &str = include_str!("../../docs/update.md");
 /// An initramfs-tools hook, in the root before its one initramfs run: the initramfs' udev
 /// tags block and network devices for systemd, which then knows them from its start
 /// instead of after the whole coldplug (the data partition's mount and the player wait for
@@ -590,6 +591,7 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
         file(AGENT_CONFIG_FILE, 0o644, agent_config_text()),
         file("/etc/pfx/show.yaml", 0o644, show),
         file("/usr/share/doc/pfx/image.md", 0o644, DOC),
+        file("/usr/share/doc/pfx/update.md", 0o644, UPDATE_DOC),
         file(UDEV_TRIGGER_DROPIN.0, 0o644, UDEV_TRIGGER_DROPIN.1),
         // raspi-firmware's kernel hook generates config.txt and cmdline.txt from these.
         file(
