@@ -1363,7 +1363,7 @@ fn ab_boot_files(
         "write the slot's command line",
         fs::write(
             root.join(update::SLOT_CMDLINE.trim_start_matches('/')),
-            format!("pfx_cmdline={slot_words}\n"),
+            format!("{slot_words}\n"),
         ),
     )?;
     for (link, to) in [
@@ -1379,7 +1379,7 @@ fn ab_boot_files(
     }
     // The FAT's cmdline.txt (the VM's direct -kernel boot, and a Pi whose config.txt is put
     // back to start the kernel by hand) names slot A the way the script would.
-    let direct = update::slot_cmdline(&format!("pfx_cmdline={slot_words}"), disk::PART_ROOT_A)
+    let direct = update::slot_cmdline(&slot_words, disk::PART_ROOT_A)
         .map_err(|m| cx.fail(m))?;
     cx.io(
         "write cmdline.txt",

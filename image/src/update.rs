@@ -281,23 +281,22 @@ pub fn check_system_conf(text: &str, target: Target) -> Result<(), String> {
 
 /// The slot's command line as the boot script makes it, for the same checks as any
 /// command line: no `rw`, the overlay, and no root= of its own (the script adds the
-/// slot's PARTUUID).
+/// slot's PARTUUID and its bootname). The file is one line of words.
 pub fn slot_cmdline(text: &str, slot_part: u32) -> Result<String, String> {
-    let line = text.trim();
-    let words = line.strip_prefix("pfx_cmdline=").ok_or(
-        "must be one line `pfx_cmdline=WORDS` (U-Boot `env import -t` reads it)".to_string(),
-    )?;
-    if words.contains('\n') {
-        return Err("more than one line".into());
+    let line = text.strip_suffix('\n').unwrap_or(text);
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    if line.contains('\n') || line.trim().is_empty() {
+        return Err("must be exactly one non-empty line (the boot script reads one)".into());
     }
-    if words
+    if line
         .split_whitespace()
         .any(|w| w.starts_with("root=") || w.starts_with("rauc.slot="))
     {
         return Err("names root= or rauc.slot= itself; the boot script adds them".into());
     }
     Ok(format!(
-        "{words} root=PARTUUID={} rauc.slot={}",
+        "{} root=PARTUUID={} rauc.slot={}",
+        line.trim(),
         partuuid(slot_part),
         if slot_part == PART_ROOT_A { "A" } else { "B" }
     ))
@@ -370,14 +369,11 @@ mod tests {
 
     #[test]
     fn the_slot_cmdline_gets_the_slots_root() {
-        let c = slot_cmdline(
-            "pfx_cmdline=console=ttyAMA0 quiet overlayroot=tmpfs:recurse=0\n",
-            3,
-        )
-        .unwrap();
+        let c = slot_cmdline("console=ttyAMA0 quiet overlayroot=tmpfs:recurse=0\n", 3).unwrap();
         assert!(c.ends_with("root=PARTUUID=70667801-03 rauc.slot=B"), "{c}");
-        assert!(slot_cmdline("console=ttyAMA0", 2).is_err());
-        assert!(slot_cmdline("pfx_cmdline=root=/dev/vda2", 2).is_err());
+        assert!(slot_cmdline("console=ttyAMA0\nquiet\n", 2).is_err());
+        assert!(slot_cmdline("\n", 2).is_err());
+        assert!(slot_cmdline("quiet root=/dev/vda2", 2).is_err());
     }
 
     #[test]

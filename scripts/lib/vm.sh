@@ -57,7 +57,8 @@ py_json() { python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print($
 vm_boot_files() {
   local img=$1 manifest=$2 dir=$3 boot_off kfile ifile
   boot_off=$(py_json "$manifest" 'm["partitions"][0]["start_sector"]*512')
-  kfile=$(py_json "$manifest" 'm["firmware"]["kernel"]')
+  # The kernel raspi-firmware's hook put on the FAT (config.txt itself starts U-Boot).
+  kfile=$(py_json "$manifest" '"vmlinuz-" + m["kernel_version"]')
   ifile=$(py_json "$manifest" 'm["initramfs_file"]')
   export MTOOLS_SKIP_CHECK=1
   mcopy -o -n -i "$img@@$boot_off" "::$kfile" "$dir/vmlinuz"
