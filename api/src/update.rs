@@ -166,9 +166,15 @@ pub struct UpdateStatus {
     /// A complete bundle waiting for `update install` (its sha256).
     pub ready: Option<String>,
     pub staged: Vec<StagedBundle>,
+    /// The bundle last installed through `update install` (its sha256), into the slot
+    /// that is not booted (or, after a switch, the booted one).
+    pub installed_bundle: Option<String>,
     pub pending_switch: Option<PendingSwitch>,
     /// The last health check (`<store_root>/update/health.json`).
     pub health: Option<HealthReport>,
+    /// The last trial boot's health check (`health-trial.json`): after a rollback, why
+    /// the new slot was not kept.
+    pub last_trial: Option<HealthReport>,
     pub boot_id: Option<String>,
     pub agent_version: String,
     pub read_at_unix_ms: u64,

@@ -7,6 +7,7 @@ pub mod config;
 pub mod discover;
 pub mod dispatch;
 pub mod gate;
+pub mod health;
 /// The one HTTP/1.1 client, shared with the player.
 pub use pfx_api::http;
 pub mod mountguard;
@@ -21,3 +22,4 @@ pub mod showpush;
 pub mod ssh;
 pub mod store;
 pub mod top;
+pub mod updateagent;
