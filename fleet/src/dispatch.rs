@@ -242,10 +242,15 @@ impl AgentConfig {
             ));
         }
         if !(1..=3600).contains(&c.health_ok_s) || c.health_deadline_s < c.health_ok_s {
-            return Err("health_ok_s: give 1..=3600 seconds, and health_deadline_s at least as much".into());
+            return Err(
+                "health_ok_s: give 1..=3600 seconds, and health_deadline_s at least as much".into(),
+            );
         }
         if c.health_ssh_addr.parse::<std::net::SocketAddr>().is_err() {
-            return Err(format!("health_ssh_addr {:?}: give ADDRESS:PORT", c.health_ssh_addr));
+            return Err(format!(
+                "health_ssh_addr {:?}: give ADDRESS:PORT",
+                c.health_ssh_addr
+            ));
         }
         if !(1..=600).contains(&c.show_confirm_timeout_s) {
             return Err("show_confirm_timeout_s: give 1..=600 seconds".into());

@@ -43,7 +43,11 @@ pub fn health_url_for(profile_url: &str) -> String {
 }
 
 impl HealthOpts {
-    pub fn from_config(cfg: &AgentConfig, config_path: &std::path::Path, unit_id: &str) -> HealthOpts {
+    pub fn from_config(
+        cfg: &AgentConfig,
+        config_path: &std::path::Path,
+        unit_id: &str,
+    ) -> HealthOpts {
         let backend: Box<dyn NicBackend> = match (cfg.nic_backend, &cfg.mock_nic_dir) {
             (crate::dispatch::Backend::Mock, Some(dir)) if crate::dispatch::TEST_BACKENDS => {
                 Box::new(crate::nic::MockBackend { dir: dir.clone() })
@@ -79,7 +83,12 @@ impl HealthOpts {
         if !cfg.systemd {
             status_cmd.push("--no-systemd".into());
         }
-        status_cmd.extend(["status".into(), "--json".into(), "--rate-interval-ms".into(), "100".into()]);
+        status_cmd.extend([
+            "status".into(),
+            "--json".into(),
+            "--rate-interval-ms".into(),
+            "100".into(),
+        ]);
         HealthOpts {
             update: UpdateOpts::from_config(cfg, config_path, unit_id),
             iface: cfg.iface.clone(),
@@ -111,7 +120,13 @@ pub struct PlayerWatch {
 impl PlayerWatch {
     /// `frames`: frames since start from `/profile` (None: no answer); `health`: Ok on a
     /// 200 from `/health`, else what it said. Returns whether the player part passed.
-    pub fn feed(&mut self, now_ms: u64, frames: Option<u64>, health: Result<(), String>, ok_for_ms: u64) -> bool {
+    pub fn feed(
+        &mut self,
+        now_ms: u64,
+        frames: Option<u64>,
+        health: Result<(), String>,
+        ok_for_ms: u64,
+    ) -> bool {
         if frames.is_some_and(|f| f > 0) && self.first_frame_ms.is_none() {
             self.first_frame_ms = Some(now_ms);
         }
@@ -124,7 +139,9 @@ impl PlayerWatch {
                 self.ok_since_ms = None;
                 self.last = format!(
                     "no first frame yet ({})",
-                    frames.map(|f| format!("{f} frames")).unwrap_or_else(|| "/profile did not answer".into())
+                    frames
+                        .map(|f| format!("{f} frames"))
+                        .unwrap_or_else(|| "/profile did not answer".into())
                 );
             }
             (Err(e), _) => {
@@ -144,7 +161,8 @@ pub fn is_ssh_banner(first: &[u8]) -> bool {
 /// Connects to `addr` and reads the first line.
 pub fn ssh_banner(addr: SocketAddr, timeout: Duration) -> Result<String, String> {
     let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("{addr}: {e}"))?;
-    s.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
     let mut buf = [0u8; 255];
     let mut n = 0;
     while n < buf.len() {
@@ -231,7 +249,10 @@ fn agent_status(o: &HealthOpts) -> Result<String, String> {
     if r.unit != o.update.unit_id {
         return Err(format!("pfx-agent status answered as {:?}", r.unit));
     }
-    Ok(format!("pfx-agent status answers as {} (agent {})", r.unit, r.agent_version))
+    Ok(format!(
+        "pfx-agent status answers as {} (agent {})",
+        r.unit, r.agent_version
+    ))
 }
 
 fn player_reading(o: &HealthOpts) -> (Option<u64>, Result<(), String>) {
@@ -246,7 +267,11 @@ fn player_reading(o: &HealthOpts) -> (Option<u64>, Result<(), String>) {
         Ok(r) => Err(format!(
             "HTTP {}: {}",
             r.status,
-            String::from_utf8_lossy(&r.body).lines().next().unwrap_or("").trim()
+            String::from_utf8_lossy(&r.body)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
         )),
         Err(e) => Err(e.to_string()),
     };
@@ -306,7 +331,10 @@ pub fn commit(o: &HealthOpts) -> (HealthReport, u8) {
                 name: "first_frame".into(),
                 ok: watch.first_frame_ms.is_some(),
                 detail: match watch.first_frame_ms {
-                    Some(t) => format!("first frame {} ms after the check began", t.saturating_sub(started)),
+                    Some(t) => format!(
+                        "first frame {} ms after the check began",
+                        t.saturating_sub(started)
+                    ),
                     None => "no frame yet".into(),
                 },
             },
@@ -348,7 +376,8 @@ pub fn commit(o: &HealthOpts) -> (HealthReport, u8) {
         match crate::rauc::run(&u.rauc, &["status", m, "booted"], Duration::from_secs(60)) {
             Ok(ran) if ran.ok => {}
             Ok(ran) => {
-                r.errors.push(format!("rauc status {m} booted: {}", ran.why()));
+                r.errors
+                    .push(format!("rauc status {m} booted: {}", ran.why()));
                 r.action = HealthAction::MarkFailed;
             }
             Err(e) => {
@@ -368,7 +397,10 @@ pub fn commit(o: &HealthOpts) -> (HealthReport, u8) {
             "slot {slot} is not healthy ({}); not a trial boot, so it stays (recorded only)",
             failed.join("; ")
         ),
-        HealthAction::MarkFailed => format!("slot {slot}: RAUC refused the mark: {}", r.errors.join("; ")),
+        HealthAction::MarkFailed => format!(
+            "slot {slot}: RAUC refused the mark: {}",
+            r.errors.join("; ")
+        ),
     };
     r.finished_unix_ms = now_ms();
     if let Err(e) = updateagent::write_json(&u.health_file(), &r) {
@@ -429,7 +461,10 @@ mod tests {
         assert_eq!(action_for(true, false), HealthAction::MarkedGood);
         assert_eq!(action_for(false, true), HealthAction::MarkedBadRebooting);
         assert_eq!(action_for(false, false), HealthAction::RecordedOnly);
-        assert_eq!(health_url_for("http://127.0.0.1:8080/profile"), "http://127.0.0.1:8080/health");
+        assert_eq!(
+            health_url_for("http://127.0.0.1:8080/profile"),
+            "http://127.0.0.1:8080/health"
+        );
     }
 
     #[test]
@@ -456,10 +491,20 @@ mod tests {
             a
         };
         let a = serve(b"SSH-2.0-OpenSSH_10.0\r\n");
-        assert_eq!(ssh_banner(a, Duration::from_secs(2)).unwrap(), "SSH-2.0-OpenSSH_10.0");
+        assert_eq!(
+            ssh_banner(a, Duration::from_secs(2)).unwrap(),
+            "SSH-2.0-OpenSSH_10.0"
+        );
         let b = serve(b"220 smtp ready\r\n");
-        assert!(ssh_banner(b, Duration::from_secs(2)).unwrap_err().contains("not an SSH banner"));
-        let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        assert!(
+            ssh_banner(b, Duration::from_secs(2))
+                .unwrap_err()
+                .contains("not an SSH banner")
+        );
+        let dead = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
         assert!(ssh_banner(dead, Duration::from_secs(1)).is_err());
     }
 }

@@ -23,3 +23,4 @@ pub mod ssh;
 pub mod store;
 pub mod top;
 pub mod updateagent;
+pub mod updatepush;

@@ -94,16 +94,22 @@ mod tests {
             Arc::new(Mutex::new(Vec::new())),
         );
         let (n2, p2, d2) = (Arc::clone(&now), Arc::clone(&peak), Arc::clone(&done));
-        spawn((0..40).collect(), 4, None, None, move |slot, j: usize, sock| {
-            assert_eq!(slot, j);
-            assert!(sock.is_none());
-            let c = n2.fetch_add(1, Ordering::SeqCst) + 1;
-            p2.fetch_max(c, Ordering::SeqCst);
-            std::thread::sleep(std::time::Duration::from_millis(2));
-            n2.fetch_sub(1, Ordering::SeqCst);
-            d2.lock().unwrap().push(j);
-            true
-        })
+        spawn(
+            (0..40).collect(),
+            4,
+            None,
+            None,
+            move |slot, j: usize, sock| {
+                assert_eq!(slot, j);
+                assert!(sock.is_none());
+                let c = n2.fetch_add(1, Ordering::SeqCst) + 1;
+                p2.fetch_max(c, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                n2.fetch_sub(1, Ordering::SeqCst);
+                d2.lock().unwrap().push(j);
+                true
+            },
+        )
         .join();
         let mut d = done.lock().unwrap().clone();
         d.sort();
@@ -116,13 +122,19 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let ran = Arc::new(AtomicUsize::new(0));
         let (s2, r2) = (Arc::clone(&stop), Arc::clone(&ran));
-        spawn((0..50).collect(), 1, None, Some(stop), move |_, j: usize, _| {
-            r2.fetch_add(1, Ordering::SeqCst);
-            if j == 2 {
-                s2.store(true, Ordering::SeqCst);
-            }
-            true
-        })
+        spawn(
+            (0..50).collect(),
+            1,
+            None,
+            Some(stop),
+            move |_, j: usize, _| {
+                r2.fetch_add(1, Ordering::SeqCst);
+                if j == 2 {
+                    s2.store(true, Ordering::SeqCst);
+                }
+                true
+            },
+        )
         .join();
         assert_eq!(ran.load(Ordering::SeqCst), 3);
     }

@@ -71,9 +71,7 @@ pub struct Status {
 
 impl Status {
     pub fn slot_by_bootname(&self, b: &str) -> Option<&SlotInfo> {
-        self.slots
-            .iter()
-            .find(|s| s.bootname.as_deref() == Some(b))
+        self.slots.iter().find(|s| s.bootname.as_deref() == Some(b))
     }
     /// The other root slot than the booted one (pfx units have exactly two).
     pub fn other(&self) -> Option<&SlotInfo> {
@@ -90,7 +88,10 @@ impl Status {
 /// The JSON object in RAUC's output: its last line that starts with `{` (RAUC's own
 /// messages go to stderr, but a wrapper may print more).
 fn json_line(out: &str) -> Option<&str> {
-    out.lines().rev().map(str::trim).find(|l| l.starts_with('{'))
+    out.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('{'))
 }
 
 /// Parses `rauc info --output-format=json`. Pure.
@@ -166,8 +167,7 @@ pub fn version_cmp(a: &str, b: &str) -> Ordering {
     let (mut i, mut j) = (0, 0);
     while i < a.len() || j < b.len() {
         // The non-digit run.
-        while (i < a.len() && !a[i].is_ascii_digit()) || (j < b.len() && !b[j].is_ascii_digit())
-        {
+        while (i < a.len() && !a[i].is_ascii_digit()) || (j < b.len() && !b[j].is_ascii_digit()) {
             let ca = a.get(i).copied().filter(|c| !c.is_ascii_digit());
             let cb = b.get(j).copied().filter(|c| !c.is_ascii_digit());
             let (oa, ob) = (order(ca), order(cb));
@@ -312,21 +312,34 @@ mod tests {
         assert_eq!(s.slots[0].version, None);
         let b = s.other().unwrap();
         assert_eq!(
-            (b.bootname.as_deref(), b.version.as_deref(), b.boot_status.as_deref()),
+            (
+                b.bootname.as_deref(),
+                b.version.as_deref(),
+                b.boot_status.as_deref()
+            ),
             (Some("B"), Some("2.0.0"), Some("bad"))
         );
         assert!(parse_status("no json").is_err());
         assert!(parse_status("{\"slots\": 3}").is_err());
         // Booted given as a device path: mapped to its bootname.
-        let dev = STATUS_18.replace("\"booted\":\"A\"", "\"booted\":\"/dev/disk/by-partuuid/1234abcd-03\"");
+        let dev = STATUS_18.replace(
+            "\"booted\":\"A\"",
+            "\"booted\":\"/dev/disk/by-partuuid/1234abcd-03\"",
+        );
         assert_eq!(parse_status(&dev).unwrap().booted.as_deref(), Some("B"));
     }
 
     #[test]
     fn info_json_reads() {
         let i = parse_info(r#"{"compatible":"pfx-vm-arm64","version":"2.0.0","description":null,"build":"x","hooks":["install-check"],"images":[]}"#).unwrap();
-        assert_eq!((i.compatible.as_str(), i.version.as_deref()), ("pfx-vm-arm64", Some("2.0.0")));
-        assert!(parse_info("{\"version\":\"1\"}").is_err(), "compatible is required");
+        assert_eq!(
+            (i.compatible.as_str(), i.version.as_deref()),
+            ("pfx-vm-arm64", Some("2.0.0"))
+        );
+        assert!(
+            parse_info("{\"version\":\"1\"}").is_err(),
+            "compatible is required"
+        );
     }
 
     #[test]

@@ -179,7 +179,7 @@ type Raw = ssh::Raw;
 
 /// The unit's answer as `T`, or what went wrong on the way, in words, and whether trying
 /// again later may help (unreachable, timed out).
-fn answer<T: serde::de::DeserializeOwned>(
+pub(crate) fn answer<T: serde::de::DeserializeOwned>(
     raw: &Raw,
     unit: &str,
     what: &str,
@@ -208,9 +208,13 @@ fn answer<T: serde::de::DeserializeOwned>(
             // Not an answer: the transport's reasons (host key, unreachable, timeout).
             let o = ssh::classify(raw, unit, timeout_s);
             let mut reason = o.reason.unwrap_or_else(|| "no answer".into());
-            if raw.stderr.contains("is not an agent verb") || raw.stderr.contains("show: use") {
+            // The verb group (`show`, `update`) this unit's agent does not know.
+            let group = what.split(' ').next().unwrap_or(what);
+            if raw.stderr.contains("is not an agent verb")
+                || raw.stderr.contains(&format!("{group}: use"))
+            {
                 reason = format!(
-                    "the unit's agent does not know `show` verbs: update its image ({reason})"
+                    "the unit's agent does not know `{group}` verbs: update its image ({reason})"
                 );
             }
             Err((o.state, format!("{what}: {reason}")))
@@ -219,13 +223,13 @@ fn answer<T: serde::de::DeserializeOwned>(
 }
 
 /// A file slice `offset..offset+len` as a reader.
-fn slice(path: &Path, offset: u64, len: u64) -> std::io::Result<std::io::Take<File>> {
+pub(crate) fn slice(path: &Path, offset: u64, len: u64) -> std::io::Result<std::io::Take<File>> {
     let mut f = File::open(path)?;
     f.seek(SeekFrom::Start(offset))?;
     Ok(f.take(len))
 }
 
-fn human_bytes(b: u64) -> String {
+pub(crate) fn human_bytes(b: u64) -> String {
     if b >= 1 << 20 {
         format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
     } else {
@@ -252,7 +256,7 @@ enum Msg {
     Finished(UnitRow, UnitOutcome),
 }
 
-fn remote(prefix: &str, verb: &str) -> String {
+pub(crate) fn remote(prefix: &str, verb: &str) -> String {
     match prefix.trim() {
         "" => verb.to_string(),
         p => format!("{p} {verb}"),
@@ -676,12 +680,10 @@ pub fn shows(cfg: &FleetConfig, units: Vec<UnitRow>, parallel: usize) -> Vec<Sho
             None,
             Duration::from_secs(ssh_cfg.command_timeout_s),
         );
-        let row = shows_row(&u, answer::<ShowReadback>(
-            &raw,
-            &u.unit_id,
-            "show status",
-            ssh_cfg.command_timeout_s,
-        ));
+        let row = shows_row(
+            &u,
+            answer::<ShowReadback>(&raw, &u.unit_id, "show status", ssh_cfg.command_timeout_s),
+        );
         tx.send((i, row)).is_ok()
     });
     let mut rows: Vec<(usize, ShowsRow)> = rx.into_iter().collect();

@@ -298,7 +298,9 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
     fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let tmp = dir.join(format!(
         ".{}.{}.tmp",
-        path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
         std::process::id()
     ));
     let text = serde_json::to_vec_pretty(value).map_err(|e| e.to_string())?;
@@ -354,7 +356,9 @@ fn hash_paced(p: &Path, rate: u64) -> Result<Hash, String> {
     let mut buf = vec![0u8; 1 << 20];
     let mut pacer = Pacer::new(rate);
     loop {
-        let n = f.read(&mut buf).map_err(|e| format!("{}: {e}", p.display()))?;
+        let n = f
+            .read(&mut buf)
+            .map_err(|e| format!("{}: {e}", p.display()))?;
         if n == 0 {
             break;
         }
@@ -540,12 +544,14 @@ pub fn rauc_status(o: &UpdateOpts) -> Result<Status, String> {
 
 /// The booted slot's version: its installed bundle's, else the image's version file.
 fn booted_version(o: &UpdateOpts, st: &Status) -> Option<String> {
-    st.booted_info().and_then(|s| s.version.clone()).or_else(|| {
-        fs::read_to_string(&o.image_version_file)
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-    })
+    st.booted_info()
+        .and_then(|s| s.version.clone())
+        .or_else(|| {
+            fs::read_to_string(&o.image_version_file)
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        })
 }
 
 /// What `installed.json` holds.
@@ -990,7 +996,10 @@ pub fn switch(o: &UpdateOpts, when: SwitchWhen) -> (SwitchReport, bool) {
             return Ok(());
         }
         let st = rauc_status(o)?;
-        let other = st.other().cloned().ok_or("rauc status shows no other slot")?;
+        let other = st
+            .other()
+            .cloned()
+            .ok_or("rauc status shows no other slot")?;
         let to = other.bootname.clone().unwrap_or_else(|| other.name.clone());
         let inst: Option<Installed> = read_json(&o.installed_file())?;
         if other.version.is_none() || inst.as_ref().is_none_or(|i| i.slot != to) {
@@ -1164,8 +1173,140 @@ pub fn status(o: &UpdateOpts) -> UpdateStatus {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use pfx_api::update::{BundleInfo, HealthAction, HealthCheck, SlotInfo};
+
+    fn slot(name: &str, b: &str, state: &str, good: bool, v: Option<&str>) -> SlotInfo {
+        SlotInfo {
+            name: name.into(),
+            bootname: Some(b.into()),
+            state: state.into(),
+            boot_status: Some(if good { "good" } else { "bad" }.into()),
+            version: v.map(Into::into),
+            installed: v.map(|_| "2026-12-02T10:00:00Z".into()),
+        }
+    }
+
+    /// A unit just committed on B at 2.0.0 (what `push update` waits for).
+    pub(crate) fn golden_status() -> UpdateStatus {
+        let health = HealthReport {
+            unit: "gen3-7".into(),
+            slot: Some("B".into()),
+            version: Some("2.0.0".into()),
+            boot_id: Some("0b6c4a2e-57f3-4b1d-9a47-3f0c2d1e9b88".into()),
+            trial: true,
+            passed: true,
+            action: HealthAction::MarkedGood,
+            checks: vec![HealthCheck {
+                name: "health_ok".into(),
+                ok: true,
+                detail: "/health ok for 30012 ms (needs 30 s)".into(),
+            }],
+            started_unix_ms: 1_764_670_000_000,
+            finished_unix_ms: 1_764_670_041_000,
+            message: "slot B healthy: marked good".into(),
+            errors: vec![],
+        };
+        UpdateStatus {
+            unit: "gen3-7".into(),
+            compatible: Some("pfx-rpi4-arm64".into()),
+            booted: Some("B".into()),
+            booted_slot: Some("rootfs.1".into()),
+            boot_primary: Some("B".into()),
+            booted_version: Some("2.0.0".into()),
+            trial: true,
+            slots: vec![
+                slot("rootfs.0", "A", "inactive", true, Some("1.0.0")),
+                slot("rootfs.1", "B", "booted", true, Some("2.0.0")),
+            ],
+            ready: Some("ab".repeat(32)),
+            staged: vec![StagedBundle {
+                hash: "cd".repeat(32),
+                have: 1_048_576,
+            }],
+            installed_bundle: Some("ab".repeat(32)),
+            pending_switch: Some(PendingSwitch {
+                mode: SwitchMode::Idle,
+                at_unix_ms: 1_764_730_800_000,
+                window_end_unix_ms: Some(1_764_774_000_000),
+                requested_unix_ms: 1_764_670_100_000,
+                to_slot: "A".into(),
+                version: Some("1.0.0".into()),
+                armed: true,
+                reason: "the schedule of /var/lib/pfx/active/show.yaml (from 2026-12-02) is idle (black) then".into(),
+            }),
+            health: Some(health.clone()),
+            last_trial: Some(health),
+            boot_id: Some("0b6c4a2e-57f3-4b1d-9a47-3f0c2d1e9b88".into()),
+            agent_version: "0.1.0".into(),
+            read_at_unix_ms: 1_764_670_100_000,
+            errors: vec![],
+        }
+    }
+
+    #[test]
+    fn update_answers_match_the_golden_files() {
+        fn pretty<T: Serialize>(v: &T) -> String {
+            serde_json::to_string_pretty(v).unwrap() + "\n"
+        }
+        pfx_api::golden::check("update-status.json", &pretty(&golden_status()));
+        pfx_api::golden::check(
+            "update-put.json",
+            &pretty(&UpdatePutReport {
+                unit: "gen3-7".into(),
+                hash: "ab".repeat(32),
+                size: 367_001_600,
+                have: 16_777_216,
+                received: 16_777_216,
+                stored: false,
+                errors: vec![],
+            }),
+        );
+        pfx_api::golden::check(
+            "update-install.json",
+            &pretty(&InstallReport {
+                unit: "gen3-7".into(),
+                hash: "ab".repeat(32),
+                bundle_version: Some("2.0.0".into()),
+                bundle_compatible: Some("pfx-rpi4-arm64".into()),
+                system_compatible: Some("pfx-rpi4-arm64".into()),
+                booted_version: Some("1.0.0".into()),
+                forced: false,
+                installed: true,
+                target: Some(slot("rootfs.1", "B", "inactive", false, Some("2.0.0"))),
+                message:
+                    "installed 2.0.0 into slot B (rootfs.1); it boots only after update switch"
+                        .into(),
+                read_at_unix_ms: 1_764_669_000_000,
+                errors: vec![],
+            }),
+        );
+        pfx_api::golden::check(
+            "update-switch.json",
+            &pretty(&SwitchReport {
+                unit: "gen3-7".into(),
+                mode: SwitchMode::At,
+                at_unix_ms: Some(1_764_730_800_000),
+                to_slot: Some("B".into()),
+                version: Some("2.0.0".into()),
+                rebooting: false,
+                scheduled: true,
+                message: "switches to slot B in 61700 s (asked for this time)".into(),
+                read_at_unix_ms: 1_764_669_100_000,
+                errors: vec![],
+            }),
+        );
+        pfx_api::golden::check(
+            "bundle.json",
+            &pretty(&BundleInfo {
+                version: "2.0.0".into(),
+                compatible: "pfx-rpi4-arm64".into(),
+                sha256: "ab".repeat(32),
+                size: 367_001_600,
+            }),
+        );
+    }
 
     #[test]
     fn update_verbs_with_checked_arguments() {
@@ -1188,8 +1329,14 @@ mod tests {
             parse(&["install", &h]),
             Ok(UpdateVerb::Install { hash, force: false })
         );
-        assert_eq!(parse(&["switch", "now"]), Ok(UpdateVerb::Switch(SwitchWhen::Now)));
-        assert_eq!(parse(&["switch", "idle"]), Ok(UpdateVerb::Switch(SwitchWhen::Idle)));
+        assert_eq!(
+            parse(&["switch", "now"]),
+            Ok(UpdateVerb::Switch(SwitchWhen::Now))
+        );
+        assert_eq!(
+            parse(&["switch", "idle"]),
+            Ok(UpdateVerb::Switch(SwitchWhen::Idle))
+        );
         assert_eq!(
             parse(&["switch", "at", "02:30"]),
             Ok(UpdateVerb::Switch(SwitchWhen::Clock(2, 30)))
@@ -1263,7 +1410,9 @@ mod tests {
 
     #[test]
     fn trial_boots_are_told_by_the_kernel_command_line() {
-        assert!(is_trial("console=ttyAMA0 root=PARTUUID=x-03 rauc.slot=B pfx.trial=1\n"));
+        assert!(is_trial(
+            "console=ttyAMA0 root=PARTUUID=x-03 rauc.slot=B pfx.trial=1\n"
+        ));
         assert!(!is_trial("root=PARTUUID=x-02 rauc.slot=A"));
         assert!(!is_trial("pfx.trial=10"));
     }

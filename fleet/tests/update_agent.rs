@@ -58,16 +58,28 @@ fn unit(extra: &str) -> Unit {
     std::fs::write(root.join(".pfx-data"), "").unwrap();
     let state = d.join("rauc");
     double(&state, &["init", "pfx-vm-arm64", "1.0.0"]);
-    double(&state, &["set", "force_file", d.join("force").to_str().unwrap()]);
-    double(&state, &["set", "cmdline", d.join("cmdline").to_str().unwrap()]);
+    double(
+        &state,
+        &["set", "force_file", d.join("force").to_str().unwrap()],
+    );
+    double(
+        &state,
+        &["set", "cmdline", d.join("cmdline").to_str().unwrap()],
+    );
     std::fs::write(d.join("cmdline"), "rauc.slot=A\n").unwrap();
     sh(
         &d.join("rauc-wrapper"),
-        &format!("#!/bin/sh\nexec python3 {DOUBLE} --state {} \"$@\"\n", state.display()),
+        &format!(
+            "#!/bin/sh\nexec python3 {DOUBLE} --state {} \"$@\"\n",
+            state.display()
+        ),
     );
     sh(
         &d.join("reboot"),
-        &format!("#!/bin/sh\nexec python3 {DOUBLE} --state {} reboot\n", state.display()),
+        &format!(
+            "#!/bin/sh\nexec python3 {DOUBLE} --state {} reboot\n",
+            state.display()
+        ),
     );
     sh(
         &d.join("carry"),
@@ -104,7 +116,14 @@ fn unit(extra: &str) -> Unit {
 }
 
 /// A bundle the double reads: its header line, then `size` bytes of filler.
-fn bundle(dir: &Path, name: &str, version: &str, compatible: &str, signed: bool, size: usize) -> (PathBuf, pfx_store::Hash) {
+fn bundle(
+    dir: &Path,
+    name: &str,
+    version: &str,
+    compatible: &str,
+    signed: bool,
+    size: usize,
+) -> (PathBuf, pfx_store::Hash) {
     let p = dir.join(name);
     let mut b = format!(
         "{{\"compatible\":\"{compatible}\",\"version\":\"{version}\",\"signed\":{signed}}}\n"
@@ -131,13 +150,23 @@ fn send_all(u: &Unit, path: &Path, h: &pfx_store::Hash) {
 #[test]
 fn a_bundle_arrives_resumably_and_only_whole() {
     let u = unit("");
-    let (p, h) = bundle(u.root.parent().unwrap(), "b.raucb", "2.0.0", "pfx-vm-arm64", true, 3 << 20);
+    let (p, h) = bundle(
+        u.root.parent().unwrap(),
+        "b.raucb",
+        "2.0.0",
+        "pfx-vm-arm64",
+        true,
+        3 << 20,
+    );
     let data = std::fs::read(&p).unwrap();
     let size = data.len() as u64;
     // The first piece, cut short by the sender: what came is kept.
     let (r, ok) = updateagent::put(&u.o, &h, size, 0, 1 << 20, &mut &data[..700_000]);
     assert!(!ok && r.have == 700_000 && !r.stored, "{r:?}");
-    assert!(r.errors[r.errors.len() - 1].contains("resume from there"), "{r:?}");
+    assert!(
+        r.errors[r.errors.len() - 1].contains("resume from there"),
+        "{r:?}"
+    );
     let st = updateagent::status(&u.o);
     assert_eq!(st.staged[0].have, 700_000, "{st:?}");
     // From the wrong offset: refused, nothing written.
@@ -145,7 +174,14 @@ fn a_bundle_arrives_resumably_and_only_whole() {
     assert!(!ok && r.have == 700_000, "{r:?}");
     assert!(r.errors.iter().any(|e| e.contains("not 0")), "{r:?}");
     // The rest from where it stood: stored, the staging gone.
-    let (r, ok) = updateagent::put(&u.o, &h, size, 700_000, size - 700_000, &mut &data[700_000..]);
+    let (r, ok) = updateagent::put(
+        &u.o,
+        &h,
+        size,
+        700_000,
+        size - 700_000,
+        &mut &data[700_000..],
+    );
     assert!(ok && r.stored && r.have == size, "{r:?}");
     assert!(u.root.join(format!("update/{h}.raucb")).is_file());
     let st = updateagent::status(&u.o);
@@ -158,17 +194,33 @@ fn a_bundle_arrives_resumably_and_only_whole() {
     let wrong: pfx_store::Hash = "c".repeat(64).parse().unwrap();
     let (r, ok) = updateagent::put(&u.o, &wrong, size, 0, size, &mut data.as_slice());
     assert!(!ok && !r.stored && r.have == 0, "{r:?}");
-    assert!(r.errors.iter().any(|e| e.contains("corrupted on the way")), "{r:?}");
+    assert!(
+        r.errors.iter().any(|e| e.contains("corrupted on the way")),
+        "{r:?}"
+    );
     assert!(!u.root.join(format!("update/{wrong}.raucb")).exists());
     assert!(!u.root.join(format!("update/staging/{wrong}.part")).exists());
     // The older bundle goes when a newer one is complete.
-    let (p2, h2) = bundle(u.root.parent().unwrap(), "c.raucb", "2.0.1", "pfx-vm-arm64", true, 5000);
+    let (p2, h2) = bundle(
+        u.root.parent().unwrap(),
+        "c.raucb",
+        "2.0.1",
+        "pfx-vm-arm64",
+        true,
+        5000,
+    );
     send_all(&u, &p2, &h2);
     assert!(!u.root.join(format!("update/{h}.raucb")).exists());
     // No data partition (its marker): refused before a byte.
     std::fs::remove_file(u.root.join(".pfx-data")).unwrap();
     let (r, ok) = updateagent::put(&u.o, &h, size, 0, 10, &mut &data[..10]);
-    assert!(!ok && r.errors.iter().any(|e| e.contains("not mounted") || e.contains(".pfx-data")), "{r:?}");
+    assert!(
+        !ok && r
+            .errors
+            .iter()
+            .any(|e| e.contains("not mounted") || e.contains(".pfx-data")),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -184,17 +236,28 @@ fn install_refuses_before_writing_and_forces_only_when_asked() {
     let (p, h) = bundle(&dir, "bad.raucb", "2.0.0", "pfx-vm-arm64", false, 1000);
     send_all(&u, &p, &h);
     let (r, ok) = updateagent::install(&u.o, &h, false);
-    assert!(!ok && r.message.contains("signature verification failed"), "{r:?}");
+    assert!(
+        !ok && r.message.contains("signature verification failed"),
+        "{r:?}"
+    );
     // Another target's bundle.
     let (p, h) = bundle(&dir, "pi.raucb", "2.0.0", "pfx-rpi4-arm64", true, 1000);
     send_all(&u, &p, &h);
     let (r, ok) = updateagent::install(&u.o, &h, false);
-    assert!(!ok && r.message.contains("the bundle is for pfx-rpi4-arm64, this unit is pfx-vm-arm64"), "{r:?}");
+    assert!(
+        !ok && r
+            .message
+            .contains("the bundle is for pfx-rpi4-arm64, this unit is pfx-vm-arm64"),
+        "{r:?}"
+    );
     // Older than the booted 1.0.0.
     let (p, h) = bundle(&dir, "old.raucb", "0.9", "pfx-vm-arm64", true, 1000);
     send_all(&u, &p, &h);
     let (r, ok) = updateagent::install(&u.o, &h, false);
-    assert!(!ok && r.message.contains("older than the booted 1.0.0"), "{r:?}");
+    assert!(
+        !ok && r.message.contains("older than the booted 1.0.0"),
+        "{r:?}"
+    );
     assert!(!calls().contains("install "), "an install ran: {}", calls());
     // Forced: the force file exists for the install (the double saw it), then is gone.
     let (r, ok) = updateagent::install(&u.o, &h, true);
@@ -207,10 +270,16 @@ fn install_refuses_before_writing_and_forces_only_when_asked() {
     let (r, ok) = updateagent::install(&u.o, &h, false);
     assert!(ok && r.installed && !r.forced, "{r:?}");
     let t = r.target.unwrap();
-    assert_eq!((t.bootname.as_deref(), t.version.as_deref()), (Some("B"), Some("2.0.0")));
+    assert_eq!(
+        (t.bootname.as_deref(), t.version.as_deref()),
+        (Some("B"), Some("2.0.0"))
+    );
     assert_eq!(state(&u)["installs"][1]["forced"], false);
     let st = updateagent::status(&u.o);
-    assert_eq!((st.booted.as_deref(), st.boot_primary.as_deref()), (Some("A"), Some("A")));
+    assert_eq!(
+        (st.booted.as_deref(), st.boot_primary.as_deref()),
+        (Some("A"), Some("A"))
+    );
     assert_eq!(st.installed_bundle.as_deref(), Some(h.to_string().as_str()));
     // An install that fails in RAUC: reported with RAUC's words, nothing recorded as installed.
     double(&u.state, &["set", "fail_install", "true"]);
@@ -235,7 +304,14 @@ fn player(status: Arc<AtomicU16>) -> String {
                 (200, profile.clone())
             } else {
                 let c = status.load(Ordering::SeqCst);
-                (c, if c == 200 { "ok\n".into() } else { "frame loop late\n".into() })
+                (
+                    c,
+                    if c == 200 {
+                        "ok\n".into()
+                    } else {
+                        "frame loop late\n".into()
+                    },
+                )
             };
             let _ = write!(
                 s,
@@ -277,32 +353,71 @@ fn a_switch_then_a_healthy_trial_boot_is_committed() {
     // Nothing installed: no switch.
     let (r, ok) = updateagent::switch(&u.o, SwitchWhen::Now);
     assert!(!ok && r.message.contains("install a bundle first"), "{r:?}");
-    let (p, h) = bundle(u.root.parent().unwrap(), "b.raucb", "2.0.0", "pfx-vm-arm64", true, 4000);
+    let (p, h) = bundle(
+        u.root.parent().unwrap(),
+        "b.raucb",
+        "2.0.0",
+        "pfx-vm-arm64",
+        true,
+        4000,
+    );
     send_all(&u, &p, &h);
     assert!(updateagent::install(&u.o, &h, false).1);
     let (r, ok) = updateagent::switch(&u.o, SwitchWhen::Now);
-    assert!(ok && r.rebooting && r.to_slot.as_deref() == Some("B"), "{r:?}");
+    assert!(
+        ok && r.rebooting && r.to_slot.as_deref() == Some("B"),
+        "{r:?}"
+    );
     assert_eq!(r.mode, SwitchMode::Now);
     let carry = std::fs::read_to_string(u.root.parent().unwrap().join("carry.log")).unwrap();
-    assert_eq!(carry.trim(), "switch", "the identity is carried before the switch");
+    assert_eq!(
+        carry.trim(),
+        "switch",
+        "the identity is carried before the switch"
+    );
     assert_eq!(updateagent::status(&u.o).boot_primary.as_deref(), Some("B"));
     // The boot: B's one trial.
     double(&u.state, &["reboot"]);
     let s = updateagent::status(&u.o);
     assert!(s.trial && s.booted.as_deref() == Some("B"), "{s:?}");
-    assert_eq!(s.booted_slot_info().unwrap().boot_status.as_deref(), Some("bad"), "trial: LEFT 0 until committed");
+    assert_eq!(
+        s.booted_slot_info().unwrap().boot_status.as_deref(),
+        Some("bad"),
+        "trial: LEFT 0 until committed"
+    );
     let (hr, code) = health::commit(&health_opts(&u));
     assert_eq!(code, 0, "{hr:#?}");
-    assert!(hr.passed && hr.trial && hr.action == HealthAction::MarkedGood, "{hr:#?}");
+    assert!(
+        hr.passed && hr.trial && hr.action == HealthAction::MarkedGood,
+        "{hr:#?}"
+    );
     assert_eq!(
-        hr.checks.iter().map(|c| (c.name.as_str(), c.ok)).collect::<Vec<_>>(),
-        [("first_frame", true), ("health_ok", true), ("data_mounted", true), ("pause_off", true), ("sshd", true), ("agent_status", true)]
+        hr.checks
+            .iter()
+            .map(|c| (c.name.as_str(), c.ok))
+            .collect::<Vec<_>>(),
+        [
+            ("first_frame", true),
+            ("health_ok", true),
+            ("data_mounted", true),
+            ("pause_off", true),
+            ("sshd", true),
+            ("agent_status", true)
+        ]
     );
     assert_eq!(hr.version.as_deref(), Some("2.0.0"));
     let s = updateagent::status(&u.o);
     assert_eq!(s.booted_version.as_deref(), Some("2.0.0"));
-    assert_eq!(s.booted_slot_info().unwrap().boot_status.as_deref(), Some("good"));
-    assert!(s.health.as_ref().is_some_and(|h| h.passed && h.finished_unix_ms > 0), "{s:?}");
+    assert_eq!(
+        s.booted_slot_info().unwrap().boot_status.as_deref(),
+        Some("good")
+    );
+    assert!(
+        s.health
+            .as_ref()
+            .is_some_and(|h| h.passed && h.finished_unix_ms > 0),
+        "{s:?}"
+    );
     assert_eq!(s.last_trial.as_ref().map(|h| h.passed), Some(true));
 }
 
@@ -314,46 +429,94 @@ fn a_trial_boot_that_stays_unhealthy_is_marked_bad_and_the_old_slot_boots() {
         "profile_url: {url}\nhealth_ok_s: 1\nhealth_deadline_s: 2\nhealth_ssh_addr: {}\n",
         sshd_banner()
     ));
-    let (p, h) = bundle(u.root.parent().unwrap(), "b.raucb", "2.0.0", "pfx-vm-arm64", true, 4000);
+    let (p, h) = bundle(
+        u.root.parent().unwrap(),
+        "b.raucb",
+        "2.0.0",
+        "pfx-vm-arm64",
+        true,
+        4000,
+    );
     send_all(&u, &p, &h);
     assert!(updateagent::install(&u.o, &h, false).1);
     assert!(updateagent::switch(&u.o, SwitchWhen::Now).1);
     double(&u.state, &["reboot"]);
     let (hr, code) = health::commit(&health_opts(&u));
     assert_eq!(code, 1);
-    assert!(!hr.passed && hr.action == HealthAction::MarkedBadRebooting, "{hr:#?}");
+    assert!(
+        !hr.passed && hr.action == HealthAction::MarkedBadRebooting,
+        "{hr:#?}"
+    );
     assert!(hr.message.contains("frame loop late"), "{}", hr.message);
     // The commit rebooted (the double's boot script): A again, B bad.
     let s = updateagent::status(&u.o);
-    assert_eq!((s.booted.as_deref(), s.boot_primary.as_deref(), s.trial), (Some("A"), Some("A"), false), "{s:?}");
-    let b = s.slots.iter().find(|x| x.bootname.as_deref() == Some("B")).unwrap();
+    assert_eq!(
+        (s.booted.as_deref(), s.boot_primary.as_deref(), s.trial),
+        (Some("A"), Some("A"), false),
+        "{s:?}"
+    );
+    let b = s
+        .slots
+        .iter()
+        .find(|x| x.bootname.as_deref() == Some("B"))
+        .unwrap();
     assert_eq!(b.boot_status.as_deref(), Some("bad"));
-    assert_eq!(s.last_trial.as_ref().map(|h| (h.slot.clone(), h.passed)), Some((Some("B".into()), false)));
+    assert_eq!(
+        s.last_trial.as_ref().map(|h| (h.slot.clone(), h.passed)),
+        Some((Some("B".into()), false))
+    );
     // On A, not a trial: an unhealthy boot is only recorded, never marked bad.
     let (hr, _) = health::commit(&health_opts(&u));
-    assert!(!hr.passed && !hr.trial && hr.action == HealthAction::RecordedOnly, "{hr:#?}");
-    assert_eq!(state(&u)["left"]["A"], 2, "A untouched by the unhealthy non-trial boot");
+    assert!(
+        !hr.passed && !hr.trial && hr.action == HealthAction::RecordedOnly,
+        "{hr:#?}"
+    );
+    assert_eq!(
+        state(&u)["left"]["A"],
+        2,
+        "A untouched by the unhealthy non-trial boot"
+    );
     // Healthy again: A marked good.
     st.store(200, Ordering::SeqCst);
     let (hr, code) = health::commit(&health_opts(&u));
-    assert!(code == 0 && hr.action == HealthAction::MarkedGood, "{hr:#?}");
+    assert!(
+        code == 0 && hr.action == HealthAction::MarkedGood,
+        "{hr:#?}"
+    );
     assert_eq!(state(&u)["left"]["A"], 3);
 }
 
 #[test]
 fn a_switch_at_a_time_is_pending_with_its_waiter_and_replaced_when_asked_again() {
     let u = unit("");
-    let (p, h) = bundle(u.root.parent().unwrap(), "b.raucb", "2.0.0", "pfx-vm-arm64", true, 4000);
+    let (p, h) = bundle(
+        u.root.parent().unwrap(),
+        "b.raucb",
+        "2.0.0",
+        "pfx-vm-arm64",
+        true,
+        4000,
+    );
     send_all(&u, &p, &h);
     assert!(updateagent::install(&u.o, &h, false).1);
     let at = pfx_fleet::agent::now_ms() / 1000 + 3600;
     let (r, ok) = updateagent::switch(&u.o, SwitchWhen::Unix(at));
-    assert!(ok && r.scheduled && !r.rebooting && r.at_unix_ms == Some(at * 1000), "{r:?}");
+    assert!(
+        ok && r.scheduled && !r.rebooting && r.at_unix_ms == Some(at * 1000),
+        "{r:?}"
+    );
     let s = updateagent::status(&u.o);
     let p = s.pending_switch.as_ref().unwrap();
-    assert!(p.armed && p.mode == SwitchMode::At && p.to_slot == "B" && p.at_unix_ms == at * 1000, "{p:?}");
+    assert!(
+        p.armed && p.mode == SwitchMode::At && p.to_slot == "B" && p.at_unix_ms == at * 1000,
+        "{p:?}"
+    );
     assert_eq!(s.boot_primary.as_deref(), Some("A"), "nothing switched yet");
-    let pid: i32 = std::fs::read_to_string(u.root.join("update/switch.pid")).unwrap().trim().parse().unwrap();
+    let pid: i32 = std::fs::read_to_string(u.root.join("update/switch.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     // Asked again for now: the pending one is gone and its waiter finds nothing to do.
     let (r, ok) = updateagent::switch(&u.o, SwitchWhen::Now);
     assert!(ok && r.rebooting, "{r:?}");
