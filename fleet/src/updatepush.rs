@@ -975,7 +975,7 @@ pub fn push_update(
                     if let Some((pb, _, _)) = bars.remove(&unit) {
                         pb.finish_and_clear();
                     }
-                    let when = if at <= now_ms() + 5000 {
+                    let when = if at <= now_ms() + 1500 {
                         "now".to_string()
                     } else {
                         format!(
