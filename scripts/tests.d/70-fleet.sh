@@ -445,6 +445,87 @@ assert all(x["readback"]["booted_version"]=="2.0.0" and x["readback"]["health"][
   for i in 1 2 3; do kill "$(cat "$T/u$i/player.pid")" 2>/dev/null; agent_yaml "$T/u$i" "u$i"; done
   DB="$T/fleet.db"
 }
+# The fleet side of push update at scale (update-bench-only; docs/PERFORMANCE.md): 200 units
+# (PFX_FLEET_UPDATE_UNITS) behind 4 real sshd, each reached through its own dispatcher
+# config, with the RAUC TEST DOUBLE as its installer and one /profile+/health stand-in per
+# host for the health commit. What is measured is pfx-fleet: wall time and peak RSS.
+run_update_bench() {
+  local B="$T/ubench" nunits=${PFX_FLEET_UPDATE_UNITS:-200} nhosts=4 h n i d
+  mkdir -p "$B/home" "$B/tmp"
+  unshare --mount --propagation private -- sleep infinity &
+  local holder=$!; PIDS+=($holder)
+  for _ in $(seq 100); do [ "$(readlink /proc/$holder/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" ] && break; sleep 0.02; done
+  { grep -v '^root:' /etc/passwd; echo "root:x:0:0:root:$B/home:/bin/sh"; } > "$B/passwd"
+  nsenter --mount="/proc/$holder/ns/mnt" -- mount --bind "$B/passwd" /etc/passwd
+  : > "$B/known_hosts"
+  for h in $(seq 1 $nhosts); do
+    d="$B/h$h"; mkdir -p "$d"
+    host_ns "ub$h" "10.77.2.$h/16"
+    inns "pfxfl${P}ub$h" ip route add local "10.79.$h.0/24" dev lo
+    inns "$OP" ip route add "10.79.$h.0/24" via "10.77.2.$h"
+    ssh-keygen -q -t ed25519 -N '' -f "$d/hostkey"
+    printf '%s\n' "ListenAddress 0.0.0.0" "HostKey $d/hostkey" "PidFile $d/sshd.pid" "AuthorizedKeysFile $T/authorized_keys" \
+      "PermitRootLogin prohibit-password" "PasswordAuthentication no" "KbdInteractiveAuthentication no" "UsePAM no" \
+      "StrictModes no" "MaxStartups 200" "MaxSessions 50" "LogLevel ERROR" > "$d/sshd_config"
+    nsenter --mount="/proc/$holder/ns/mnt" --net="/run/netns/pfxfl${P}ub$h" -- /usr/sbin/sshd -f "$d/sshd_config" -E "$d/sshd.log" \
+      || { fail "update bench sshd ub$h"; return; }
+    nsenter --net="/run/netns/pfxfl${P}ub$h" -- python3 -c '
+import http.server, json, sys
+doc = open(sys.argv[1]).read().encode()
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self):
+        b = doc if self.path == "/profile" else b"ok\n"
+        self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
+http.server.ThreadingHTTPServer(("127.0.0.1", 8090), H).serve_forever()' "$top/api/tests/golden/profile.json" > /dev/null 2>&1 &
+    PIDS+=($!)
+  done
+  mkbundle "$B/pfx-2.0.0.raucb" 2.0.0 pfx-vm-arm64 true 1048576
+  {
+    echo "ssh: {user: root, identity: $T/id_ed25519, known_hosts: $B/known_hosts, connect_timeout_s: 10, command_timeout_s: 120}"
+    echo "sites:"; echo "  - name: ubench"; echo "    units:"
+    for n in $(seq 1 $nunits); do
+      h=$(( (n - 1) % nhosts + 1 )); i=$(( (n - 1) / nhosts + 1 )); d="$B/u$n"
+      mkdir -p "$d/data" "$d/nic" "$d/lower"; : > "$d/data/.pfx-data"
+      echo '{"pause":{"autoneg":false,"rx":false,"tx":false},"pause_rx_frames":0}' > "$d/nic/eth0.json"
+      echo "10.79.$h.$i $(cut -d' ' -f1,2 "$B/h$h/hostkey.pub")" >> "$B/known_hosts"
+      printf '#!/bin/sh\nexec python3 %s --state %s "$@"\n' "$DOUBLE" "$d/rauc" > "$d/rauc-w"
+      printf '#!/bin/sh\nexec python3 %s --state %s reboot\n' "$DOUBLE" "$d/rauc" > "$d/reboot"
+      printf '#!/bin/sh\nexit 0\n' > "$d/carry"
+      # The unit's forced command, as on an image: the verb reaches the dispatcher.
+      printf '#!/bin/sh\nSSH_ORIGINAL_COMMAND="$*" exec %s dispatch --config %s/agent.yaml\n' "$AGENT" "$d" > "$d/agent"
+      chmod 755 "$d/rauc-w" "$d/reboot" "$d/carry" "$d/agent"
+      printf '%s\n' "unit_id: b$n" "iface: eth0" "lower: $d/lower" "nic_backend: mock" "mock_nic_dir: $d/nic" "store_root: $d/data" \
+        "store_reserve_bytes: 1048576" "profile_url: http://127.0.0.1:8090/profile" "rauc: $d/rauc-w" "slot_carry: $d/carry" \
+        "update_force_file: $d/force" "test_reboot_command: $d/reboot" "test_cmdline_file: $d/cmdline" "health_ok_s: 1" \
+        "health_deadline_s: 60" "health_ssh_addr: 127.0.0.1:22" "systemd: false" > "$d/agent.yaml"
+      chmod 644 "$d/agent.yaml"
+      python3 "$DOUBLE" --state "$d/rauc" init pfx-vm-arm64 1.0.0
+      python3 "$DOUBLE" --state "$d/rauc" set cmdline "$d/cmdline"
+      python3 "$DOUBLE" --state "$d/rauc" set on_boot "$AGENT update health-commit --config $d/agent.yaml"
+      echo "      - {id: b$n, host: 10.79.$h.$i, agent_command: \"$d/agent\"}"
+    done
+  } > "$B/fleet.yaml"
+  local load0 rc wall rss cpu done_n
+  load0=$(cut -d' ' -f1 /proc/loadavg)
+  inns "$OP" env -u XDG_RUNTIME_DIR TMPDIR="$B/tmp" PATH="$T/oprauc:$PATH" /usr/bin/time -v "$FLEET" --config "$B/fleet.yaml" --db "$B/fleet.db" \
+    push update "$B/pfx-2.0.0.raucb" --site ubench --switch now --timeout 120s --poll-s 2 > "$B/out" 2> "$B/err"; rc=$?
+  wall=$(grep 'Elapsed (wall clock)' "$B/err" | awk '{print $NF}')
+  cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.1f", s}' "$B/err")
+  rss=$(grep 'Maximum resident set size' "$B/err" | awk '{print $NF}')
+  done_n=$(db_q "$B/fleet.db" "SELECT COUNT(*) FROM update_events WHERE state='done'")
+  echo "BENCH push update: $nunits units via $nhosts sshd (RAUC test double, 1 MiB bundle, --switch now, $(grep -o "waves \[[0-9, ]*\]" "$B/out")): wall $wall, operator peak RSS ${rss} KiB (GNU time -v, with its ssh children), operator CPU ${cpu} s, done $done_n/$nunits, exit $rc, commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null), $(date -u '+%F %H:%M') UTC, load before $load0"
+  check "update bench: all $nunits units committed" [ "$done_n" = "$nunits" ]
+  [ "$done_n" = "$nunits" ] || grep -v '^recorded .* done' "$B/err" | tail -5
+}
+if [ "${1:-}" = update-bench-only ]; then
+  PLAYER="${PFX_PLAYER:-$bin/pfx-player}"
+  mkdir -p "$T/oprauc"; python3 "$DOUBLE" --state "$T/oprauc/st" init x 0
+  printf '#!/bin/sh\nexec python3 %s --state %s "$@"\n' "$DOUBLE" "$T/oprauc/st" > "$T/oprauc/rauc"; chmod 755 "$T/oprauc/rauc"
+  run_update_bench
+  echo "fleet update bench: $fails failures, $(( $(date +%s) - start ))s"
+  [ $fails = 0 ]; exit
+fi
 if [ "${1:-}" = update-only ]; then
   # prof (section 9c) reads a unit's /profile show section.
   prof() { inns "$OP" python3 -c 'import json,sys,urllib.request; print(json.dumps(json.load(urllib.request.urlopen(sys.argv[1], timeout=2)).get("show")))' "http://10.77.0.1$1:8090/profile" 2>/dev/null; }
