@@ -386,6 +386,15 @@ run_update_suite() {
   [ -x "$PLAYER" ] || { fail "no pfx-player at $PLAYER for the update checks"; return; }
   write_config
   grep -q "10.77.0.14 " "$T/known_hosts" || echo "10.77.0.14 $(cut -d' ' -f1,2 "$T/u4/hostkey.pub")" >> "$T/known_hosts"
+  # Section 10 stopped u3's sshd: start it again, same host key, same account namespace.
+  for i in 1 2 3; do
+    d="$T/u$i"
+    if ! { [ -s "$d/sshd.pid" ] && kill -0 "$(cat "$d/sshd.pid")" 2>/dev/null; }; then
+      inns "pfxfl${P}u$i" unshare --mount --propagation private -- sh -c '
+        for f in passwd group shadow sudoers; do mount --bind "$1/etc/$f" "/etc/$f" || exit 1; done
+        exec /usr/sbin/sshd -f "$2/sshd_config" -E "$2/sshd.log"' sh "$T" "$d" || fail "restarting u$i's sshd"
+    fi
+  done
   for i in 1 2 3; do upd_unit $i; done
   for i in 1 2 3; do for _ in $(seq 100); do [ -n "$(prof $i)" ] && break; sleep 0.1; done; done
   # The operator's rauc is the double too (this host may have a real one: it would refuse these files).
