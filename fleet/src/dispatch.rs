@@ -32,7 +32,8 @@ pub static TEST_BUILD_MARKER: &str = "PFX-AGENT-TEST-BACKENDS-ENABLED";
 
 /// What the verbs accept, for the refusal message.
 pub const USAGE: &str = "allowed: `apply pause-off [--json]`, `status [--json] [--rate-interval-ms N]` (N 10..=10000), \
-     `show missing`, `show put HASH SIZE OFFSET LEN`, `show activate`, `show status`; \
+     `show missing`, `show put HASH SIZE OFFSET LEN`, `show activate`, `show status`, \
+     `update put HASH SIZE OFFSET LEN`, `update install HASH [--force]`, `update switch now|idle|at HH:MM`, `update status`; \
      everything else (interface, lower root, player) comes from the unit's root-owned agent config";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -71,6 +72,30 @@ fn d_store_rate() -> u64 {
 }
 fn d_confirm() -> u64 {
     20
+}
+fn d_rauc() -> PathBuf {
+    "/usr/bin/rauc".into()
+}
+fn d_slot_carry() -> PathBuf {
+    "/usr/lib/pfx/pfx-slot-carry".into()
+}
+fn d_force_file() -> PathBuf {
+    "/run/pfx/update-force".into()
+}
+fn d_show_config() -> PathBuf {
+    "/etc/pfx/show.yaml".into()
+}
+fn d_min_idle() -> u64 {
+    600
+}
+fn d_health_ok() -> u64 {
+    30
+}
+fn d_health_deadline() -> u64 {
+    300
+}
+fn d_health_ssh() -> String {
+    "127.0.0.1:22".into()
 }
 
 /// `/etc/pfx/agent.yaml`.
@@ -126,6 +151,36 @@ pub struct AgentConfig {
     /// TEST BUILDS ONLY: wait this long before running the verb (a slow unit).
     #[serde(default)]
     pub test_delay_ms: Option<u64>,
+    // A/B updates (the `update` verbs and `pfx-agent update health-commit`; docs/update.md).
+    /// The RAUC binary.
+    #[serde(default = "d_rauc")]
+    pub rauc: PathBuf,
+    /// Carries the unit's identity into the other slot before a switch (run as `PATH switch`).
+    #[serde(default = "d_slot_carry")]
+    pub slot_carry: PathBuf,
+    /// Written for one `update install --force` (the install-check handler reads it).
+    #[serde(default = "d_force_file")]
+    pub update_force_file: PathBuf,
+    /// The config show, whose schedule decides the idle window when the store has no show.
+    #[serde(default = "d_show_config")]
+    pub show_config: PathBuf,
+    /// The shortest idle window `update switch idle` uses, in seconds.
+    #[serde(default = "d_min_idle")]
+    pub update_min_idle_s: u64,
+    /// The health commit: how long /health must stay ok, and the deadline for it all.
+    #[serde(default = "d_health_ok")]
+    pub health_ok_s: u64,
+    #[serde(default = "d_health_deadline")]
+    pub health_deadline_s: u64,
+    /// Where sshd must answer with its banner.
+    #[serde(default = "d_health_ssh")]
+    pub health_ssh_addr: String,
+    /// TEST BUILDS ONLY: run this instead of `systemctl reboot`.
+    #[serde(default)]
+    pub test_reboot_command: Option<PathBuf>,
+    /// TEST BUILDS ONLY: read this instead of /proc/cmdline (trial boots).
+    #[serde(default)]
+    pub test_cmdline_file: Option<PathBuf>,
 }
 
 impl AgentConfig {
@@ -146,6 +201,10 @@ impl AgentConfig {
             ("player", &c.player),
             ("image_version_file", &c.image_version_file),
             ("store_root", &c.store_root),
+            ("rauc", &c.rauc),
+            ("slot_carry", &c.slot_carry),
+            ("update_force_file", &c.update_force_file),
+            ("show_config", &c.show_config),
         ]
         .into_iter()
         .chain(c.player_pidfile.iter().map(|p| ("player_pidfile", p)))
@@ -167,6 +226,9 @@ impl AgentConfig {
         if c.test_delay_ms.is_some() {
             test_only.push("test_delay_ms");
         }
+        if c.test_reboot_command.is_some() || c.test_cmdline_file.is_some() {
+            test_only.push("test_reboot_command, test_cmdline_file");
+        }
         if !test_only.is_empty() && !test_backends {
             return Err(format!(
                 "{} only work in a test build of pfx-agent (a debug build); this is a release build, as on every image",
@@ -177,6 +239,17 @@ impl AgentConfig {
             return Err(format!(
                 "store_rate_bytes_per_s: {} is below 65536; a show would take hours",
                 c.store_rate_bytes_per_s
+            ));
+        }
+        if !(1..=3600).contains(&c.health_ok_s) || c.health_deadline_s < c.health_ok_s {
+            return Err(
+                "health_ok_s: give 1..=3600 seconds, and health_deadline_s at least as much".into(),
+            );
+        }
+        if c.health_ssh_addr.parse::<std::net::SocketAddr>().is_err() {
+            return Err(format!(
+                "health_ssh_addr {:?}: give ADDRESS:PORT",
+                c.health_ssh_addr
             ));
         }
         if !(1..=600).contains(&c.show_confirm_timeout_s) {
@@ -208,6 +281,7 @@ pub enum Verb {
     },
     ShowActivate,
     ShowStatus,
+    Update(crate::updateagent::UpdateVerb),
 }
 
 /// The largest file a show may hold, and the most one `show put` carries.
@@ -292,6 +366,7 @@ pub fn parse_command(cmd: Option<&str>) -> Result<Verb, String> {
                 len,
             })
         }
+        ["update", rest @ ..] => crate::updateagent::parse(rest).map(Verb::Update),
         ["show", ..] => Err(
             "show: use `show missing`, `show put HASH SIZE OFFSET LEN`, `show activate` or `show status`".into(),
         ),
@@ -333,6 +408,13 @@ pub fn check_trusted_path(path: &Path) -> Result<(), String> {
         dir = d.parent();
     }
     Ok(())
+}
+
+/// The root-owned agent config at `config`, checked ([`check_trusted_path`]) and parsed.
+pub fn load_config(config: &Path) -> Result<AgentConfig, String> {
+    check_trusted_path(config)?;
+    let text = std::fs::read_to_string(config).map_err(|e| format!("{}: {e}", config.display()))?;
+    AgentConfig::parse(&text, TEST_BACKENDS).map_err(|e| format!("{}: {e}", config.display()))
 }
 
 /// How a remote command is shown in logs: escaped, at most 200 characters.
@@ -407,12 +489,7 @@ pub fn run(argv: &[OsString], config: &Path, stop: Arc<AtomicUsize>) -> u8 {
         );
         return REFUSED;
     }
-    let cfg = check_trusted_path(config).and_then(|_| {
-        let text =
-            std::fs::read_to_string(config).map_err(|e| format!("{}: {e}", config.display()))?;
-        AgentConfig::parse(&text, TEST_BACKENDS).map_err(|e| format!("{}: {e}", config.display()))
-    });
-    let cfg = match cfg {
+    let cfg = match load_config(config) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("pfx-agent dispatch: agent config refused: {e}");
@@ -499,6 +576,11 @@ pub fn run(argv: &[OsString], config: &Path, stop: Arc<AtomicUsize>) -> u8 {
         store_umask();
     }
     let (text, good) = match verb {
+        Verb::Update(u) => {
+            store_umask();
+            let o = crate::updateagent::UpdateOpts::from_config(&cfg, config, &opts.unit_id);
+            return crate::updateagent::run_verb(&o, u, &mut stdin);
+        }
         Verb::ShowMissing => {
             let (r, ok) = crate::showagent::missing(&show_opts, &mut stdin);
             (serde_json::to_string(&r), ok)
