@@ -142,7 +142,7 @@ pub fn start(
                 .context("FPP Connect: cannot listen for discover pings on UDP 32320")?,
         )
     };
-    let state = server::FppState::new(
+    let mut state = server::FppState::new(
         cfg.user.clone(),
         hash,
         unit.clone(),
@@ -151,6 +151,9 @@ pub fn start(
         u64::from(cfg.write_rate_mib_s) * 1024 * 1024,
         playlist_file,
     );
+    if let Some(inner) = Arc::get_mut(&mut state.0) {
+        inner.switch_now = cfg.switch == crate::config::show::FppSwitch::Now;
+    }
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let http = std::thread::Builder::new()
         .name("pfx-fppconnect".into())

@@ -20,7 +20,7 @@ use super::auth::{self, Limiter, Verdict};
 use super::info::{self, UnitInfo};
 use super::names;
 use super::showmap;
-use super::store::ShowStore;
+use super::store::{Activated, ShowStore};
 use super::upload::{Done, Refusal, Uploads};
 use crate::http::timed_io::TimedListener;
 use crate::profiler::ProfilerHandle;
@@ -72,6 +72,8 @@ pub struct Inner {
     upload_gate: tokio::sync::Semaphore,
     /// One show switch at a time.
     activate_gate: tokio::sync::Mutex<()>,
+    /// `fpp_connect.switch: now`: a new show starts at once, not at the item's end.
+    pub switch_now: bool,
 }
 
 #[derive(Clone)]
@@ -116,6 +118,7 @@ impl FppState {
             playlist_file,
             upload_gate: tokio::sync::Semaphore::new(1),
             activate_gate: tokio::sync::Mutex::new(()),
+            switch_now: false,
         }))
     }
 }
@@ -440,11 +443,20 @@ fn error_json(code: StatusCode, msg: String) -> Response {
     (code, Json(json!({"Status": "Error", "Message": msg}))).into_response()
 }
 
+/// `?switch=now` on a playlist POST: the operator (a script, `curl`) asks for the new show
+/// at once rather than at the current item's end.
+fn asks_for_now(uri: &axum::http::Uri) -> bool {
+    uri.query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "switch=now"))
+}
+
 async fn post_playlist(
     State(s): State<FppState>,
     Path(name): Path<String>,
+    uri: axum::http::Uri,
     body: Bytes,
 ) -> Response {
+    let now = s.0.switch_now || asks_for_now(&uri);
     let name = match names::playlist_name(&name) {
         Ok(n) => n.to_string(),
         Err(e) => return error_json(StatusCode::BAD_REQUEST, format!("playlist name: {e}")),
@@ -485,19 +497,34 @@ async fn post_playlist(
         };
         let refs: Vec<PathBuf> = wanted.iter().map(|q| store.sequence_ref(q)).collect();
         let next = showmap::with_playlist(cfg, &pl, &refs);
-        store.activate(&pl, &next, &wanted)
+        store.activate(&pl, &next, &wanted, now)
     })
     .await
     .unwrap_or_else(|_| Err("the show switch failed".into()));
-    if let Err(e) = res {
-        tracing::error!(playlist = %name, "FPP Connect: new show refused, the old one keeps playing: {e}");
-        return error_json(StatusCode::UNPROCESSABLE_ENTITY, e);
-    }
+    let outcome = match res {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::error!(playlist = %name, "FPP Connect: new show refused, the old one keeps playing: {e}");
+            return error_json(StatusCode::UNPROCESSABLE_ENTITY, e);
+        }
+    };
     v["name"] = json!(name);
     let record = serde_json::to_vec_pretty(&v).unwrap_or_default();
     let file = s.0.playlist_file.clone();
     let _ = tokio::task::spawn_blocking(move || super::store::write_atomic(&file, &record)).await;
-    tracing::info!(playlist = %name, sequences = ?seqs, "FPP Connect: new show active");
+    match outcome {
+        Activated::Unchanged => tracing::info!(
+            playlist = %name,
+            sequences = ?seqs,
+            "FPP Connect: the posted playlist is the show playing now; nothing changes"
+        ),
+        Activated::Switched => tracing::info!(
+            playlist = %name,
+            sequences = ?seqs,
+            "FPP Connect: new show active; it starts {}",
+            if now { "now" } else { "when the current item ends" }
+        ),
+    }
     *lock(&s.0.current) = Current {
         playlist: Some(name),
         json: Some(v.clone()),

@@ -34,18 +34,31 @@ pub trait ShowStore: Send + Sync + 'static {
     fn sequence(&self, name: &str) -> Option<PathBuf>;
     /// How a show config names the stored sequence `name`.
     fn sequence_ref(&self, name: &str) -> PathBuf;
-    /// Makes a show called `show_name` from `config` and the stored sequences it names,
-    /// checks it with the unit's own `pfx-player run --check`, makes it the active show
-    /// atomically and has the player switch to it. On error nothing changed.
+    /// Makes a show called `show_name` from `config` and the stored sequences it names.
+    /// When that is the active show already (same name, config and file contents: the
+    /// store's show id), nothing happens and the answer is `Unchanged`. Otherwise it checks
+    /// it with the unit's own `pfx-player run --check`, makes it the active show
+    /// atomically and has the player switch to it, when the item playing now ends unless
+    /// `now`. On error nothing changed.
     fn activate(
         &self,
         show_name: &str,
         config: &ShowConfig,
         sequences: &[String],
-    ) -> Result<(), String>;
+        now: bool,
+    ) -> Result<Activated, String>;
     /// The show config the player plays now, the directory its relative paths are taken
     /// from, and whether that is a store show (whose files come along by name).
     fn active_config(&self) -> Result<(ShowConfig, PathBuf, bool), String>;
+}
+
+/// What a posted playlist did to the unit's show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activated {
+    /// It is the show that is active already: nothing was checked, switched or restarted.
+    Unchanged,
+    /// A new show is active; the player switches to it (at the item's end unless now).
+    Switched,
 }
 
 /// Writes `path` whole or not at all: temp file, fsync, rename, fsync of the directory.
@@ -169,7 +182,8 @@ impl ShowStore for PfxStore {
         show_name: &str,
         config: &ShowConfig,
         sequences: &[String],
-    ) -> Result<(), String> {
+        now: bool,
+    ) -> Result<Activated, String> {
         // From the active store show: the sequences the new config still names, and every
         // other file (profiles and the like); sequences it no longer plays stay behind.
         let named: std::collections::BTreeSet<PathBuf> = config
@@ -180,7 +194,9 @@ impl ShowStore for PfxStore {
             .filter_map(|i| i.fseq.clone())
             .collect();
         let mut files: BTreeMap<String, Hash> = BTreeMap::new();
-        if let Ok(Some(a)) = self.store.active() {
+        let active = self.store.active().ok().flatten();
+        let active_id = active.as_ref().map(|a| a.id.clone());
+        if let Some(a) = active {
             files.extend(
                 a.files.into_iter().filter(|(n, _)| {
                     !n.ends_with(".fseq") || named.contains(Path::new(n.as_str()))
@@ -202,12 +218,22 @@ impl ShowStore for PfxStore {
             .store
             .make_show(show_name, text.as_bytes(), &files)
             .map_err(|e| e.to_string())?;
+        // xLights posts the playlist before its uploads and again after them, and an
+        // operator may press Upload twice: the same show again must not restart it.
+        if active_id.as_ref() == Some(&id) {
+            return Ok(Activated::Unchanged);
+        }
         self.store
             .check_show(&id, &self.player_exe)
             .map_err(|e| e.to_string())?;
         self.store.activate(&id).map_err(|e| e.to_string())?;
-        crate::sys::host::request_reload()
-            .map_err(|e| format!("cannot ask the player to switch: {e}"))
+        if now {
+            crate::sys::host::request_reload()
+        } else {
+            crate::sys::host::request_graceful_reload()
+        }
+        .map_err(|e| format!("cannot ask the player to switch: {e}"))?;
+        Ok(Activated::Switched)
     }
 
     fn active_config(&self) -> Result<(ShowConfig, PathBuf, bool), String> {
@@ -262,6 +288,45 @@ mod tests {
         assert!(s.sequence("B.fseq").is_none());
         let again = PfxStore::open(d.path(), None).expect("reopen");
         assert_eq!(again.sequence("A.fseq"), Some(p2));
+    }
+
+    /// xLights posts the same playlist before and after its uploads, and an operator may
+    /// press Upload again: a show the store holds active already is not checked, switched
+    /// or restarted. One whose sequence changed is a new show (here it goes on to the
+    /// check, which this test binary cannot pass: the point is that it was not skipped).
+    #[test]
+    fn the_active_show_posted_again_changes_nothing() {
+        let (_d, s) = store();
+        let staged = s.staging_dir().join("a.part");
+        fs::write(&staged, b"one").expect("write");
+        let h1: [u8; 32] = Sha256::digest(b"one").into();
+        s.commit_sequence("A.fseq", &staged, &h1).expect("commit");
+        let cfg: ShowConfig = serde_json::from_value(serde_json::json!({
+            "interface": "eth0", "outputs": [],
+            "content": {"loop": true, "playlist": [{"fseq": "A.fseq"}]}
+        }))
+        .expect("cfg");
+        let text = serde_json::to_string_pretty(&cfg).expect("json");
+        let files = BTreeMap::from([("A.fseq".to_string(), Hash(h1))]);
+        let id = s
+            .store
+            .make_show("Main", text.as_bytes(), &files)
+            .expect("show");
+        s.store.activate(&id).expect("active");
+        let names = ["A.fseq".to_string()];
+        assert_eq!(
+            s.activate("Main", &cfg, &names, false),
+            Ok(Activated::Unchanged)
+        );
+        assert_eq!(s.store.active().expect("read").map(|a| a.id), Some(id));
+        fs::write(&staged, b"two").expect("write");
+        let h2: [u8; 32] = Sha256::digest(b"two").into();
+        s.commit_sequence("A.fseq", &staged, &h2).expect("commit");
+        assert_ne!(
+            s.activate("Main", &cfg, &names, false),
+            Ok(Activated::Unchanged),
+            "new content is a new show"
+        );
     }
 
     #[test]
