@@ -16,6 +16,7 @@
 pub mod auth;
 pub mod info;
 pub mod names;
+pub mod outputs;
 pub mod server;
 pub mod showmap;
 pub mod store;
@@ -153,6 +154,8 @@ pub fn start(
     );
     if let Some(inner) = Arc::get_mut(&mut state.0) {
         inner.switch_now = cfg.switch == crate::config::show::FppSwitch::Now;
+        inner.outputs_json = outputs::universe_outputs(&show.outputs);
+        inner.our_pieces = outputs::our_pieces(&show.outputs);
     }
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let http = std::thread::Builder::new()

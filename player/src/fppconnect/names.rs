@@ -39,6 +39,16 @@ impl fmt::Display for NameError {
 /// A sequence file name that is safe to join to a directory: one path component, no
 /// `..`, no separators or control bytes, not hidden, UTF-8, ending in `.fseq`.
 pub fn check_name(raw: &[u8]) -> Result<&str, NameError> {
+    let s = check_plain(raw)?;
+    if !s.ends_with(".fseq") || s.len() == ".fseq".len() {
+        return Err(NameError::NotFseq);
+    }
+    Ok(s)
+}
+
+/// A media file name (`PATCH /api/file/music`, `videos`): the rules of `check_name`
+/// but any suffix.
+pub fn check_plain(raw: &[u8]) -> Result<&str, NameError> {
     if raw.is_empty() {
         return Err(NameError::Empty);
     }
@@ -60,9 +70,6 @@ pub fn check_name(raw: &[u8]) -> Result<&str, NameError> {
     }
     if s.starts_with('.') {
         return Err(NameError::Hidden);
-    }
-    if !s.ends_with(".fseq") || s.len() == ".fseq".len() {
-        return Err(NameError::NotFseq);
     }
     Ok(s)
 }

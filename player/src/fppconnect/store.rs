@@ -32,6 +32,19 @@ pub trait ShowStore: Send + Sync + 'static {
     fn commit_sequence(&self, name: &str, staged: &Path, sha256: &[u8; 32]) -> Result<(), String>;
     /// The stored file `name` holds now.
     fn sequence(&self, name: &str) -> Option<PathBuf>;
+    /// Keeps a finished media upload (`fpp-connect/media/<dir>/<name>`): pfx plays no
+    /// audio, but xLights' next push finds it there and does not send it again.
+    fn commit_media(
+        &self,
+        dir: super::upload::Dir,
+        name: &str,
+        staged: &Path,
+    ) -> Result<(), String>;
+    /// A kept media file called `name` (music first, then videos).
+    fn media(&self, name: &str) -> Option<PathBuf>;
+    /// Where xLights' posted output table (`POST /api/channel/output/universeOutputs`) is
+    /// kept: beside the show, never applied.
+    fn universe_outputs_file(&self) -> PathBuf;
     /// How a show config names the stored sequence `name`.
     fn sequence_ref(&self, name: &str) -> PathBuf;
     /// Makes a show called `show_name` from `config` and the stored sequences it names.
@@ -79,6 +92,57 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
     fs::File::open(dir)?.sync_all()
 }
 
+/// `fpp-connect/media` under the store root: media xLights uploaded, kept, never played.
+pub fn media_dir(root: &Path) -> PathBuf {
+    root.join("fpp-connect/media")
+}
+
+/// `fpp-connect/universeOutputs.json` under the store root: xLights' output table as it
+/// last posted it (`docs/fpp-connect.md` 2.7).
+pub fn universe_outputs_path(root: &Path) -> PathBuf {
+    root.join("fpp-connect/universeOutputs.json")
+}
+
+/// The media files kept under `root`, sorted (`music/…`, `videos/…`).
+pub fn kept_media(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for d in ["music", "videos"] {
+        if let Ok(rd) = fs::read_dir(media_dir(root).join(d)) {
+            for e in rd.flatten() {
+                if e.path().is_file() {
+                    out.push(format!("{d}/{}", e.file_name().to_string_lossy()));
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// What `/health` says of kept media (set at start and at each media upload).
+static MEDIA_NOTE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn note_media(root: &Path) {
+    *lock(&MEDIA_NOTE) = kept_media(root);
+}
+
+/// A line for `/health` and `doctor` when FPP Connect kept media: pfx plays no audio.
+pub fn media_line(kept: &[String]) -> String {
+    match kept.len() {
+        0 => String::new(),
+        n => format!(
+            "media: {n} file(s) uploaded by FPP Connect are kept ({}{}), not played: pfx plays no audio; the lights run on their own clock\n",
+            kept.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+            if n > 3 { ", ..." } else { "" }
+        ),
+    }
+}
+
+/// `/health`'s media line for this process.
+pub fn health_media_line() -> String {
+    media_line(&lock(&MEDIA_NOTE))
+}
+
 pub struct PfxStore {
     store: Store,
     root: PathBuf,
@@ -110,6 +174,7 @@ impl PfxStore {
             }),
             Err(_) => BTreeMap::new(),
         };
+        note_media(root);
         Ok(PfxStore {
             store,
             root: root.to_path_buf(),
@@ -175,6 +240,34 @@ impl ShowStore for PfxStore {
 
     fn sequence_ref(&self, name: &str) -> PathBuf {
         PathBuf::from(name)
+    }
+
+    fn commit_media(
+        &self,
+        dir: super::upload::Dir,
+        name: &str,
+        staged: &Path,
+    ) -> Result<(), String> {
+        let d = media_dir(&self.root).join(dir.name());
+        fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        let to = d.join(name);
+        fs::rename(staged, &to).map_err(|e| format!("keeping {}: {e}", to.display()))?;
+        fs::File::open(&d)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| format!("syncing {}: {e}", d.display()))?;
+        note_media(&self.root);
+        Ok(())
+    }
+
+    fn media(&self, name: &str) -> Option<PathBuf> {
+        ["music", "videos"]
+            .iter()
+            .map(|d| media_dir(&self.root).join(d).join(name))
+            .find(|p| p.is_file())
+    }
+
+    fn universe_outputs_file(&self) -> PathBuf {
+        universe_outputs_path(&self.root)
     }
 
     fn activate(

@@ -43,6 +43,40 @@ struct Partial {
     touched_ms: u64,
 }
 
+/// Where an upload goes: FPP's upload directories pfx takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dir {
+    Sequences,
+    /// Media: kept (so xLights' next push sees it there), never played.
+    Music,
+    Videos,
+}
+
+impl Dir {
+    pub fn parse(s: &str) -> Option<Dir> {
+        match s {
+            "sequences" => Some(Dir::Sequences),
+            "music" => Some(Dir::Music),
+            "videos" => Some(Dir::Videos),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Dir::Sequences => "sequences",
+            Dir::Music => "music",
+            Dir::Videos => "videos",
+        }
+    }
+    /// The key an upload is staged under: one name may be a sequence and a song.
+    fn key(self, name: &str) -> String {
+        match self {
+            Dir::Sequences => name.to_string(),
+            _ => format!("{}-{name}", self.name()),
+        }
+    }
+}
+
 /// What a chunk did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Done {
@@ -87,6 +121,7 @@ impl Uploads {
     /// staged files). `room` is what the store lets an upload use now.
     pub fn check(
         &mut self,
+        dir: Dir,
         name: &str,
         offset: u64,
         length: u64,
@@ -94,6 +129,8 @@ impl Uploads {
         room: u64,
         now_ms: u64,
     ) -> Result<(), Refusal> {
+        let key = dir.key(name);
+        let name = key.as_str();
         let stale: Vec<String> = self
             .partials
             .iter()
@@ -159,10 +196,13 @@ impl Uploads {
     pub fn write(
         &mut self,
         store: &dyn ShowStore,
-        name: &str,
+        dir: Dir,
+        file: &str,
         data: &[u8],
         now_ms: u64,
     ) -> Result<Done, Refusal> {
+        let key = dir.key(file);
+        let name = key.as_str();
         let path = self.staged(name);
         let internal = |what: &str, e: std::io::Error| {
             Refusal::Internal(format!("{what} {}: {e}", path.display()))
@@ -201,6 +241,15 @@ impl Uploads {
         let size = p.written;
         let sha256: [u8; 32] = p.hasher.clone().finalize().into();
         self.partials.remove(name);
+        if dir != Dir::Sequences {
+            // Media is kept as it came: pfx never opens it.
+            if let Err(e) = store.commit_media(dir, file, &path) {
+                let _ = fs::remove_file(&path);
+                return Err(Refusal::Internal(e));
+            }
+            return Ok(Done::Stored { size, sha256 });
+        }
+        let name = file;
         if let Err(e) = crate::source::fseq::FseqFile::open(&path) {
             let _ = fs::remove_file(&path);
             return Err(Refusal::Bad(format!(
@@ -229,18 +278,24 @@ mod tests {
     fn too_big_for_the_room_is_refused_before_anything_is_staged() {
         let (d, mut u) = up();
         let e = u
-            .check("a.fseq", 0, 1000, 100, 999, 0)
+            .check(Dir::Sequences, "a.fseq", 0, 1000, 100, 999, 0)
             .expect_err("no room");
         assert!(matches!(e, Refusal::NoRoom(_)), "{e:?}");
         assert_eq!(fs::read_dir(d.path()).expect("dir").count(), 0);
-        assert!(u.check("a.fseq", 0, 999, 100, 999, 0).is_ok());
+        assert!(
+            u.check(Dir::Sequences, "a.fseq", 0, 999, 100, 999, 0)
+                .is_ok()
+        );
     }
 
     #[test]
     fn other_unfinished_uploads_count_against_the_room() {
         let (_d, mut u) = up();
-        u.check("a.fseq", 0, 600, 100, 1000, 0).expect("a");
-        let e = u.check("b.fseq", 0, 500, 100, 1000, 0).expect_err("b");
+        u.check(Dir::Sequences, "a.fseq", 0, 600, 100, 1000, 0)
+            .expect("a");
+        let e = u
+            .check(Dir::Sequences, "b.fseq", 0, 500, 100, 1000, 0)
+            .expect_err("b");
         assert!(matches!(e, Refusal::NoRoom(_)), "{e:?}");
     }
 
@@ -248,24 +303,25 @@ mod tests {
     fn offsets_must_follow_on() {
         let (_d, mut u) = up();
         assert!(matches!(
-            u.check("a.fseq", 10, 100, 10, 1000, 0),
+            u.check(Dir::Sequences, "a.fseq", 10, 100, 10, 1000, 0),
             Err(Refusal::Conflict(_))
         ));
-        u.check("a.fseq", 0, 100, 10, 1000, 0).expect("start");
+        u.check(Dir::Sequences, "a.fseq", 0, 100, 10, 1000, 0)
+            .expect("start");
         assert!(matches!(
-            u.check("a.fseq", 20, 100, 10, 1000, 0),
+            u.check(Dir::Sequences, "a.fseq", 20, 100, 10, 1000, 0),
             Err(Refusal::Conflict(_))
         ));
         assert!(matches!(
-            u.check("a.fseq", 0, 100, 200, 1000, 0),
+            u.check(Dir::Sequences, "a.fseq", 0, 100, 200, 1000, 0),
             Err(Refusal::Bad(_))
         ));
         assert!(matches!(
-            u.check("a.fseq", 0, 100, MAX_CHUNK + 1, u64::MAX, 0),
+            u.check(Dir::Sequences, "a.fseq", 0, 100, MAX_CHUNK + 1, u64::MAX, 0),
             Err(Refusal::TooLarge(_))
         ));
         assert!(matches!(
-            u.check("a.fseq", u64::MAX, 100, 10, 1000, 0),
+            u.check(Dir::Sequences, "a.fseq", u64::MAX, 100, 10, 1000, 0),
             Err(Refusal::Bad(_))
         ));
     }
@@ -274,13 +330,16 @@ mod tests {
     fn at_most_four_at_once_and_stale_ones_go() {
         let (_d, mut u) = up();
         for i in 0..MAX_PARTIALS {
-            u.check(&format!("{i}.fseq"), 0, 10, 1, 1000, 0)
+            u.check(Dir::Sequences, &format!("{i}.fseq"), 0, 10, 1, 1000, 0)
                 .expect("start");
         }
         assert!(matches!(
-            u.check("x.fseq", 0, 10, 1, 1000, 0),
+            u.check(Dir::Sequences, "x.fseq", 0, 10, 1, 1000, 0),
             Err(Refusal::Busy(_))
         ));
-        assert!(u.check("x.fseq", 0, 10, 1, 1000, STALE_MS + 1).is_ok());
+        assert!(
+            u.check(Dir::Sequences, "x.fseq", 0, 10, 1, 1000, STALE_MS + 1)
+                .is_ok()
+        );
     }
 }

@@ -111,11 +111,13 @@ fn show_info(s: &HttpState) -> Option<pfx_api::show::ShowInfo> {
     s.show.lock().ok().and_then(|g| g.clone())
 }
 
-/// A second line for `/health` when the config show plays in place of the store's.
+/// A second line for `/health` when the config show plays in place of the store's, and
+/// one when FPP Connect kept media the unit does not play.
 fn fallback_line(s: &HttpState) -> String {
+    let media = crate::fppconnect::store::health_media_line();
     match show_info(s).and_then(|i| i.reason) {
-        Some(r) => format!("show: playing the config show: {r}\n"),
-        None => String::new(),
+        Some(r) => format!("show: playing the config show: {r}\n{media}"),
+        None => media,
     }
 }
 
