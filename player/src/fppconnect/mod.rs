@@ -25,7 +25,7 @@ pub mod upload;
 #[cfg(test)]
 mod tests;
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -258,31 +258,88 @@ fn local_addr_towards(peer: Ipv4Addr) -> Option<Ipv4Addr> {
     }
 }
 
-/// Answers each discover ping with a v3 ping, to the group and to the sender, after a
-/// random delay under 5 ms (docs/fpp-connect.md 2.1).
+/// The broadcast address of the interface that holds `local`, if it has one.
+fn broadcast_of(local: Ipv4Addr) -> Option<Ipv4Addr> {
+    crate::sys::net::interface_names()
+        .iter()
+        .filter(|n| !crate::sys::net::is_loopback(n))
+        .filter_map(|n| crate::sys::net::ipv4_of(n))
+        .find(|(a, _)| *a == local)
+        .and_then(|(_, b)| b)
+}
+
+/// One discover ping to answer: who sent it, the address it carries, and the port.
+#[derive(Debug, Clone, Copy)]
+pub struct Discover {
+    pub source: Ipv4Addr,
+    pub carried: Ipv4Addr,
+    pub port: u16,
+}
+
+/// Sends discover answers on its own thread, so the delay before each answer never holds
+/// up the thread that heard the ping (on a remote, that one timestamps sync packets).
+/// After a random delay under 5 ms: this unit's v3 ping to the broadcast address of the
+/// interface toward the sender, then to the ping's own address and to its source
+/// (`info::answer_targets`), as FPP answers.
+pub fn spawn_answerer(
+    unit: UnitInfo,
+) -> std::io::Result<(std::sync::mpsc::SyncSender<Discover>, JoinHandle<()>)> {
+    // A flood of pings fills this and the rest are dropped, not queued.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Discover>(16);
+    let t = std::thread::Builder::new()
+        .name("pfx-ping-answer".into())
+        .spawn(move || {
+            background("pfx-ping-answer");
+            while let Ok(d) = rx.recv() {
+                let Some(local) = local_addr_towards(d.source) else {
+                    continue;
+                };
+                let now = crate::sys::time::mono_ns();
+                crate::sys::time::sleep_until(now + info::answer_delay_ns(now));
+                let pkt = info::ping_v3(&unit, local);
+                let targets =
+                    info::answer_targets(d.source, d.carried, local, broadcast_of(local), d.port);
+                if let Ok(out) = UdpSocket::bind((local, 0)) {
+                    let _ = out.set_broadcast(true);
+                    for t in targets {
+                        if let Err(e) = out.send_to(&pkt, t) {
+                            tracing::debug!("discover answer to {t}: {e}");
+                        }
+                    }
+                }
+            }
+        })?;
+    Ok((tx, t))
+}
+
+/// Hands each discover ping to the answerer (docs/fpp-connect.md 2.1).
 fn answer_pings(sock: UdpSocket, unit: UnitInfo, stop: Arc<AtomicBool>) {
+    let (tx, answerer) = match spawn_answerer(unit) {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::error!("FPP Connect: cannot start the discover answerer: {e}");
+            return;
+        }
+    };
     let mut buf = [0u8; 1500];
     while !stop.load(Ordering::Relaxed) {
         let (n, from) = match sock.recv_from(&mut buf) {
             Ok(x) => x,
             Err(_) => continue,
         };
-        if !info::is_discover_ping(&buf[..n]) {
-            continue;
-        }
-        let SocketAddr::V4(from) = from else { continue };
-        let Some(local) = local_addr_towards(*from.ip()) else {
+        let Ok(crate::sync::packet::Packet::Ping(p)) = crate::sync::packet::decode(&buf[..n])
+        else {
             continue;
         };
-        let jitter_ns = crate::sys::time::mono_ns() % 5_000_000;
-        crate::sys::time::sleep_until(crate::sys::time::mono_ns() + jitter_ns);
-        let pkt = info::ping_v3(&unit, local);
-        let group = SocketAddrV4::new(info::PING_GROUP, info::PING_PORT);
-        let back = SocketAddrV4::new(*from.ip(), info::PING_PORT);
-        if let Ok(out) = UdpSocket::bind((local, 0)) {
-            let _ = socket2::SockRef::from(&out).set_multicast_if_v4(&local);
-            let _ = out.send_to(&pkt, group);
-            let _ = out.send_to(&pkt, back);
+        let SocketAddr::V4(from) = from else { continue };
+        if p.discover {
+            let _ = tx.try_send(Discover {
+                source: *from.ip(),
+                carried: p.ipv4,
+                port: info::PING_PORT,
+            });
         }
     }
+    drop(tx);
+    let _ = answerer.join();
 }
