@@ -112,9 +112,11 @@ pub fn ranges_text(ranges: &[(u32, u32)], limit: usize) -> String {
     }
 }
 
-/// `GET /api/system/info`.
+/// `GET /api/system/info`. `channelRanges` only when the unit has outputs: xLights'
+/// `UpdateChannelRanges` asks again, without a pause or a count, for as long as the key
+/// is there but empty; without the key it gives up after 20 tries.
 pub fn system_info(u: &UnitInfo, media_free: u64, media_total: u64) -> Value {
-    json!({
+    let mut v = json!({
         "HostName": u.hostname,
         "HostDescription": "",
         "Platform": "pfx",
@@ -127,9 +129,13 @@ pub fn system_info(u: &UnitInfo, media_free: u64, media_total: u64) -> Value {
         "minorVersion": API_MINOR,
         "typeId": SYSTEM_TYPE,
         "uuid": u.uuid,
-        "channelRanges": ranges_text(&u.ranges, usize::MAX),
         "Utilization": {"Disk": {"Media": {"Free": media_free, "Total": media_total}}},
-    })
+    });
+    let ranges = ranges_text(&u.ranges, usize::MAX);
+    if !ranges.is_empty() {
+        v["channelRanges"] = json!(ranges);
+    }
+    v
 }
 
 /// `GET /api/fppd/multiSyncSystems`: only this unit; `address` is where the request came in.
@@ -353,6 +359,23 @@ mod tests {
             .collect();
         assert!(d.iter().all(|&x| x < 5_000_000));
         assert!(d.iter().any(|&x| x < 1_000_000) && d.iter().any(|&x| x > 4_000_000));
+    }
+
+    #[test]
+    fn system_info_never_carries_empty_channel_ranges() {
+        let mut u = unit();
+        assert_eq!(system_info(&u, 1, 2)["channelRanges"], "0-899,1800-2699");
+        assert!(
+            !system_info(&u, 1, 2)["uuid"]
+                .as_str()
+                .unwrap_or("")
+                .is_empty()
+        );
+        u.ranges.clear();
+        assert!(
+            system_info(&u, 1, 2).get("channelRanges").is_none(),
+            "xLights loops forever on an empty one"
+        );
     }
 
     #[test]
