@@ -106,6 +106,7 @@ n=$(grep -c 'new show active' "$work/player.log")
 [ "$n" = 2 ] || { grep 'FPP Connect' "$work/player.log"; echo "FAILED: $n show switches (want 2: Main, SparseOnly)"; exit 1; }
 grep -q 'new show active; it starts when the current item ends' "$work/player.log" || { echo "FAILED: Main did not wait for the item's end"; exit 1; }
 grep -q 'new show active; it starts now' "$work/player.log" || { echo "FAILED: ?switch=now did not switch at once"; exit 1; }
+grep -q 'SIGHUP: new show accepted; it starts when the current item ends' "$work/player.log" || { echo "FAILED: the supervisor did not hand Main over at the item's end"; exit 1; }
 [ "$(grep -c 'is the show playing now; nothing changes' "$work/player.log")" -ge 2 ] || { echo "FAILED: the same playlist posted again was not a no-op"; exit 1; }
 [ "$(grep -c 'SIGHUP: new show accepted' "$work/player.log")" = 2 ] || { echo "FAILED: the player reloaded other than twice"; exit 1; }
 grep -q 'universeOutputs\|output table kept' "$work/player.log" || { echo "FAILED: the log says nothing of xLights' output table"; exit 1; }

@@ -127,6 +127,7 @@ pub fn start(
     unsafe {
         libc::umask(0o002);
     }
+    st.publish_to_health();
     let playlist_file = st.root().join("fpp-connect/playlist.json");
     let std_listener = std::net::TcpListener::bind(cfg.http).with_context(|| {
         format!(

@@ -407,7 +407,7 @@ async fn upload(
             );
         }
     };
-    if let Err(r) = lock(&s.0.uploads).check(kind, &name, offset, length, chunk, room, now_ms()) {
+    if let Err(r) = lock(&s.0.uploads).check((kind, &name), offset, length, chunk, room, now_ms()) {
         return refusal(r);
     }
     // Content-Length was checked against the chunk limit above, so this bounds memory.

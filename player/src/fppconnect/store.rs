@@ -119,7 +119,8 @@ pub fn kept_media(root: &Path) -> Vec<String> {
     out
 }
 
-/// What `/health` says of kept media (set at start and at each media upload).
+/// What `/health` says of kept media: set by the store the running FPP Connect uses
+/// (`PfxStore::publish_to_health`) at start and at each media upload; one per process.
 static MEDIA_NOTE: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 fn note_media(root: &Path) {
@@ -144,6 +145,8 @@ pub fn health_media_line() -> String {
 }
 
 pub struct PfxStore {
+    /// This store's kept media is what `/health` reports (the running service's store).
+    health: std::sync::atomic::AtomicBool,
     store: Store,
     root: PathBuf,
     /// The `--config` show: what plays while the store has no active show.
@@ -174,8 +177,8 @@ impl PfxStore {
             }),
             Err(_) => BTreeMap::new(),
         };
-        note_media(root);
         Ok(PfxStore {
+            health: std::sync::atomic::AtomicBool::new(false),
             store,
             root: root.to_path_buf(),
             config,
@@ -187,6 +190,13 @@ impl PfxStore {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Makes this store's kept media what `/health` reports, from now on.
+    pub fn publish_to_health(&self) {
+        self.health
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        note_media(&self.root);
     }
 
     fn save_names(&self, names: &BTreeMap<String, Hash>) -> Result<(), String> {
@@ -255,7 +265,9 @@ impl ShowStore for PfxStore {
         fs::File::open(&d)
             .and_then(|f| f.sync_all())
             .map_err(|e| format!("syncing {}: {e}", d.display()))?;
-        note_media(&self.root);
+        if self.health.load(std::sync::atomic::Ordering::Relaxed) {
+            note_media(&self.root);
+        }
         Ok(())
     }
 

@@ -266,9 +266,12 @@ async fn media_and_the_output_table_are_kept_and_answered() {
     let (st, v) = body_of(&app, meta).await;
     assert_eq!(st, StatusCode::OK);
     assert_eq!(v["format"]["size"], song.len().to_string());
+    // What /health and doctor print for this store (the running service publishes its
+    // store's line; tests leave the process-wide one alone).
+    let line = super::store::media_line(&super::store::kept_media(d.path()));
     assert!(
-        super::store::health_media_line().contains("music/Song 1.mp3"),
-        "/health names the kept file"
+        line.contains("music/Song 1.mp3") && line.contains("pfx plays no audio"),
+        "{line}"
     );
     let mut fx = patch("pw", b"a.eseq", "0", "4", b"ESEQ".to_vec());
     *fx.uri_mut() = "/api/file/effects".parse().expect("uri");

@@ -119,17 +119,17 @@ impl Uploads {
 
     /// The checks before a byte of the chunk is written (pure but for dropping stale
     /// staged files). `room` is what the store lets an upload use now.
+    /// `file`: where the upload goes and its name.
     pub fn check(
         &mut self,
-        dir: Dir,
-        name: &str,
+        file: (Dir, &str),
         offset: u64,
         length: u64,
         chunk: u64,
         room: u64,
         now_ms: u64,
     ) -> Result<(), Refusal> {
-        let key = dir.key(name);
+        let key = file.0.key(file.1);
         let name = key.as_str();
         let stale: Vec<String> = self
             .partials
@@ -278,12 +278,12 @@ mod tests {
     fn too_big_for_the_room_is_refused_before_anything_is_staged() {
         let (d, mut u) = up();
         let e = u
-            .check(Dir::Sequences, "a.fseq", 0, 1000, 100, 999, 0)
+            .check((Dir::Sequences, "a.fseq"), 0, 1000, 100, 999, 0)
             .expect_err("no room");
         assert!(matches!(e, Refusal::NoRoom(_)), "{e:?}");
         assert_eq!(fs::read_dir(d.path()).expect("dir").count(), 0);
         assert!(
-            u.check(Dir::Sequences, "a.fseq", 0, 999, 100, 999, 0)
+            u.check((Dir::Sequences, "a.fseq"), 0, 999, 100, 999, 0)
                 .is_ok()
         );
     }
@@ -291,10 +291,10 @@ mod tests {
     #[test]
     fn other_unfinished_uploads_count_against_the_room() {
         let (_d, mut u) = up();
-        u.check(Dir::Sequences, "a.fseq", 0, 600, 100, 1000, 0)
+        u.check((Dir::Sequences, "a.fseq"), 0, 600, 100, 1000, 0)
             .expect("a");
         let e = u
-            .check(Dir::Sequences, "b.fseq", 0, 500, 100, 1000, 0)
+            .check((Dir::Sequences, "b.fseq"), 0, 500, 100, 1000, 0)
             .expect_err("b");
         assert!(matches!(e, Refusal::NoRoom(_)), "{e:?}");
     }
@@ -303,25 +303,32 @@ mod tests {
     fn offsets_must_follow_on() {
         let (_d, mut u) = up();
         assert!(matches!(
-            u.check(Dir::Sequences, "a.fseq", 10, 100, 10, 1000, 0),
+            u.check((Dir::Sequences, "a.fseq"), 10, 100, 10, 1000, 0),
             Err(Refusal::Conflict(_))
         ));
-        u.check(Dir::Sequences, "a.fseq", 0, 100, 10, 1000, 0)
+        u.check((Dir::Sequences, "a.fseq"), 0, 100, 10, 1000, 0)
             .expect("start");
         assert!(matches!(
-            u.check(Dir::Sequences, "a.fseq", 20, 100, 10, 1000, 0),
+            u.check((Dir::Sequences, "a.fseq"), 20, 100, 10, 1000, 0),
             Err(Refusal::Conflict(_))
         ));
         assert!(matches!(
-            u.check(Dir::Sequences, "a.fseq", 0, 100, 200, 1000, 0),
+            u.check((Dir::Sequences, "a.fseq"), 0, 100, 200, 1000, 0),
             Err(Refusal::Bad(_))
         ));
         assert!(matches!(
-            u.check(Dir::Sequences, "a.fseq", 0, 100, MAX_CHUNK + 1, u64::MAX, 0),
+            u.check(
+                (Dir::Sequences, "a.fseq"),
+                0,
+                100,
+                MAX_CHUNK + 1,
+                u64::MAX,
+                0
+            ),
             Err(Refusal::TooLarge(_))
         ));
         assert!(matches!(
-            u.check(Dir::Sequences, "a.fseq", u64::MAX, 100, 10, 1000, 0),
+            u.check((Dir::Sequences, "a.fseq"), u64::MAX, 100, 10, 1000, 0),
             Err(Refusal::Bad(_))
         ));
     }
@@ -330,15 +337,15 @@ mod tests {
     fn at_most_four_at_once_and_stale_ones_go() {
         let (_d, mut u) = up();
         for i in 0..MAX_PARTIALS {
-            u.check(Dir::Sequences, &format!("{i}.fseq"), 0, 10, 1, 1000, 0)
+            u.check((Dir::Sequences, &format!("{i}.fseq")), 0, 10, 1, 1000, 0)
                 .expect("start");
         }
         assert!(matches!(
-            u.check(Dir::Sequences, "x.fseq", 0, 10, 1, 1000, 0),
+            u.check((Dir::Sequences, "x.fseq"), 0, 10, 1, 1000, 0),
             Err(Refusal::Busy(_))
         ));
         assert!(
-            u.check(Dir::Sequences, "x.fseq", 0, 10, 1, 1000, STALE_MS + 1)
+            u.check((Dir::Sequences, "x.fseq"), 0, 10, 1, 1000, STALE_MS + 1)
                 .is_ok()
         );
     }
