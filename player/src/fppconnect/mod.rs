@@ -7,10 +7,13 @@
 //! - `upload`: checks before a byte is written, staging, hashing, hand-over to the store.
 //! - `store`: the interface to the show store, and a plain one on the data directory.
 //! - `showmap`: an FPP playlist → the unit's next show config (pure).
+//! - `outputs`: the show's outputs in FPP's universe-output layout, the checks on a table
+//!   xLights posts, and where the two disagree (pure).
 //! - `server`: the HTTP routes.
 //!
 //! Everything runs on its own threads at background priority (nice 19, idle I/O): the
-//! HTTP server and its blocking pool, and the discover-ping responder. Nothing here
+//! HTTP server and its blocking pool, the discover-ping listener and the answerer
+//! (`spawn_answerer`, which the sync socket uses too). Nothing here
 //! touches the render thread; a new show reaches it through the supervisor's reload.
 
 pub mod auth;

@@ -3,6 +3,40 @@
 
 use std::fmt;
 
+/// Where an upload goes: FPP's upload directories pfx takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dir {
+    Sequences,
+    /// Media: kept (so xLights' next push sees it there), never played.
+    Music,
+    Videos,
+}
+
+impl Dir {
+    pub fn parse(s: &str) -> Option<Dir> {
+        match s {
+            "sequences" => Some(Dir::Sequences),
+            "music" => Some(Dir::Music),
+            "videos" => Some(Dir::Videos),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Dir::Sequences => "sequences",
+            Dir::Music => "music",
+            Dir::Videos => "videos",
+        }
+    }
+    /// The key an upload is staged under: one name may be a sequence and a song.
+    pub(crate) fn key(self, name: &str) -> String {
+        match self {
+            Dir::Sequences => name.to_string(),
+            _ => format!("{}-{name}", self.name()),
+        }
+    }
+}
+
 /// Longest `Upload-Name` accepted, in bytes. ext4 allows 255; staging adds a suffix.
 pub const MAX_NAME: usize = 200;
 

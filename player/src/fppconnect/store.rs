@@ -34,12 +34,8 @@ pub trait ShowStore: Send + Sync + 'static {
     fn sequence(&self, name: &str) -> Option<PathBuf>;
     /// Keeps a finished media upload (`fpp-connect/media/<dir>/<name>`): pfx plays no
     /// audio, but xLights' next push finds it there and does not send it again.
-    fn commit_media(
-        &self,
-        dir: super::upload::Dir,
-        name: &str,
-        staged: &Path,
-    ) -> Result<(), String>;
+    fn commit_media(&self, dir: super::names::Dir, name: &str, staged: &Path)
+    -> Result<(), String>;
     /// A kept media file called `name` (music first, then videos).
     fn media(&self, name: &str) -> Option<PathBuf>;
     /// Where xLights' posted output table (`POST /api/channel/output/universeOutputs`) is
@@ -119,29 +115,13 @@ pub fn kept_media(root: &Path) -> Vec<String> {
     out
 }
 
-/// What `/health` says of kept media: set by the store the running FPP Connect uses
-/// (`PfxStore::publish_to_health`) at start and at each media upload; one per process.
-static MEDIA_NOTE: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
 fn note_media(root: &Path) {
-    *lock(&MEDIA_NOTE) = kept_media(root);
+    crate::http::set_media_kept(kept_media(root));
 }
 
 /// A line for `/health` and `doctor` when FPP Connect kept media: pfx plays no audio.
 pub fn media_line(kept: &[String]) -> String {
-    match kept.len() {
-        0 => String::new(),
-        n => format!(
-            "media: {n} file(s) uploaded by FPP Connect are kept ({}{}), not played: pfx plays no audio; the lights run on their own clock\n",
-            kept.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
-            if n > 3 { ", ..." } else { "" }
-        ),
-    }
-}
-
-/// `/health`'s media line for this process.
-pub fn health_media_line() -> String {
-    media_line(&lock(&MEDIA_NOTE))
+    crate::http::media_line(kept)
 }
 
 pub struct PfxStore {
@@ -254,7 +234,7 @@ impl ShowStore for PfxStore {
 
     fn commit_media(
         &self,
-        dir: super::upload::Dir,
+        dir: super::names::Dir,
         name: &str,
         staged: &Path,
     ) -> Result<(), String> {

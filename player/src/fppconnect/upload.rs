@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
+pub use super::names::Dir;
 use super::store::ShowStore;
 
 /// One chunk carries at most this many bytes (xLights sends 16 MiB).
@@ -41,40 +42,6 @@ struct Partial {
     written: u64,
     hasher: Sha256,
     touched_ms: u64,
-}
-
-/// Where an upload goes: FPP's upload directories pfx takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Dir {
-    Sequences,
-    /// Media: kept (so xLights' next push sees it there), never played.
-    Music,
-    Videos,
-}
-
-impl Dir {
-    pub fn parse(s: &str) -> Option<Dir> {
-        match s {
-            "sequences" => Some(Dir::Sequences),
-            "music" => Some(Dir::Music),
-            "videos" => Some(Dir::Videos),
-            _ => None,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            Dir::Sequences => "sequences",
-            Dir::Music => "music",
-            Dir::Videos => "videos",
-        }
-    }
-    /// The key an upload is staged under: one name may be a sequence and a song.
-    fn key(self, name: &str) -> String {
-        match self {
-            Dir::Sequences => name.to_string(),
-            _ => format!("{}-{name}", self.name()),
-        }
-    }
 }
 
 /// What a chunk did.
