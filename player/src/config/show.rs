@@ -92,6 +92,21 @@ pub struct FppConnectConfig {
     /// Upper bound on how fast uploads are written to the card.
     #[serde(default = "default_write_rate")]
     pub write_rate_mib_s: u32,
+    /// When a posted playlist that changes the show takes over: when the item playing now
+    /// ends (as a graceful stop), or at once.
+    #[serde(default)]
+    pub switch: FppSwitch,
+}
+
+/// `fpp_connect.switch`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FppSwitch {
+    /// When the item playing now ends.
+    #[default]
+    ItemEnd,
+    /// At the next frame boundary (the show starts again from its first item).
+    Now,
 }
 
 fn default_fpp_user() -> String {

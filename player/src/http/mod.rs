@@ -111,11 +111,33 @@ fn show_info(s: &HttpState) -> Option<pfx_api::show::ShowInfo> {
     s.show.lock().ok().and_then(|g| g.clone())
 }
 
-/// A second line for `/health` when the config show plays in place of the store's.
+/// Media FPP Connect kept and the unit does not play (`fppconnect::store` sets it for
+/// the running service's store); one per process.
+static MEDIA_KEPT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+pub fn set_media_kept(kept: Vec<String>) {
+    *MEDIA_KEPT.lock().unwrap_or_else(|e| e.into_inner()) = kept;
+}
+
+/// The `/health` (and `doctor`) line for kept media; empty when there is none.
+pub fn media_line(kept: &[String]) -> String {
+    match kept.len() {
+        0 => String::new(),
+        n => format!(
+            "media: {n} file(s) uploaded by FPP Connect are kept ({}{}), not played: pfx plays no audio; the lights run on their own clock\n",
+            kept.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+            if n > 3 { ", ..." } else { "" }
+        ),
+    }
+}
+
+/// A second line for `/health` when the config show plays in place of the store's, and
+/// one when FPP Connect kept media the unit does not play.
 fn fallback_line(s: &HttpState) -> String {
+    let media = media_line(&MEDIA_KEPT.lock().unwrap_or_else(|e| e.into_inner()));
     match show_info(s).and_then(|i| i.reason) {
-        Some(r) => format!("show: playing the config show: {r}\n"),
-        None => String::new(),
+        Some(r) => format!("show: playing the config show: {r}\n{media}"),
+        None => media,
     }
 }
 
