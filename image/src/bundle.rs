@@ -36,6 +36,9 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BundleError {
     move |source| BundleError::Io { what, source }
 }
 
+/// mksquashfs's compression for a bundle unless the operator gives other arguments.
+pub const DEFAULT_SQUASHFS_ARGS: &str = "-comp zstd -Xcompression-level 3";
+
 pub struct Options {
     pub image: PathBuf,
     pub output: PathBuf,
@@ -44,6 +47,8 @@ pub struct Options {
     /// A CA certificate to check the new bundle against (`rauc info --keyring`), as the
     /// units will.
     pub keyring: Option<PathBuf>,
+    /// Extra mksquashfs arguments (compression), handed to `rauc bundle`.
+    pub squashfs_args: Option<String>,
     pub force: bool,
 }
 
@@ -163,12 +168,15 @@ pub fn make(o: &Options) -> Result<Sidecar, BundleError> {
         .map_err(io("write manifest.raucm"))?;
         stage(3, n, "rauc bundle (squashfs, then the CMS signature)");
         let tmp_out = work.join("bundle.raucb");
-        run(Command::new("rauc")
-            .arg("bundle")
+        let mut b = Command::new("rauc");
+        b.arg("bundle")
             .arg(format!("--cert={}", o.cert.display()))
-            .arg(format!("--key={}", o.key.display()))
-            .arg(&content)
-            .arg(&tmp_out))?;
+            .arg(format!("--key={}", o.key.display()));
+        // zstd at level 3 by default: on the 2-core build machine it squashes a root in a
+        // tenth of gzip's time at the same size, and the unit unpacks it faster too.
+        let args = o.squashfs_args.as_deref().unwrap_or(DEFAULT_SQUASHFS_ARGS);
+        b.arg(format!("--mksquashfs-args={args}"));
+        run(b.arg(&content).arg(&tmp_out))?;
         stage(4, n, "check the signature as a unit will");
         let mut info = Command::new("rauc");
         info.arg("info").arg("--output-format=json");

@@ -36,6 +36,10 @@ pub const JOURNALD_DROPIN: &str = "/etc/systemd/journald.conf.d/50-pfx.conf";
 /// Pi it is the bcm2835 watchdog, in the VM an i6300esb.
 pub const WATCHDOG_DROPIN: &str = "/etc/systemd/system.conf.d/50-pfx-watchdog.conf";
 pub const WATCHDOG_TEXT: &str = "# pfx: a hang resets the unit (docs/update.md, \"Trial boot\").\n[Manager]\nRuntimeWatchdogSec=30s\nRebootWatchdogSec=2min\n";
+/// RAUC's D-Bus service does the install (the agent only asks it to): at idle I/O and CPU
+/// priority, so writing a slot costs a playing show no frame.
+pub const RAUC_DROPIN: &str = "/etc/systemd/system/rauc.service.d/50-pfx-idle.conf";
+pub const RAUC_DROPIN_TEXT: &str = "# pfx: the show comes first (docs/update.md).\n[Service]\nIOSchedulingClass=idle\nCPUSchedulingPolicy=idle\nNice=19\n";
 pub const JOURNALD_TEXT: &str = "# pfx: the journal lives in RAM only, and is bounded.\n[Journal]\nStorage=volatile\nRuntimeMaxUse=32M\nRuntimeMaxFileSize=4M\n";
 
 /// The fstab the image ships. overlayroot rewrites it into the overlay at boot; with
@@ -140,6 +144,7 @@ pub const ENABLED_UNITS: &[&str] = &[
     "pfx-ssh-hostkeys.service",
     "pfx-data-grow.service",
     "pfx-data-absent.service",
+    "pfx-update-health.service",
     "systemd-networkd.service",
     "ssh.service",
 ];
@@ -569,6 +574,7 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
         file("/etc/fstab", 0o644, fstab_text()),
         file(JOURNALD_DROPIN, 0o644, JOURNALD_TEXT),
         file(WATCHDOG_DROPIN, 0o644, WATCHDOG_TEXT),
+        file(RAUC_DROPIN, 0o644, RAUC_DROPIN_TEXT),
         file(
             crate::update::VERSION_FILE,
             0o644,

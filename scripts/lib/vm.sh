@@ -100,8 +100,10 @@ vm_ports() { http_port=$(vm_free_port); ssh_port=$(vm_free_port); inspect_port=$
 vm_uboot_bin=${vm_uboot_bin:-/usr/lib/u-boot/qemu_arm64/u-boot.bin}
 start_vm() {
   rm -f "$vm_work/monitor.sock"
-  local boot=(-kernel "$vm_kernel" -initrd "$vm_initrd" -append "$vm_cmdline") snap=(-snapshot)
-  if [ "${vm_boot:-kernel}" = uboot ]; then
+  local boot=() snap=(-snapshot)
+  if [ "${vm_boot:-kernel}" != uboot ]; then
+    boot=(-kernel "$vm_kernel" -initrd "$vm_initrd" -append "$vm_cmdline")
+  else
     [ -f "$vm_uboot_bin" ] || fail "no U-Boot for qemu's virt machine at $vm_uboot_bin (apt-get install u-boot-qemu)"
     boot=(-bios "$vm_uboot_bin" -device i6300esb)
   fi
