@@ -1379,8 +1379,7 @@ fn ab_boot_files(
     }
     // The FAT's cmdline.txt (the VM's direct -kernel boot, and a Pi whose config.txt is put
     // back to start the kernel by hand) names slot A the way the script would.
-    let direct = update::slot_cmdline(&slot_words, disk::PART_ROOT_A)
-        .map_err(|m| cx.fail(m))?;
+    let direct = update::slot_cmdline(&slot_words, disk::PART_ROOT_A).map_err(|m| cx.fail(m))?;
     cx.io(
         "write cmdline.txt",
         fs::write(fw.join("cmdline.txt"), format!("{direct}\n")),
