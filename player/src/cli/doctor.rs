@@ -54,6 +54,28 @@ pub fn store_show(root: &std::path::Path) -> pfx_api::show::ShowInfo {
     }
 }
 
+/// The store's quarantined files (stored files whose content did not match their names),
+/// one sentence each, for doctor's text and JSON.
+pub fn store_findings(root: &std::path::Path) -> Vec<String> {
+    match pfx_store::quarantined(root) {
+        Ok(q) => q
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} was quarantined: {}; push the show again to resend it",
+                    f.path.display(),
+                    f.why
+                )
+            })
+            .collect(),
+        Err(e) => vec![format!("cannot read the store's quarantine: {e}")],
+    }
+}
+
+fn store_text(findings: &[String]) -> String {
+    findings.iter().map(|f| format!("store: {f}\n")).collect()
+}
+
 fn show_text(s: &pfx_api::show::ShowInfo) -> String {
     match &s.reason {
         None => format!(
@@ -87,18 +109,30 @@ pub fn run_code(args: DoctorArgs) -> anyhow::Result<u8> {
         Ok(doctor::diagnose(&ev))
     })();
     let show = store_show(&args.store);
+    let store = store_findings(&args.store);
     match measured {
         Ok(report) => {
             if args.json {
                 let mut v = serde_json::to_value(&report)?;
                 if let Some(m) = v.as_object_mut() {
                     m.insert("show".into(), serde_json::to_value(&show)?);
+                    m.insert("store_quarantined".into(), serde_json::to_value(&store)?);
                 }
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
-                print!("{}{}", render(&report), show_text(&show));
+                print!(
+                    "{}{}{}",
+                    render(&report),
+                    show_text(&show),
+                    store_text(&store)
+                );
             }
-            Ok(report.exit_code())
+            // A stored file found bad is a finding: the unit is not as pushed.
+            Ok(if store.is_empty() {
+                report.exit_code()
+            } else {
+                report.exit_code().max(1)
+            })
         }
         Err(e) => {
             if args.json {
@@ -108,10 +142,11 @@ pub fn run_code(args: DoctorArgs) -> anyhow::Result<u8> {
                     "error": e.to_string(),
                     "findings": [],
                     "show": show,
+                    "store_quarantined": store,
                 });
                 println!("{}", serde_json::to_string_pretty(&v)?);
             }
-            eprint!("{}", show_text(&show));
+            eprint!("{}{}", show_text(&show), store_text(&store));
             eprintln!("pfx-player doctor: could not measure: {e}");
             Ok(2)
         }
@@ -191,5 +226,17 @@ mod tests {
         let s = store_show(d.path());
         assert_eq!((s.name.as_str(), s.reason), ("evening", None));
         assert!(show_text(&store_show(d.path())).contains("evening"));
+        assert!(store_findings(d.path()).is_empty());
+        // A stored file that does not match its name: found by the store, told by doctor.
+        let h = st.put_bytes("k", b"right").unwrap();
+        std::fs::write(st.blob_path(&h), b"wrong").unwrap();
+        pfx_store::Store::open(d.path()).unwrap();
+        let f = store_findings(d.path());
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(
+            f[0].contains("was quarantined") && f[0].contains("hashes to"),
+            "{f:?}"
+        );
+        assert!(store_text(&f).starts_with("store: "));
     }
 }
