@@ -21,9 +21,15 @@ if [ "$(id -u)" != 0 ]; then
   echo "skipped: needs root (a network namespace, a loop-mounted ext4)" >&2
   exit 77
 fi
-for t in ip losetup mkfs.ext4 e2fsck mount umount python3; do
+for t in ip nsenter unshare losetup mkfs.ext4 e2fsck mount umount python3; do
   command -v "$t" >/dev/null || { echo "FAILED: $t missing (scripts/deps/store.apt)"; exit 1; }
 done
+# In a mount namespace of its own: the store's mount is then in no other namespace (one
+# made meanwhile by another test would hold a copy of it, and the power cut's unmount
+# would leave the cut file system alive there).
+if [ -z "${PFX_STORE_PRIVATE_NS:-}" ]; then
+  exec unshare --mount --propagation private env PFX_STORE_PRIVATE_NS=1 bash "$0" "$@"
+fi
 bin="${PFX_FLEET_BIN:-$top/target/debug}"
 AGENT="${PFX_AGENT:-$bin/pfx-agent}"
 PLAYER="${PFX_PLAYER:-$bin/pfx-player}"

@@ -101,7 +101,7 @@ pub enum StoreError {
     )]
     WrongOffset { key: String, have: u64, offset: u64 },
     #[error(
-        "{}: stored as {want} but its content hashes to {got}; moved to {} so that no show uses it, push the show again to resend it",
+        "{}: stored as {want} but its content hashes to {got}; quarantined (moved to {}) so that no show uses it; push the show again to resend it",
         path.display(), to.display()
     )]
     Quarantined {
@@ -730,6 +730,11 @@ impl Store {
         let dest = self.root.join("shows").join(id.as_str());
         if dest.join("manifest.json").is_file() {
             self.relink_show(&id, files)?;
+            // Made again: young again, so that another push's clean-up keeps it while
+            // this push checks and activates it.
+            if let Ok(d) = File::open(&dest) {
+                let _ = d.set_modified(std::time::SystemTime::now());
+            }
             return Ok(id);
         }
         self.room_for(show_yaml.len() as u64 + 64 * 1024)?;
@@ -888,8 +893,10 @@ impl Store {
     /// interrupted and resumed activation still knows which show was the one before
     /// (by then `active` already names the new one). One activation at a time.
     pub fn activate(&self, id: &ShowId) -> Result<()> {
-        self.manifest(id)?;
         let _one = self.lock_root()?;
+        // Under the lock: another push's clean-up cannot remove the show between this
+        // look and the switch (which would leave `active` naming no show).
+        self.manifest(id)?;
         // A corrupt `active` is no show to keep.
         if let Some(cur) = self.active_id().ok().flatten().filter(|c| c != id) {
             self.set_link("previous", &cur)?;

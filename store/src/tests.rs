@@ -632,3 +632,30 @@ fn a_resumed_activation_keeps_the_show_before_it() {
     age(&s.show_dir(&new), SHOW_GRACE * 2);
     assert_eq!(s.gc(&[]).unwrap().shows, 0);
 }
+
+/// Found by 71-store.sh's two pushes at once: one push's clean-up removed the (old) show
+/// the other was about to activate, whose switch then left `active` naming no show. A
+/// show made again is young again, and `activate` looks for the show under the lock
+/// that clean-ups take.
+#[test]
+fn a_show_made_again_is_kept_by_another_pushs_clean_up() {
+    let d = root();
+    let s = Store::open(d.path()).unwrap();
+    let a = send(&s, b"a").unwrap();
+    let b = send(&s, b"b").unwrap();
+    let x = s.make_show("x", b"1", &files(&[("a.fseq", a)])).unwrap();
+    let y = s.make_show("y", b"2", &files(&[("b.fseq", b)])).unwrap();
+    s.activate(&y).unwrap();
+    age(&s.show_dir(&x), SHOW_GRACE * 2);
+    // The second push makes x again (it exists), then the first push cleans up.
+    assert_eq!(s.make_show("x", b"1", &files(&[("a.fseq", a)])).unwrap(), x);
+    assert_eq!(s.gc(&[]).unwrap().shows, 0);
+    s.activate(&x).unwrap();
+    s.verify_show(&s.active().unwrap().unwrap().id).unwrap();
+    // A show that is gone is refused, and `active` stays on a show that exists.
+    age(&s.show_dir(&y), SHOW_GRACE * 2);
+    fs::remove_file(d.path().join("previous")).unwrap();
+    assert_eq!(s.gc(&[]).unwrap().shows, 1);
+    assert!(matches!(s.activate(&y), Err(StoreError::NoSuchShow(_))));
+    assert_eq!(s.active_id().unwrap(), Some(x));
+}
