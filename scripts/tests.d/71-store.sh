@@ -60,12 +60,13 @@ mount -o loop "$T/data.img" "$T/data" || { echo "FAILED: loop mount (is the loop
 : > "$T/data/.pfx-data"
 # The agent's config: root's, 0644, in root's 0755 directories, as on an image.
 mkdir -m 755 "$T/etc"
+RATE=4194304   # the agent's store_rate_bytes_per_s: a push of a few MiB takes about a second
 cat > "$T/etc/agent.yaml" <<EOF
 unit_id: st1
 player: $PLAYER
 store_root: $T/data
 store_reserve_bytes: 4194304
-store_rate_bytes_per_s: 4194304
+store_rate_bytes_per_s: $RATE
 player_pidfile: $T/player.pid
 profile_url: http://127.0.0.1:8093/profile
 show_confirm_timeout_s: 15
@@ -77,7 +78,7 @@ printf '%s\n' "interface: lo" "fps: 40" "tx_queue: kernel" "outputs:" "  - name:
   "    destination: 127.0.0.1:4048" "content:" "  loop: true" "  playlist:" "    - pattern: id" "      seconds: 5" > "$T/builtin.yaml"
 
 AGENT="$AGENT" CONFIG="$T/etc/agent.yaml" NS="$NS" ROOT="$T/data" IMG="$T/data.img" PLAYER="$PLAYER" \
-  T="$T" HTTP=127.0.0.1:8093 FSEQ_PY="$top/player/tests/py" TOP="$top" \
+  T="$T" HTTP=127.0.0.1:8093 RATE="$RATE" FSEQ_PY="$top/player/tests/py" TOP="$top" \
   python3 "$top/store/tests/push_driver.py" "$SEED"
 rc=$?
 if [ $rc != 0 ]; then

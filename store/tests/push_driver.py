@@ -31,6 +31,7 @@ E = os.environ
 AGENT, CONFIG, NS = E["AGENT"], E["CONFIG"], E["NS"]
 ROOT, IMG, PLAYER, T = E["ROOT"], E["IMG"], E["PLAYER"], E["T"]
 HTTP = E["HTTP"]
+RATE = int(E["RATE"])
 ROUNDS_KILL = int(E.get("PFX_STORE_KILL_ROUNDS", "12"))
 ROUNDS_CUT = int(E.get("PFX_STORE_CUT_ROUNDS", "8"))
 ROUNDS_RACE = int(E.get("PFX_STORE_RACE_ROUNDS", "6"))
@@ -526,7 +527,10 @@ def round_interrupted(rnd, show, cut, label):
     old = active_state()
     age_shows()
     stop = threading.Event()
-    at = rnd.uniform(0.05, 1.6)
+    # Anywhere in the push: the transfer at the agent's rate, then the activation (the
+    # player's check, the re-read, the switch, the player's confirmation: under a second).
+    est = sum(f["size"] for f in show["files"]) / RATE + 0.8
+    at = rnd.uniform(0.05, est)
     how = "power cut" if cut else rnd.choice(["kill -9 agent", "kill -9 agent", "kill -9 player"])
     done = {}
 
