@@ -24,6 +24,10 @@ pub struct DoctorArgs {
     /// The show store (the data partition) whose active show the player would play.
     #[arg(long, value_name = "DIR", default_value = pfx_store::DEFAULT_ROOT)]
     pub store: std::path::PathBuf,
+    /// Also read every stored file back and quarantine each whose content does not
+    /// match its name (slow: reads the whole store; a push then sends those again).
+    #[arg(long)]
+    pub verify_store: bool,
 }
 
 /// Which show `pfx-player run --store` would play, and why not the store's: the store's
@@ -109,6 +113,18 @@ pub fn run_code(args: DoctorArgs) -> anyhow::Result<u8> {
         Ok(doctor::diagnose(&ev))
     })();
     let show = store_show(&args.store);
+    if args.verify_store {
+        let r = pfx_store::Store::open(&args.store).and_then(|s| s.verify());
+        match r {
+            Ok(r) => eprintln!(
+                "store: read {} stored files ({} bytes) back, {} quarantined",
+                r.files,
+                r.bytes,
+                r.quarantined.len()
+            ),
+            Err(e) => eprintln!("store: --verify-store: {e}"),
+        }
+    }
     let store = store_findings(&args.store);
     match measured {
         Ok(report) => {
@@ -186,6 +202,7 @@ mod tests {
             json: true,
             player: "http://127.0.0.1:1".into(),
             store: "/nonexistent".into(),
+            verify_store: false,
         })
         .unwrap();
         assert_eq!(code, 2);
@@ -199,6 +216,7 @@ mod tests {
             json: false,
             player: "http://127.0.0.1:1".into(),
             store: "/nonexistent".into(),
+            verify_store: false,
         })
         .unwrap();
         assert_eq!(code, 2);
