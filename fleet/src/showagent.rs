@@ -150,6 +150,13 @@ pub fn put(
         // an OFFSET that is not what is staged makes no file.
         let mut st = match s.resume(&hash.to_string(), size, offset) {
             Ok(st) => st,
+            // Another writer finished the file meanwhile: it is stored, which is what
+            // this put was for.
+            Err(StoreError::WrongOffset { .. }) if s.has(hash) => {
+                r.have = size;
+                r.stored = true;
+                return Ok(());
+            }
             Err(e) => {
                 if let StoreError::WrongOffset { have, .. } = &e {
                     r.have = *have;
