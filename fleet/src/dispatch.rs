@@ -36,6 +36,56 @@ pub const USAGE: &str = "allowed: `apply pause-off [--json]`, `status [--json] [
      `update put HASH SIZE OFFSET LEN`, `update install HASH [--force]`, `update switch now|idle|at HH:MM`, `update status`; \
      everything else (interface, lower root, player) comes from the unit's root-owned agent config";
 
+/// `pfx-agent dispatch --help`: every verb the fleet key can run, what each can and
+/// cannot reach (docs/fleet.md, "Security", says the same at more length).
+pub const VERBS_HELP: &str = "\
+The fleet account's forced command (authorized_keys `command=`). Runs one verb from \
+SSH_ORIGINAL_COMMAND, split on white space (no shell), with every setting from the \
+root-owned --config (/etc/pfx/agent.yaml; refused unless it and every directory above \
+it are root's and not writable by group or others). Anything else is refused (exit 126) \
+and logged to syslog (auth, tag pfx-agent) with the client's address.
+
+Verbs the fleet key can run:
+
+  apply pause-off [--json]
+      Ethernet PAUSE off on the config's interface through the config's player, and \
+the file LOWER/etc/pfx/nic.d/IFACE.yaml on the read-only lower root (inside a \
+remount-rw window the agent closes on every exit). Writes nothing else.
+
+  status [--json] [--rate-interval-ms N]   (N 10..=10000)
+      Reads PAUSE state and counters, the oneshot, the persisted file, the player's \
+/profile, the image version and the unit id. Changes nothing.
+
+  show missing                 (stdin: JSON [{hash, size}], at most 4 MiB)
+      Which of those files the show store lacks, what is staged of each, the free \
+bytes above the reserve. Changes nothing but the store's own checks (a stored file \
+that does not match its name is quarantined).
+
+  show put HASH SIZE OFFSET LEN   (stdin: LEN bytes; SIZE <= 64 GiB, LEN <= 256 MiB)
+      Appends to staging/HASH.part in the store only, one writer per file (a second \
+is refused), only at OFFSET = what is staged, never below the store's reserve; the file \
+moves into store/sha256/HASH only when the whole file hashes to HASH. Cannot write any \
+other file or replace a stored one.
+
+  show activate                (stdin: JSON {name, show_yaml, files: {name: hash}})
+      Makes a show of files already stored, checks it with the unit's own \
+`pfx-player run --check --pushed` (the show may read only its own files and the \
+image's named profiles: no profiles_dir, absolute or .. paths), re-reads every file \
+against its hash, switches the store's active show, signals the player, and removes \
+old shows (the active one, the one before it and recent ones are kept). This decides \
+what the unit plays: its outputs, their destinations, the show interface, the player's \
+HTTP address and whether FPP Connect listens (with the show's password hash).
+
+  show status
+      Reads the store's active show and what the player says it plays. Changes nothing.
+
+  (Verbs other teams add, `update ...` and `control ...`, are listed here with what \
+they reach when they are added.)
+
+The key cannot: run a shell or any other program, pass the agent options (player, \
+interface, lower root, store root, NIC backend are the config's), get a pty, forward \
+anything, copy files (scp, sftp), or log in as another account.";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
@@ -733,6 +783,42 @@ mod tests {
         }
         let e = parse_command(Some("sh -c id")).unwrap_err();
         assert!(e.contains("\"sh\" is not an agent verb"), "{e}");
+    }
+
+    /// Issue 25: the help and docs said the key runs `apply pause-off` and `status`,
+    /// "nothing else", after the show verbs were added. Each verb the parser accepts is
+    /// listed in both.
+    #[test]
+    fn help_and_docs_list_every_verb_the_key_can_run() {
+        let docs = include_str!("../../docs/fleet.md");
+        let security = docs
+            .split("## Security")
+            .nth(1)
+            .and_then(|s| s.split("\n## ").next())
+            .unwrap_or("");
+        let h = "a".repeat(64);
+        for (verb, cmd) in [
+            ("apply pause-off", "apply pause-off".to_string()),
+            ("status [--json]", "status --json".into()),
+            ("show missing", "show missing".into()),
+            (
+                "show put HASH SIZE OFFSET LEN",
+                format!("show put {h} 10 0 10"),
+            ),
+            ("show activate", "show activate".into()),
+            ("show status", "show status".into()),
+        ] {
+            assert!(parse_command(Some(&cmd)).is_ok(), "{cmd}");
+            assert!(VERBS_HELP.contains(verb), "--help lacks {verb}");
+            assert!(
+                security.contains(verb),
+                "docs/fleet.md Security lacks {verb}"
+            );
+        }
+        assert!(!security.contains("nothing else: no option"), "stale text");
+        for place in [VERBS_HELP, security] {
+            assert!(place.contains("`update ...` and `control ...`"));
+        }
     }
 
     #[test]

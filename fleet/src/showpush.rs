@@ -436,11 +436,14 @@ fn push_unit(job: &UnitJob, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome 
             .collect::<BTreeMap<_, _>>(),
     };
     let body = serde_json::to_vec(&manifest).unwrap_or_default();
+    // The unit reads every file of the show back before it switches: allow for that at
+    // a slow card's 4 MiB/s, on top of the player's check and confirmation.
+    let show_bytes: u64 = job.show.files.iter().map(|f| f.size).sum();
     let raw = go(
         "show activate",
         &mut body.as_slice(),
         &AtomicU64::new(0),
-        Duration::from_secs(t + 90),
+        Duration::from_secs(t + 90 + show_bytes / (4 << 20)),
     );
     let rb: ShowReadback = match answer(&raw, &u.unit_id, "show activate", t) {
         Ok(r) => r,

@@ -91,9 +91,10 @@ enum Cmd {
         #[arg(long, default_value_t = 1000)]
         rate_interval_ms: u64,
     },
-    /// The fleet account's forced command (authorized_keys `command=`): runs only the
-    /// verb in SSH_ORIGINAL_COMMAND (`apply pause-off`, `status`), every setting from the
-    /// root-owned --config; refuses anything else (exit 126) and logs it.
+    /// The fleet account's forced command: runs one verb from SSH_ORIGINAL_COMMAND
+    /// (`apply pause-off`, `status`, `show missing|put|activate|status`), every setting
+    /// from the root-owned --config; refuses anything else (exit 126) and logs it.
+    #[command(long_about = pfx_fleet::dispatch::VERBS_HELP)]
     Dispatch {
         #[arg(long, default_value = pfx_fleet::dispatch::DEFAULT_CONFIG)]
         config: PathBuf,

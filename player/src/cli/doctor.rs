@@ -24,6 +24,10 @@ pub struct DoctorArgs {
     /// The show store (the data partition) whose active show the player would play.
     #[arg(long, value_name = "DIR", default_value = pfx_store::DEFAULT_ROOT)]
     pub store: std::path::PathBuf,
+    /// Also read every stored file back and quarantine each whose content does not
+    /// match its name (slow: reads the whole store; a push then sends those again).
+    #[arg(long)]
+    pub verify_store: bool,
 }
 
 /// Which show `pfx-player run --store` would play, and why not the store's: the store's
@@ -112,6 +116,28 @@ pub fn fpp_connect_text(root: &std::path::Path) -> (String, serde_json::Value, b
     (text, json, found)
 }
 
+/// The store's quarantined files (stored files whose content did not match their names),
+/// one sentence each, for doctor's text and JSON.
+pub fn store_findings(root: &std::path::Path) -> Vec<String> {
+    match pfx_store::quarantined(root) {
+        Ok(q) => q
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} was quarantined: {}; push the show again to resend it",
+                    f.path.display(),
+                    f.why
+                )
+            })
+            .collect(),
+        Err(e) => vec![format!("cannot read the store's quarantine: {e}")],
+    }
+}
+
+fn store_text(findings: &[String]) -> String {
+    findings.iter().map(|f| format!("store: {f}\n")).collect()
+}
+
 fn show_text(s: &pfx_api::show::ShowInfo) -> String {
     match &s.reason {
         None => format!(
@@ -146,6 +172,19 @@ pub fn run_code(args: DoctorArgs) -> anyhow::Result<u8> {
     })();
     let show = store_show(&args.store);
     let (fpp_text, fpp_json, fpp_found) = fpp_connect_text(&args.store);
+    if args.verify_store {
+        let r = pfx_store::Store::open(&args.store).and_then(|s| s.verify());
+        match r {
+            Ok(r) => eprintln!(
+                "store: read {} stored files ({} bytes) back, {} quarantined",
+                r.files,
+                r.bytes,
+                r.quarantined.len()
+            ),
+            Err(e) => eprintln!("store: --verify-store: {e}"),
+        }
+    }
+    let store = store_findings(&args.store);
     match measured {
         Ok(report) => {
             if args.json {
@@ -153,12 +192,23 @@ pub fn run_code(args: DoctorArgs) -> anyhow::Result<u8> {
                 if let Some(m) = v.as_object_mut() {
                     m.insert("show".into(), serde_json::to_value(&show)?);
                     m.insert("fpp_connect".into(), fpp_json);
+                    m.insert("store_quarantined".into(), serde_json::to_value(&store)?);
                 }
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
-                print!("{}{}{fpp_text}", render(&report), show_text(&show));
+                print!(
+                    "{}{}{fpp_text}{}",
+                    render(&report),
+                    show_text(&show),
+                    store_text(&store)
+                );
             }
-            Ok(report.exit_code().max(u8::from(fpp_found)))
+            // A stored file found bad is a finding: the unit is not as pushed.
+            let store_found = !store.is_empty();
+            Ok(report
+                .exit_code()
+                .max(u8::from(fpp_found))
+                .max(u8::from(store_found)))
         }
         Err(e) => {
             if args.json {
@@ -168,10 +218,11 @@ pub fn run_code(args: DoctorArgs) -> anyhow::Result<u8> {
                     "error": e.to_string(),
                     "findings": [],
                     "show": show,
+                    "store_quarantined": store,
                 });
                 println!("{}", serde_json::to_string_pretty(&v)?);
             }
-            eprint!("{}{fpp_text}", show_text(&show));
+            eprint!("{}{fpp_text}{}", show_text(&show), store_text(&store));
             eprintln!("pfx-player doctor: could not measure: {e}");
             Ok(2)
         }
@@ -211,6 +262,7 @@ mod tests {
             json: true,
             player: "http://127.0.0.1:1".into(),
             store: "/nonexistent".into(),
+            verify_store: false,
         })
         .unwrap();
         assert_eq!(code, 2);
@@ -224,6 +276,7 @@ mod tests {
             json: false,
             player: "http://127.0.0.1:1".into(),
             store: "/nonexistent".into(),
+            verify_store: false,
         })
         .unwrap();
         assert_eq!(code, 2);
@@ -293,5 +346,17 @@ mod tests {
         let s = store_show(d.path());
         assert_eq!((s.name.as_str(), s.reason), ("evening", None));
         assert!(show_text(&store_show(d.path())).contains("evening"));
+        assert!(store_findings(d.path()).is_empty());
+        // A stored file that does not match its name: found by the store, told by doctor.
+        let h = st.put_bytes("k", b"right").unwrap();
+        std::fs::write(st.blob_path(&h), b"wrong").unwrap();
+        pfx_store::Store::open(d.path()).unwrap();
+        let f = store_findings(d.path());
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(
+            f[0].contains("was quarantined") && f[0].contains("hashes to"),
+            "{f:?}"
+        );
+        assert!(store_text(&f).starts_with("store: "));
     }
 }

@@ -34,6 +34,8 @@ pub struct HttpState {
     /// What plays and why (written by `app` at each start and reload).
     /// (The same type as `app::showpick::ShowState`; http does not import app.)
     pub show: std::sync::Arc<std::sync::Mutex<Option<pfx_api::show::ShowInfo>>>,
+    /// The show store (`run --store`), whose quarantined files `/health` reports.
+    pub store: Option<std::path::PathBuf>,
 }
 
 /// `GET /profile`: the snapshot plus who answered (the contract, in pfx-api).
@@ -141,6 +143,28 @@ fn fallback_line(s: &HttpState) -> String {
     }
 }
 
+/// A line for `/health` when the store has quarantined stored files (their content did
+/// not match their names): the show plays on, but the operator should push it again.
+pub fn quarantine_line(store: Option<&std::path::Path>) -> String {
+    let Some(root) = store else {
+        return String::new();
+    };
+    match pfx_store::quarantined(root) {
+        Ok(q) if q.is_empty() => String::new(),
+        Ok(q) => format!(
+            "store: {} stored file(s) did not match their names and were quarantined in {} ({}); push the show again to resend them\n",
+            q.len(),
+            root.join(pfx_store::QUARANTINE).display(),
+            q.iter()
+                .take(3)
+                .map(|f| f.hash.chars().take(16).collect::<String>())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Err(e) => format!("store: cannot read its quarantine: {e}\n"),
+    }
+}
+
 async fn history(State(s): State<HttpState>, Query(q): Query<HistoryQuery>) -> Json<HistoryDoc> {
     Json(HistoryDoc {
         unit: s.unit_id.clone(),
@@ -164,10 +188,22 @@ async fn metrics_text(State(s): State<HttpState>) -> Response {
 
 async fn health(State(s): State<HttpState>) -> Response {
     match s.profiler.health() {
-        Ok(()) => (StatusCode::OK, format!("ok\n{}", fallback_line(&s))).into_response(),
+        Ok(()) => (
+            StatusCode::OK,
+            format!(
+                "ok\n{}{}",
+                fallback_line(&s),
+                quarantine_line(s.store.as_deref())
+            ),
+        )
+            .into_response(),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("{e}\n{}", fallback_line(&s)),
+            format!(
+                "{e}\n{}{}",
+                fallback_line(&s),
+                quarantine_line(s.store.as_deref())
+            ),
         )
             .into_response(),
     }
