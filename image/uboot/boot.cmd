@@ -6,7 +6,7 @@
 #
 # The boot environment is two files on this FAT partition, pfxenv.a and pfxenv.b, 16384
 # bytes each, U-Boot's binary env with an external CRC (env export -c / env import -c).
-# The rules (docs/update.md, crates/bootenv, which predicts this script's every decision):
+# The rules (crates/bootenv/README.md; that crate predicts this script's every decision):
 # - A copy is valid when its size is 0x4000, its CRC is right, U-Boot imports it, and its
 #   PFX_SEQ is 1 to 10 decimal digits of at most 4294967295.
 # - Of two valid copies the newer is the one whose PFX_SEQ is the other's plus one

@@ -101,6 +101,9 @@ enum Cmd {
     /// Internal: keeps the lower root read-only if the agent dies inside the rw window.
     #[command(hide = true)]
     GuardRo {},
+    /// The boot environment (pfxenv.a, pfxenv.b on the FAT boot partition) that chooses the
+    /// root slot: RAUC's custom bootloader backend, print, init. See crates/bootenv/README.md.
+    Bootenv(pfx_fleet::bootenv::BootenvArgs),
 }
 
 fn unit_id(cli: &Cli) -> String {
@@ -188,6 +191,7 @@ fn main() -> ExitCode {
             let good = r.errors.is_empty();
             (serde_json::to_string_pretty(&r), good)
         }
+        Cmd::Bootenv(args) => return pfx_fleet::bootenv::run(args, cli.json),
         Cmd::GuardRo {} | Cmd::Dispatch { .. } => return ExitCode::SUCCESS,
     };
     match text {
