@@ -591,9 +591,10 @@ mod tests {
         // pfxenv.b is the copy the next write goes to.
         let b = dir.join("pfxenv.b");
         std::fs::write(&b, [0u8; 100]).unwrap();
-        let e = rauc(dir, &["set-primary".into(), "B".into()])
-            .unwrap_err()
-            .to_string();
+        let e = format!(
+            "{:#}",
+            rauc(dir, &["set-primary".into(), "B".into()]).unwrap_err()
+        );
         assert!(e.contains("100 bytes"), "{e}");
         assert_eq!(std::fs::metadata(&b).unwrap().len(), 100);
         assert!(init(dir, true).is_err());

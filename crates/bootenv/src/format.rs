@@ -157,9 +157,10 @@ fn parse_seq(v: &[u8]) -> Option<u32> {
     u32::try_from(n).ok()
 }
 
-/// `himport_r(data, DATA_SIZE, '\0', flag 0, nvars 4, the four names)`, rule for rule.
-/// `Err(offset)`: an entry with a value and an empty name, which makes U-Boot fail the
-/// whole import (and the script then refuses the copy).
+/// The four variables as U-Boot's `env import -d -c ... PFX_SEQ BOOT_ORDER BOOT_A_LEFT
+/// BOOT_B_LEFT` finds them in `data` (the bytes after the CRC; the CRC is not checked
+/// here). `Err(offset in data)`: an entry with a value and an empty name, which makes
+/// U-Boot fail the whole import (and the script then refuses the copy).
 ///
 /// - Each entry may start with blanks (space, tab), skipped. An entry starting with `#` is
 ///   a comment, up to its NUL.
@@ -167,9 +168,15 @@ fn parse_seq(v: &[u8]) -> Option<u32> {
 /// - In a value, a backslash before a non-NUL byte is dropped and that byte kept.
 /// - A listed name is taken from its *first* entry, set or delete; later entries of the same
 ///   name are skipped (U-Boot strikes a name from the list when it meets it).
-/// - Parsing stops at an empty entry (the `\0\0` end) or at the end of the data. U-Boot
-///   copies the data into a buffer one byte longer that ends in NUL: `at` returns 0 there
-///   and beyond.
+/// - Parsing stops at an empty entry (the `\0\0` end) or at the end of the data, which
+///   reads as if a NUL followed it. The first entry is parsed even when empty: data that
+///   starts with a NUL goes on with the entry after it (U-Boot's loop tests at its end).
+pub fn import_vars(data: &[u8]) -> Result<RawVars, usize> {
+    import(data)
+}
+
+/// `himport_r(data, DATA_SIZE, '\0', flag 0, nvars 4, the four names)`, rule for rule
+/// (lib/hashtable.c in U-Boot 2023.01), walking the bytes as it does.
 fn import(data: &[u8]) -> Result<RawVars, usize> {
     let size = data.len();
     let at = |i: usize| -> u8 { data.get(i).copied().unwrap_or(0) };
@@ -338,6 +345,11 @@ mod tests {
         assert_eq!(seq(b"X=1\0\0PFX_SEQ=2"), Err(Invalid::NoSeq));
         // An empty name with no value is a delete of nothing, not an error.
         assert_eq!(seq(b"=\0PFX_SEQ=3"), Ok(3));
+        // A NUL first is an empty first entry, which does not end the parse.
+        assert_eq!(seq(b"\0PFX_SEQ=3"), Ok(3));
+        assert_eq!(seq(b"\0\0PFX_SEQ=3"), Err(Invalid::NoSeq));
+        // A blank-only entry is not empty.
+        assert_eq!(seq(b"X=1\0 \0PFX_SEQ=3"), Ok(3));
         // Other names, even odd ones, are ignored.
         assert_eq!(seq(b"PFX_SEQ =1\0pfx_seq=2\0PFX_SEQ=6"), Ok(6));
         // Leading zeros are the same number.

@@ -18,12 +18,13 @@
 
 mod choice;
 mod format;
+pub mod fuzz;
 mod rauc;
 
 pub use choice::{BootChoice, Current, Env, EnvFile, Write, boot_choice, bootargs, newer};
 pub use format::{
     BOOT_A_LEFT, BOOT_B_LEFT, BOOT_ORDER, DATA_SIZE, ENV_SIZE, EnvCopy, Invalid, PFX_SEQ, RawVars,
-    crc32, decode, encode,
+    crc32, decode, encode, import_vars,
 };
 pub use rauc::{RaucError, RaucOp, RaucOutcome};
 
