@@ -80,7 +80,7 @@ pub fn run(args: &BootenvArgs, json: bool) -> ExitCode {
     };
     match r {
         Ok(()) => ExitCode::from(exit::SUCCESS),
-        Err(e) => exit::report("pfx-agent bootenv", e.as_ref()),
+        Err(e) => exit::report("pfx-agent", e.as_ref()),
     }
 }
 
