@@ -202,6 +202,16 @@ fn rauc(dir: &Path, args: &[String]) -> Result<()> {
     let op = RaucOp::parse(args)?;
     let _lock = lock(dir)?;
     let pair = read_pair(dir)?;
+    // Neither file there: most likely the FAT partition is not mounted on `dir`, and an
+    // answer (or a write into the directory under it) would be about a boot environment
+    // U-Boot never reads. Only `init` makes copies from nothing.
+    if pair.a.bytes.is_none() && pair.b.bytes.is_none() {
+        bail!(
+            "neither pfxenv.a nor pfxenv.b is in {}: is the FAT boot partition mounted there? \
+             (`pfx-agent bootenv init` makes them on a partition that lacks them)",
+            dir.display()
+        );
+    }
     let cur = pair.env.current();
     let out = op.apply(&cur.state)?;
     if let Some(line) = out.print {
@@ -613,6 +623,23 @@ mod tests {
         );
         let s = state(dir);
         assert_eq!((s.from, s.a_left), (Some("pfxenv.b"), 0));
+    }
+
+    #[test]
+    fn rauc_refuses_a_directory_without_copies() {
+        // As when the FAT partition is not mounted: no answer, and nothing written.
+        let d = agent_dir();
+        let dir = d.path();
+        for args in [
+            &["get-primary"][..],
+            &["set-primary", "B"][..],
+            &["set-state", "A", "good"][..],
+        ] {
+            let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            let e = format!("{:#}", rauc(dir, &args).unwrap_err());
+            assert!(e.contains("mounted"), "{e}");
+        }
+        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 0);
     }
 
     #[test]

@@ -42,7 +42,10 @@ cleanup() { if [ -n "${PFX_BOOTENV_KEEP:-}" ]; then echo "kept $T"; else rm -rf 
 trap cleanup EXIT INT TERM
 
 DISK=$T/disk.img
-FAT="$DISK@@1M"
+# The disk image the boots use (the Pi 4 cases use an SD card copy of it), its FAT, and
+# the machine: virt (u-boot-qemu) or rpi4 (u-boot-rpi on QEMU's raspi4b).
+IMG=$DISK
+MACHINE=virt
 DISKID=70667830
 ENV=$T/env
 mkdir -p "$ENV"
@@ -80,8 +83,8 @@ dtb_for_boot() {
     && fdtput -c "$T/virt.dtb" /config && fdtput -t i "$T/virt.dtb" /config bootdelay 0
 }
 
-put_env() { mcopy -o -i "$FAT" "$ENV/pfxenv.a" "$ENV/pfxenv.b" :: ; }
-get_env() { rm -f "$ENV/pfxenv.a" "$ENV/pfxenv.b"; mcopy -n -i "$FAT" ::pfxenv.a ::pfxenv.b "$ENV/"; }
+put_env() { mcopy -o -i "$IMG@@1M" "$ENV/pfxenv.a" "$ENV/pfxenv.b" :: ; }
+get_env() { rm -f "$ENV/pfxenv.a" "$ENV/pfxenv.b"; mcopy -n -i "$IMG@@1M" ::pfxenv.a ::pfxenv.b "$ENV/"; }
 agent() { "$AGENT" bootenv --dir "$ENV" "$@"; }
 
 # boot NAME KEY=VALUE...: predicts, boots once, checks. Expectations: slot=A|B|none,
@@ -91,11 +94,19 @@ boot() {
   local name=$1; shift
   agent print --json > "$T/$name.before.json" || { fail "$name: bootenv print before the boot"; return; }
   put_env || { fail "$name: mcopy of the copies onto the FAT"; return; }
-  dtb_for_boot || { fail "$name: the device tree for bootdelay 0: $(cat "$T/dumpdtb.log")"; return; }
-  local t0=$SECONDS
-  timeout 60 qemu-system-aarch64 -M virt "${QEMU_ARGS[@]}" -dtb "$T/virt.dtb" -serial "file:$T/$name.serial" \
-    -monitor none -no-reboot > "$T/$name.qemu.log" 2>&1
-  local rc=$?
+  local t0=$SECONDS rc
+  if [ "$MACHINE" = virt ]; then
+    dtb_for_boot || { fail "$name: the device tree for bootdelay 0: $(cat "$T/dumpdtb.log")"; return; }
+    timeout 60 qemu-system-aarch64 -M virt "${QEMU_ARGS[@]}" -dtb "$T/virt.dtb" -serial "file:$T/$name.serial" \
+      -monitor none -no-reboot > "$T/$name.qemu.log" 2>&1
+    rc=$?
+  else
+    # The Pi 4's U-Boot prints on the second UART (the mini UART of its device tree).
+    timeout 60 qemu-system-aarch64 -M raspi4b -kernel "$RPI_UBOOT" -dtb "$T/rpi.dtb" \
+      -drive "file=$IMG,if=sd,format=raw" -display none -serial null -serial "file:$T/$name.serial" \
+      -monitor none -no-reboot > "$T/$name.qemu.log" 2>&1
+    rc=$?
+  fi
   [ $rc = 124 ] && { fail "$name: QEMU did not end within 60 s (the script did not reset): $(grep -a 'pfx:' "$T/$name.serial" | tail -3)"; return; }
   get_env || { fail "$name: mcopy of the copies back from the FAT"; return; }
   agent print --json > "$T/$name.after.json" || { fail "$name: bootenv print after the boot"; return; }
@@ -128,7 +139,8 @@ if "left" in exp: want("predicted counts written", f'{w["a_left"]},{w["b_left"]}
 # What U-Boot did, against the prediction.
 m = re.search(r"pfx: env a=(\d):(\d*) b=(\d):(\d*) use=(\w+)", log)
 if not m:
-    errs.append("no 'pfx: env' line on the console")
+    tail = " | ".join(l for l in log.splitlines()[-8:] if l.strip())
+    errs.append(f"no 'pfx: env' line on the console, which ends: {tail}")
 else:
     use = before["state"]["from"]
     want("copy U-Boot used", m.group(5), use[-1] if use else "none")
@@ -309,6 +321,33 @@ boot seq-after-wrap slot=A before=2 use=b file=a seq=1
 # A copy of the wrong size is invalid to both; U-Boot's write restores the size.
 head -c 8192 "$ENV/pfxenv.b" > "$T/short" && mv "$T/short" "$ENV/pfxenv.b"
 boot short-copy slot=A before=1 trial=1 use=a file=b seq=2
+
+echo "# the Pi 4's U-Boot (u-boot-rpi, rpi_arm64) on QEMU's raspi4b, from an SD card"
+# Debian's u-boot-rpi is an arm64 package, and the Pi's device tree comes with the kernel
+# (linux-image-arm64: /usr/lib/linux-image-*/broadcom/bcm2711-rpi-4-b.dtb), so neither is
+# on an amd64 host by itself: PFX_BOOTENV_RPI=U-BOOT.BIN:DTB names them (the image build
+# has both). bootdelay 0 the same way, from /config in the tree.
+if [ -n "${PFX_BOOTENV_RPI:-}" ]; then
+  RPI_UBOOT=${PFX_BOOTENV_RPI%%:*}
+  rpi_dtb=${PFX_BOOTENV_RPI#*:}
+  if [ -f "$RPI_UBOOT" ] && [ -f "$rpi_dtb" ] && cp "$rpi_dtb" "$T/rpi.dtb" \
+    && fdtput -c "$T/rpi.dtb" /config && fdtput -t i "$T/rpi.dtb" /config bootdelay 0; then
+    # An SD card's size must be a power of two.
+    IMG=$T/sd.img; cp "$DISK" "$IMG"; truncate -s 64M "$IMG"; MACHINE=rpi4
+    agent init --force > /dev/null || fail "bootenv init --force"
+    boot rpi4-fresh slot=A before=3 trial=0 use=a file=b seq=2 left=2,0
+    rauc_set set-primary B
+    boot rpi4-trial-B slot=B before=1 trial=1 file=b seq=4 order="B A" left=2,0
+    boot rpi4-back-to-A slot=A before=2 trial=0 file=a seq=5 left=1,0
+    # The copy U-Boot just wrote (fatwrite to the SD card), torn: the boot is repeated.
+    garble "$ENV/pfxenv.a"
+    boot rpi4-torn slot=A before=2 trial=0 use=b file=a seq=5 left=1,0
+  else
+    fail "PFX_BOOTENV_RPI=$PFX_BOOTENV_RPI: need an existing u-boot.bin and a device tree, and fdtput on it"
+  fi
+else
+  echo "skipped: the Pi 4 cases (set PFX_BOOTENV_RPI=/usr/lib/u-boot/rpi_arm64/u-boot.bin:.../bcm2711-rpi-4-b.dtb)"
+fi
 
 echo
 if [ "$fails" -gt 0 ]; then echo "62-bootenv: $fails FAILED"; exit 1; fi

@@ -101,8 +101,13 @@ enum Cmd {
     /// Internal: keeps the lower root read-only if the agent dies inside the rw window.
     #[command(hide = true)]
     GuardRo {},
-    /// The boot environment (pfxenv.a, pfxenv.b on the FAT boot partition) that chooses the
-    /// root slot: RAUC's custom bootloader backend, print, init. See crates/bootenv/README.md.
+    /// The boot environment that chooses the root slot (pfxenv.a, pfxenv.b on the FAT boot
+    /// partition): RAUC's custom bootloader backend, print, init.
+    ///
+    /// U-Boot's boot script reads both copies on every boot, uses the newest valid one, boots
+    /// the first slot of BOOT_ORDER with attempts left and writes the count down into the
+    /// other copy. Every write here also goes into the copy that is not the newest, so a
+    /// power cut during a write leaves the state from before it.
     Bootenv(pfx_fleet::bootenv::BootenvArgs),
 }
 
