@@ -55,11 +55,17 @@ mkimage -A arm64 -T script -C none -d "$BOOT_CMD" "$T/boot.scr" > "$T/mkimage.lo
   || { cat "$T/mkimage.log"; echo "FAILED: mkimage of $BOOT_CMD"; exit 1; }
 for s in A B; do
   mkdir -p "$T/root$s/boot"
-  printf 'not an arm64 Image: slot %s\n' "$s" > "$T/root$s/boot/vmlinuz"
-  printf 'initrd of slot %s\n' "$s" > "$T/root$s/boot/initrd.img"
+  printf 'not an arm64 Image: slot %s\n' "$s" > "$T/root$s/boot/vmlinuz-6.1.0-test"
+  printf 'initrd of slot %s\n' "$s" > "$T/root$s/boot/initrd.img-6.1.0-test"
   # CR LF line end: the script drops both.
   printf 'console=ttyAMA0 pfx.test=%s\r\n' "$s" > "$T/root$s/boot/pfx-cmdline.txt"
 done
+# Slot A's kernel and initrd are files; slot B's are relative symlinks, as Debian's
+# kernel-img.conf link_in_boot makes them. U-Boot's ext4 follows both.
+mv "$T/rootA/boot/vmlinuz-6.1.0-test" "$T/rootA/boot/vmlinuz"
+mv "$T/rootA/boot/initrd.img-6.1.0-test" "$T/rootA/boot/initrd.img"
+ln -s vmlinuz-6.1.0-test "$T/rootB/boot/vmlinuz"
+ln -s initrd.img-6.1.0-test "$T/rootB/boot/initrd.img"
 truncate -s 34M "$DISK"
 # Partition 1 bootable: distro boot scans the bootable partitions for boot.scr.
 printf 'label: dos\nlabel-id: 0x%s\n1M,16M,c,*\n17M,8M,83\n25M,8M,83\n' "$DISKID" | sfdisk -q "$DISK" \
