@@ -93,31 +93,9 @@ put_env() { mcopy -o -i "$IMG@@1M" "$ENV/pfxenv.a" "$ENV/pfxenv.b" :: ; }
 get_env() { rm -f "$ENV/pfxenv.a" "$ENV/pfxenv.b"; mcopy -n -i "$IMG@@1M" ::pfxenv.a ::pfxenv.b "$ENV/"; }
 agent() { "$AGENT" bootenv --dir "$ENV" "$@"; }
 
-# boot NAME KEY=VALUE...: predicts, boots once, checks. Expectations: slot=A|B|none,
-# before=N, trial=0|1, file=a|b (the copy written), seq=N (its PFX_SEQ), use=a|b|none
-# (the copy the state came from), order="A B"|"B A", left="A,B" (the counts written).
-boot() {
-  local name=$1; shift
-  agent print --json > "$T/$name.before.json" || { fail "$name: bootenv print before the boot"; return; }
-  put_env || { fail "$name: mcopy of the copies onto the FAT"; return; }
-  local t0=$SECONDS rc
-  if [ "$MACHINE" = virt ]; then
-    dtb_for_boot || { fail "$name: the device tree for bootdelay 0: $(cat "$T/dumpdtb.log")"; return; }
-    timeout 60 qemu-system-aarch64 -M virt "${QEMU_ARGS[@]}" -dtb "$T/virt.dtb" -serial "file:$T/$name.serial" \
-      -monitor none -no-reboot > "$T/$name.qemu.log" 2>&1
-    rc=$?
-  else
-    # The Pi 4's U-Boot prints on the second UART (the mini UART of its device tree).
-    timeout 60 qemu-system-aarch64 -M raspi4b -kernel "$RPI_UBOOT" -dtb "$T/rpi.dtb" \
-      -drive "file=$IMG,if=sd,format=raw" -display none -serial null -serial "file:$T/$name.serial" \
-      -monitor none -no-reboot > "$T/$name.qemu.log" 2>&1
-    rc=$?
-  fi
-  [ $rc = 124 ] && { fail "$name: QEMU did not end within 60 s (the script did not reset): $(grep -a 'pfx:' "$T/$name.serial" | tail -3)"; return; }
-  get_env || { fail "$name: mcopy of the copies back from the FAT"; return; }
-  agent print --json > "$T/$name.after.json" || { fail "$name: bootenv print after the boot"; return; }
-  local out
-  if out=$(python3 - "$T/$name" "$DISKID" "$@" <<'PY'
+# The check of one boot: the prediction (before.json) against the case's expectations,
+# and U-Boot's console and the copies afterwards (after.json) against the prediction.
+cat > "$T/check.py" <<'PY'
 import json, re, sys
 base, diskid, *exp = sys.argv[1:]
 exp = dict(e.split("=", 1) for e in exp)
@@ -198,7 +176,32 @@ desc = (f"{nb['slot']} {nb['left_before']}->{nb['left_after']}" + (" trial" if n
         if nb["action"] == "boot" else "reset both to 3")
 print(f"{desc}, wrote {w['file']} PFX_SEQ={w['seq']}")
 PY
-  ); then
+
+# boot NAME KEY=VALUE...: predicts, boots once, checks. Expectations: slot=A|B|none,
+# before=N, trial=0|1, file=a|b (the copy written), seq=N (its PFX_SEQ), use=a|b|none
+# (the copy the state came from), order="A B"|"B A", left="A,B" (the counts written).
+boot() {
+  local name=$1; shift
+  agent print --json > "$T/$name.before.json" || { fail "$name: bootenv print before the boot"; return; }
+  put_env || { fail "$name: mcopy of the copies onto the FAT"; return; }
+  local t0=$SECONDS rc
+  if [ "$MACHINE" = virt ]; then
+    dtb_for_boot || { fail "$name: the device tree for bootdelay 0: $(cat "$T/dumpdtb.log")"; return; }
+    timeout 60 qemu-system-aarch64 -M virt "${QEMU_ARGS[@]}" -dtb "$T/virt.dtb" -serial "file:$T/$name.serial" \
+      -monitor none -no-reboot > "$T/$name.qemu.log" 2>&1
+    rc=$?
+  else
+    # The Pi 4's U-Boot prints on the second UART (the mini UART of its device tree).
+    timeout 60 qemu-system-aarch64 -M raspi4b -kernel "$RPI_UBOOT" -dtb "$T/rpi.dtb" \
+      -drive "file=$IMG,if=sd,format=raw" -display none -serial null -serial "file:$T/$name.serial" \
+      -monitor none -no-reboot > "$T/$name.qemu.log" 2>&1
+    rc=$?
+  fi
+  [ $rc = 124 ] && { fail "$name: QEMU did not end within 60 s (the script did not reset): $(grep -a 'pfx:' "$T/$name.serial" | tail -3)"; return; }
+  get_env || { fail "$name: mcopy of the copies back from the FAT"; return; }
+  agent print --json > "$T/$name.after.json" || { fail "$name: bootenv print after the boot"; return; }
+  local out
+  if out=$(python3 "$T/check.py" "$T/$name" "$DISKID" "$@"); then
     pass "$name: $out ($((SECONDS - t0)) s)"
   else
     fail "$name: $out (kept: PFX_BOOTENV_KEEP=1; log $T/$name.serial)"
