@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod atomic;
+pub mod bootenv;
 pub mod config;
 pub mod discover;
 pub mod dispatch;

@@ -102,6 +102,14 @@ enum Cmd {
     /// Internal: keeps the lower root read-only if the agent dies inside the rw window.
     #[command(hide = true)]
     GuardRo {},
+    /// The boot environment that chooses the root slot (pfxenv.a, pfxenv.b on the FAT boot
+    /// partition): RAUC's custom bootloader backend, print, init.
+    ///
+    /// U-Boot's boot script reads both copies on every boot, uses the newest valid one, boots
+    /// the first slot of BOOT_ORDER with attempts left and writes the count down into the
+    /// other copy. Every write here also goes into the copy that is not the newest, so a
+    /// power cut during a write leaves the state from before it.
+    Bootenv(pfx_fleet::bootenv::BootenvArgs),
     /// A/B updates on this unit, run by systemd as root (never over SSH; the fleet's
     /// update verbs go through `dispatch`). Every setting comes from the root-owned
     /// --config. See docs/update.md.
@@ -221,6 +229,7 @@ fn main() -> ExitCode {
             let good = r.errors.is_empty();
             (serde_json::to_string_pretty(&r), good)
         }
+        Cmd::Bootenv(args) => return pfx_fleet::bootenv::run(args, cli.json),
         Cmd::GuardRo {} | Cmd::Dispatch { .. } | Cmd::Update { .. } => return ExitCode::SUCCESS,
     };
     match text {
