@@ -19,10 +19,6 @@ pub const SLOT_CMDLINE: &str = "/boot/pfx-cmdline.txt";
 pub const BOOT_SCRIPT: &str = "boot.scr";
 /// The two copies of the boot environment on the FAT partition.
 pub const ENV_FILES: [&str; 2] = ["pfxenv.a", "pfxenv.b"];
-/// Each copy's fixed size: U-Boot's `env export -c -s 0x4000`.
-pub const ENV_SIZE: usize = 0x4000;
-/// Boot attempts a committed slot keeps (RAUC's "good").
-pub const GOOD_ATTEMPTS: u32 = 3;
 /// Where RAUC keeps its status (slot versions, install times): the data partition, so it
 /// survives a switch of slots.
 pub const RAUC_DATA_DIR: &str = "/var/lib/pfx/rauc";
@@ -132,79 +128,26 @@ pub fn bundle_manifest_text(target: Target, version: &str, build: &str) -> Strin
     )
 }
 
-/// One copy of the boot environment: U-Boot's plain binary format (CRC32 of the rest,
-/// then `name=value\0` entries, an empty entry, zero padding), as `env import -c` checks.
-pub fn env_blob(vars: &[(&str, String)]) -> Vec<u8> {
-    let mut data = Vec::with_capacity(ENV_SIZE);
-    for (k, v) in vars {
-        data.extend_from_slice(k.as_bytes());
-        data.push(b'=');
-        data.extend_from_slice(v.as_bytes());
-        data.push(0);
-    }
-    data.push(0);
-    data.resize(ENV_SIZE - 4, 0);
-    let crc = crc32(&data);
-    let mut out = crc.to_le_bytes().to_vec();
-    out.extend_from_slice(&data);
-    out
-}
-
-/// The two copies a fresh image ships: slot A first with its full attempts, slot B empty.
-/// Both valid, copy A the newer.
+/// The two copies a fresh image ships (pfx-bootenv's rule): slot A first with its full
+/// attempts, slot B empty; both valid, copy A the newer.
 pub fn initial_env() -> [Vec<u8>; 2] {
-    let vars = |seq: u32| {
-        vec![
-            ("PFX_SEQ", seq.to_string()),
-            ("BOOT_ORDER", "A B".to_string()),
-            ("BOOT_A_LEFT", GOOD_ATTEMPTS.to_string()),
-            ("BOOT_B_LEFT", "0".to_string()),
-        ]
-    };
-    [env_blob(&vars(1)), env_blob(&vars(0))]
+    let [(_, a), (_, b)] = pfx_bootenv::initial_copies();
+    [a, b]
 }
 
-/// The variables of one copy, or why it is not valid.
-pub fn parse_env(blob: &[u8]) -> Result<Vec<(String, String)>, String> {
-    if blob.len() != ENV_SIZE {
-        return Err(format!("{} bytes, expected {ENV_SIZE}", blob.len()));
-    }
-    let (crc, data) = blob.split_at(4);
-    let want = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
-    if crc32(data) != want {
-        return Err("CRC mismatch (a torn or damaged copy)".into());
-    }
-    let mut vars = Vec::new();
-    for entry in data.split(|&b| b == 0) {
-        if entry.is_empty() {
-            break;
-        }
-        let e = String::from_utf8_lossy(entry);
-        match e.split_once('=') {
-            Some((k, v)) => vars.push((k.to_string(), v.to_string())),
-            None => return Err(format!("entry {e:?} has no '='")),
-        }
-    }
-    Ok(vars)
-}
-
-/// What verify needs of the pair: both valid, with the variables the boot script reads.
+/// What verify needs of the pair: both valid (as U-Boot's `env import -c` and the boot
+/// script take them), and what the next boot will do.
 pub fn check_env_pair(a: &[u8], b: &[u8]) -> Result<String, String> {
     let mut said = Vec::new();
     for (name, blob) in ENV_FILES.iter().zip([a, b]) {
-        let vars = parse_env(blob).map_err(|e| format!("{name}: {e}"))?;
-        let get = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-        for k in ["PFX_SEQ", "BOOT_ORDER", "BOOT_A_LEFT", "BOOT_B_LEFT"] {
-            if get(k).is_none() {
-                return Err(format!("{name}: no {k}"));
-            }
-        }
+        let c = pfx_bootenv::decode(blob).map_err(|e| format!("{name}: {e}"))?;
+        let s = &c.state;
         said.push(format!(
             "{name}: seq {} order {:?} A {} B {}",
-            get("PFX_SEQ").unwrap_or(""),
-            get("BOOT_ORDER").unwrap_or(""),
-            get("BOOT_A_LEFT").unwrap_or(""),
-            get("BOOT_B_LEFT").unwrap_or("")
+            c.seq,
+            s.order().map(|x| x.to_string()).join(" "),
+            s.left(pfx_bootenv::Slot::A),
+            s.left(pfx_bootenv::Slot::B)
         ));
     }
     Ok(said.join("; "))
@@ -304,9 +247,7 @@ pub fn slot_cmdline(text: &str, slot_part: u32) -> Result<String, String> {
 
 /// CRC-32 (IEEE 802.3, as zlib and U-Boot compute it).
 pub fn crc32(data: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(data);
-    h.finalize()
+    pfx_bootenv::crc32(data)
 }
 
 #[cfg(test)]
@@ -338,7 +279,7 @@ mod tests {
     #[test]
     fn the_initial_env_reads_back_and_a_torn_copy_is_caught() {
         let [a, b] = initial_env();
-        assert_eq!(a.len(), ENV_SIZE);
+        assert_eq!(a.len(), pfx_bootenv::ENV_SIZE);
         let said = check_env_pair(&a, &b).unwrap();
         assert!(
             said.contains("pfxenv.a: seq 1 order \"A B\" A 3 B 0"),
@@ -350,7 +291,7 @@ mod tests {
         let mut zero = b.clone();
         zero.iter_mut().for_each(|x| *x = 0);
         assert!(check_env_pair(&a, &zero).is_err());
-        assert!(parse_env(&a[..100]).is_err());
+        assert!(check_env_pair(&a[..100], &b).is_err());
     }
 
     #[test]
