@@ -628,7 +628,7 @@ pub fn run(argv: &[OsString], config: &Path, stop: Arc<AtomicUsize>) -> u8 {
     let (text, good) = match verb {
         Verb::Update(u) => {
             store_umask();
-            let o = crate::updateagent::UpdateOpts::from_config(&cfg, config, &opts.unit_id);
+            let o = update_opts(&cfg, config, &opts.unit_id);
             return crate::updateagent::run_verb(&o, u, &mut stdin);
         }
         Verb::ShowMissing => {
@@ -692,6 +692,41 @@ fn store_umask() {
     // SAFETY: umask(2) only sets the process's file mode mask; it cannot fail.
     unsafe {
         libc::umask(0o002);
+    }
+}
+
+/// The update verbs' settings from the unit's agent config (here, beside the config, so
+/// the update module does not depend back on the dispatcher).
+pub fn update_opts(
+    cfg: &AgentConfig,
+    config_path: &Path,
+    unit_id: &str,
+) -> crate::updateagent::UpdateOpts {
+    crate::updateagent::UpdateOpts {
+        unit_id: unit_id.into(),
+        store_root: cfg.store_root.clone(),
+        rauc: cfg.rauc.clone(),
+        rate_bytes_per_s: cfg.store_rate_bytes_per_s,
+        reserve_bytes: cfg.store_reserve_bytes,
+        player: cfg.player.clone(),
+        profile_url: cfg.profile_url.clone(),
+        systemd: cfg.systemd,
+        slot_carry: cfg.slot_carry.clone(),
+        force_file: cfg.update_force_file.clone(),
+        image_version_file: cfg.image_version_file.clone(),
+        show_config: cfg.show_config.clone(),
+        min_idle_s: cfg.update_min_idle_s,
+        cmdline_file: cfg
+            .test_cmdline_file
+            .clone()
+            .filter(|_| TEST_BACKENDS)
+            .unwrap_or_else(|| "/proc/cmdline".into()),
+        reboot: match &cfg.test_reboot_command {
+            Some(p) if TEST_BACKENDS => vec![p.display().to_string()],
+            _ => vec!["systemctl".into(), "reboot".into()],
+        },
+        agent_exe: std::env::current_exe().unwrap_or_else(|_| "/usr/bin/pfx-agent".into()),
+        config_path: config_path.to_path_buf(),
     }
 }
 

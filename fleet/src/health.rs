@@ -90,7 +90,7 @@ impl HealthOpts {
             "100".into(),
         ]);
         HealthOpts {
-            update: UpdateOpts::from_config(cfg, config_path, unit_id),
+            update: crate::dispatch::update_opts(cfg, config_path, unit_id),
             iface: cfg.iface.clone(),
             backend,
             profile_url: cfg.profile_url.clone(),

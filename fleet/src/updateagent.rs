@@ -12,7 +12,6 @@
 //! - `health.json`, `health-trial.json`: the last health check, the last trial boot's.
 
 use crate::agent::now_ms;
-use crate::dispatch::AgentConfig;
 use crate::rauc::{self, Status};
 use pfx_api::update::{
     HealthReport, InstallReport, PendingSwitch, StagedBundle, SwitchMode, SwitchReport,
@@ -164,35 +163,6 @@ pub struct UpdateOpts {
 }
 
 impl UpdateOpts {
-    pub fn from_config(cfg: &AgentConfig, config_path: &Path, unit_id: &str) -> UpdateOpts {
-        UpdateOpts {
-            unit_id: unit_id.into(),
-            store_root: cfg.store_root.clone(),
-            rauc: cfg.rauc.clone(),
-            rate_bytes_per_s: cfg.store_rate_bytes_per_s,
-            reserve_bytes: cfg.store_reserve_bytes,
-            player: cfg.player.clone(),
-            profile_url: cfg.profile_url.clone(),
-            systemd: cfg.systemd,
-            slot_carry: cfg.slot_carry.clone(),
-            force_file: cfg.update_force_file.clone(),
-            image_version_file: cfg.image_version_file.clone(),
-            show_config: cfg.show_config.clone(),
-            min_idle_s: cfg.update_min_idle_s,
-            cmdline_file: cfg
-                .test_cmdline_file
-                .clone()
-                .filter(|_| crate::dispatch::TEST_BACKENDS)
-                .unwrap_or_else(|| "/proc/cmdline".into()),
-            reboot: match &cfg.test_reboot_command {
-                Some(p) if crate::dispatch::TEST_BACKENDS => vec![p.display().to_string()],
-                _ => vec!["systemctl".into(), "reboot".into()],
-            },
-            agent_exe: std::env::current_exe().unwrap_or_else(|_| "/usr/bin/pfx-agent".into()),
-            config_path: config_path.to_path_buf(),
-        }
-    }
-
     pub fn dir(&self) -> PathBuf {
         self.store_root.join("update")
     }

@@ -103,7 +103,7 @@ fn unit(extra: &str) -> Unit {
     let cfg_path = d.join("agent.yaml");
     std::fs::write(&cfg_path, &text).unwrap();
     let cfg = AgentConfig::parse(&text, true).unwrap();
-    let mut o = UpdateOpts::from_config(&cfg, &cfg_path, "u1");
+    let mut o = pfx_fleet::dispatch::update_opts(&cfg, &cfg_path, "u1");
     o.agent_exe = env!("CARGO_BIN_EXE_pfx-agent").into();
     Unit {
         _dir: dir,

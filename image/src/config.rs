@@ -230,7 +230,7 @@ pub fn validate(c: &ImageConfig) -> Result<(), String> {
         ));
     }
     if let Some(v) = &c.version {
-        crate::update::parse_version(v).map_err(|e| format!("version {v:?}: {e}"))?;
+        crate::release::parse_version(v).map_err(|e| format!("version {v:?}: {e}"))?;
     }
     if let Some(m) = &c.mirror
         && !(m.starts_with("http://") || m.starts_with("https://") || m.starts_with("file://"))
@@ -341,7 +341,7 @@ pub fn load(path: &Path) -> Result<Resolved, ConfigError> {
             let c = abs(c);
             let text = std::fs::read_to_string(&c)
                 .map_err(|e| invalid(format!("update_cert: {}: {e}", c.display())))?;
-            crate::update::check_cert_pem(&text)
+            crate::release::check_cert_pem(&text)
                 .map_err(|m| invalid(format!("update_cert: {}: {m}", c.display())))?;
             Some(text)
         }
@@ -349,7 +349,7 @@ pub fn load(path: &Path) -> Result<Resolved, ConfigError> {
     let version = config
         .version
         .clone()
-        .unwrap_or_else(|| crate::plan::PFX_VERSION.to_string());
+        .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string());
     Ok(Resolved {
         config,
         source: path.to_path_buf(),

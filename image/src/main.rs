@@ -7,6 +7,7 @@ mod config;
 mod disk;
 mod manifest;
 mod plan;
+mod release;
 mod tools;
 mod update;
 mod verify;

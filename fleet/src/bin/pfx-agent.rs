@@ -268,7 +268,7 @@ fn update_local(cmd: &UpdateCmd) -> u8 {
             code
         }
         UpdateCmd::SwitchDue { token, .. } => {
-            let o = pfx_fleet::updateagent::UpdateOpts::from_config(&cfg, config, &unit);
+            let o = pfx_fleet::dispatch::update_opts(&cfg, config, &unit);
             pfx_fleet::updateagent::switch_due(&o, *token)
         }
     }
