@@ -66,6 +66,10 @@ ca "$work/evil" "not the operator's"
 lap "keys"
 
 # ---------------------------------------------------------------- 2. image and bundles
+# The image's aarch64 player is cross-built (as 60-image does) unless one is given.
+if [ -z "${PFX_IMAGE_PLAYER:-}" ] && ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
+  rustup target add aarch64-unknown-linux-gnu
+fi
 cargo build --release --locked -q -p pfx-image || fail "cargo build pfx-image"
 cargo build -q --locked -p pfx-fleet || fail "cargo build pfx-fleet"
 img_bin=$top/target/release/pfx-image
@@ -236,9 +240,22 @@ if want_case update; then
   profile_ok; show0=$(show_of)
   nic0=$(vm cat /media/root-ro/etc/pfx/nic.d/eth0.yaml)
   bid0=$(boot_id)
+  # The show comes first: sending and installing cost no frame. The player's counters
+  # since its start, before and after a push that switches only at 23:59; then the same
+  # push again with --switch now, which skips what is done and switches.
+  since() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["since_start"]; print(s["frames"], s["deadline_misses"], s["skipped_ticks"])' "$work/profile.json"; }
+  profile_ok || fail "/profile before the push"; read -r f0 m0 k0 <<< "$(since)"
   t0=$(date +%s.%N)
-  push_update "$work/v2.raucb" --switch now || { cat "$work/push.out"; fail "push update v2"; }
+  push_update "$work/v2.raucb" --switch "at 23:59" || { cat "$work/push.out"; fail "push update v2 --switch at 23:59"; }
   t1=$(date +%s.%N)
+  cat "$work/push.out"
+  [ "$(boot_id)" = "$bid0" ] || fail "the unit rebooted before its switch time"
+  profile_ok || fail "/profile after the install"; read -r f1 m1 k1 <<< "$(since)"
+  [ "$f1" -gt "$f0" ] || fail "the player made no frame during the push ($f0 -> $f1)"
+  echo "SHOW during send+install: $((f1 - f0)) frames, $((m1 - m0)) deadline misses, $((k1 - k0)) skipped ticks ($(python3 -c "print(round($t1-$t0,1))") s)"
+  [ $((m1 - m0)) = 0 ] && [ $((k1 - k0)) = 0 ] || fail "sending and installing the bundle cost the show $((m1 - m0)) deadline misses, $((k1 - k0)) skipped ticks"
+  push_update "$work/v2.raucb" --switch now || { cat "$work/push.out"; fail "push update v2"; }
+  t2=$(date +%s.%N)
   cat "$work/push.out"
   [ "$(boot_id)" != "$bid0" ] || fail "the fleet reported the update done without a reboot"
   profile_ok
@@ -253,7 +270,7 @@ import json, sys
 s = json.load(open(sys.argv[1])); slots = {list(x)[0]: list(x.values())[0] for x in s["slots"]}
 b = slots["rootfs.1"]; assert s["booted"] == "B" and b["boot_status"] == "good", (s["booted"], b)
 PY
-  echo "UPDATE one unit (transfer, install, switch, trial boot, commit): $(python3 -c "print(round($t1-$t0,1))") s"
+  echo "UPDATE one unit: transfer and install $(python3 -c "print(round($t1-$t0,1))") s, switch, trial boot and commit $(python3 -c "print(round($t2-$t1,1))") s"
   ok "update to 2.0.0: trial boot of slot B, committed good, same host key (strict check), PAUSE-off carried, the same show plays"
   lap "update v2 (boot 2)"
 fi
@@ -312,17 +329,17 @@ if want_case cuts; then
   wait $push_pid 2>/dev/null || true
   after_cut "slot write"
   # c) after the install, before the switch (switch far ahead)
-  push_update "$target_bundle" --switch at 23:59 > /dev/null 2>&1 || { cat "$work/push.out"; fail "push update --switch at 23:59"; }
+  push_update "$target_bundle" --switch "at 23:59" > /dev/null 2>&1 || { cat "$work/push.out"; fail "push update --switch at 23:59"; }
   grep -qi "23:59" "$work/push.out" || { cat "$work/push.out"; fail "the fleet did not say when the unit will switch"; }
   slot_c=$(booted)
   monitor system_reset
   after_cut "installed, not switched"
   [ "$(booted)" = "$slot_c" ] || fail "a cut before the switch changed the booted slot from $slot_c to $(booted)"
   # d) during the trial boot: reset once U-Boot has started the trial slot's kernel
-  : > "$work/serial.mark"
+  trials_seen=$(grep -c 'pfx.trial=1' "$work/serial.log" || true)
   push_update "$target_bundle" --switch now &
   push_pid=$!
-  cut_when "grep -q 'pfx.trial=1' '$work/serial.log' && [ \$(grep -c 'pfx.trial=1' '$work/serial.log') -gt ${trials_seen:-0} ]"
+  cut_when "grep -q 'pfx.trial=1' '$work/serial.log' && [ \$(grep -c 'pfx.trial=1' '$work/serial.log') -gt $trials_seen ]"
   wait $push_pid 2>/dev/null || true
   after_cut "trial boot"
   [ "$(booted)" = "$slot_c" ] || fail "after a cut during the trial boot the unit runs slot $(booted), expected the old $slot_c"
