@@ -222,11 +222,24 @@ show_of() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1])).get("sho
 # ---------------------------------------------------------------- 4. refusals
 if want_case refuse; then
   sumb0=$(slot_b_sum); env0=$(env_sum); bid0=$(boot_id)
-  for b in evil:signature tampered:signature other:compatible old:older; do
+  for b in "evil:signature verification failed" "tampered:signature verification failed" \
+           "other:is for pfx-rpi4-arm64" "old:older than the booted 1.0.0"; do
     name=${b%%:*} why=${b#*:}
     if push_update "$work/$name.raucb" --switch now; then cat "$work/push.out"; fail "the unit took the $name bundle"; fi
-    grep -qi "$why" "$work/push.out" || { cat "$work/push.out"; fail "the $name bundle was refused, but not for its $why"; }
+    grep -qi "$why" "$work/push.out" || { cat "$work/push.out"; fail "the $name bundle was refused, but not because it $why"; }
     echo "refused $name: $(grep -i "$why" "$work/push.out" | head -1)"
+    # The fleet may refuse before sending (it reads the unit's compatible and version); the
+    # unit must refuse on its own too: the bundle staged by hand, then the dispatcher's
+    # install verb over the fleet account.
+    grep -q "nothing sent" "$work/push.out" || continue
+    h=$(py_json "$work/$name.raucb.json" 'm["sha256"]')
+    vm "mkdir -p /var/lib/pfx/update && cat > /var/lib/pfx/update/$h.raucb" < "$work/$name.raucb"
+    if fleet_ssh pfx@127.0.0.1 update install "$h" > "$work/install-$name.json" 2>&1; then
+      cat "$work/install-$name.json"; fail "the unit's install verb took the $name bundle"
+    fi
+    grep -q "refused before writing anything" "$work/install-$name.json" && grep -qi "$why" "$work/install-$name.json" \
+      || { cat "$work/install-$name.json"; fail "the unit's install verb refused the $name bundle, but not before writing, or not because it $why"; }
+    vm rm -f "/var/lib/pfx/update/$h.raucb"
   done
   [ "$(slot_b_sum)" = "$sumb0" ] || fail "a refused bundle changed slot B's bytes"
   [ "$(env_sum)" = "$env0" ] || fail "a refused bundle changed the boot environment"
