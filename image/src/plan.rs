@@ -223,9 +223,12 @@ const BASE_PACKAGES: &[&str] = &[
     "systemd-timesyncd",
     // The fleet account reaches the agent through one exact sudoers line.
     "sudo",
-    // A/B updates (docs/update.md): RAUC and its D-Bus service.
+    // A/B updates (docs/update.md): RAUC and its D-Bus service, and unsquashfs, which
+    // `rauc info` runs to read a plain bundle's manifest (rauc only recommends it, and a
+    // unit without it refuses every good bundle).
     "rauc",
     "rauc-service",
+    "squashfs-tools",
 ];
 
 /// The fleet account: the only login on a unit. No password, no shell for its keys (their

@@ -9,6 +9,9 @@ use crate::disk::{PART_ROOT_A, PART_ROOT_B, partuuid};
 pub const KEYRING: &str = "/etc/rauc/keyring.pem";
 pub const SYSTEM_CONF: &str = "/etc/rauc/system.conf";
 /// The unit's software version, as the agent and the fleet read it.
+/// What a unit runs to take a bundle: RAUC itself, and unsquashfs, with which `rauc info`
+/// reads a plain bundle's manifest.
+pub const UNIT_TOOLS: [&str; 2] = ["/usr/bin/rauc", "/usr/bin/unsquashfs"];
 pub const VERSION_FILE: &str = "/etc/pfx/image-version";
 /// The slot's own kernel, initramfs and command line, which the boot script loads from
 /// the slot it boots: an update brings its own kernel.
