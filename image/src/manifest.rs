@@ -633,6 +633,13 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
             },
             Err(e) => errors.push(e.message),
         }
+        if let Err(e) = img
+            .fat_read(update::BOOTDELAY_OVERLAY)
+            .map_err(|e| e.message)
+            .and_then(|b| update::check_bootdelay_overlay(&b))
+        {
+            errors.push(format!("boot partition: {e}"));
+        }
     }
     let initramfs = match img
         .fat_read(&initramfs_file)
