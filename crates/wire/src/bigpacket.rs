@@ -1,6 +1,6 @@
 //! bigPacket v1 encoder: one datagram per pole per frame (docs/protocols/bigpacket.md).
 
-use std::net::SocketAddrV4;
+use core::net::SocketAddrV4;
 
 use super::{BatchFull, Datagrams, FrameShape};
 

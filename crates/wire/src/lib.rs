@@ -9,7 +9,7 @@ pub mod bigpacket;
 pub mod ddp;
 pub mod sacn;
 
-use std::net::SocketAddrV4;
+use core::net::SocketAddrV4;
 
 /// A batch of datagrams for one output and one frame, in one buffer allocated up front:
 /// `slots` datagrams of at most `slot_len` bytes each. Encoders fill it; `output` hands it

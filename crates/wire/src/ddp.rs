@@ -1,7 +1,7 @@
 //! DDP encoder (3waylabs Distributed Display Protocol): 10-byte header, 1440 data bytes per
 //! packet, PUSH on the last packet of a frame, sequence 1..=15.
 
-use std::net::SocketAddrV4;
+use core::net::SocketAddrV4;
 
 use super::{BatchFull, Datagrams, FrameShape};
 

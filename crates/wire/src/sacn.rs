@@ -1,8 +1,8 @@
 //! sACN (ANSI E1.31-2018) encoder on the `sacn` crate's packet types, packed into the
 //! caller's buffers: no socket, no allocation per packet.
 
+use core::net::{Ipv4Addr, SocketAddrV4};
 use std::borrow::Cow;
-use std::net::{Ipv4Addr, SocketAddrV4};
 
 use sacn::packet::{
     AcnRootLayerProtocol, DataPacketDmpLayer, DataPacketFramingLayer, E131RootLayer,
