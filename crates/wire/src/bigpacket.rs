@@ -81,14 +81,10 @@ impl Encoder {
         dest: SocketAddrV4,
         out: &mut Datagrams,
     ) -> Result<(), BatchFull> {
-        out.reserve(1)?;
         let len = HEADER_LEN + pixels.len();
-        if len > out.slot_len() || pixels.len() > MAX_PAYLOAD {
-            return Err(BatchFull {
-                needed: len,
-                slots: out.capacity(),
-                slot_len: out.slot_len(),
-            });
+        out.reserve(1, len)?;
+        if pixels.len() > MAX_PAYLOAD {
+            return Err(out.full(1, len));
         }
         let pixel_count = (pixels.len() / self.bytes_per_pixel) as u16;
         let payload_len = pixel_count as usize * self.bytes_per_pixel;
