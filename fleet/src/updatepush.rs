@@ -261,6 +261,16 @@ pub fn judge(st: &UpdateStatus, want: &str, old: Option<&str>) -> Phase {
     ))
 }
 
+/// A unit's time `unit_ms` on the operator's clock, from the unit's clock read at
+/// `unit_read_ms` and received here at `here_ms`. The difference also holds the answer's
+/// way back over SSH (up to a second or so), so below 2 s it is taken as agreeing clocks:
+/// `--switch at 23:59` is then said as 23:59:00, not 23:58:59. Pure.
+pub fn operator_time(unit_ms: u64, unit_read_ms: u64, here_ms: u64) -> u64 {
+    let skew = here_ms as i64 - unit_read_ms as i64;
+    let skew = if skew.abs() < 2000 { 0 } else { skew };
+    (unit_ms as i64 + skew).max(0) as u64
+}
+
 /// `--switch at TIME`: `HH:MM` (the next such time on this machine's clock, local time)
 /// or RFC 3339 (`2026-12-03T02:30:00+01:00`, `...Z`), as Unix seconds. Pure but for the
 /// local time zone of `HH:MM`.
@@ -716,8 +726,11 @@ fn update_unit(job: &Job, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome {
         };
     }
     // The unit's time of the switch on the operator's clock (unit clocks may be off).
-    let skew = now_ms() as i64 - sw.read_at_unix_ms as i64;
-    let at = (sw.at_unix_ms.unwrap_or(sw.read_at_unix_ms) as i64 + skew).max(0) as u64;
+    let at = operator_time(
+        sw.at_unix_ms.unwrap_or(sw.read_at_unix_ms),
+        sw.read_at_unix_ms,
+        now_ms(),
+    );
     out.switch_at_ms = Some(at);
     let _ = tx.send(Msg::Switching(u.unit_id.clone(), at, sw.message.clone()));
     // 5. Read back until it commits, rolls back, or the time is up.
@@ -1079,6 +1092,18 @@ pub fn push_update(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_unit_time_on_the_operator_clock() {
+        // The answer took 0.8 s to arrive: the clocks agree, the time is the unit's.
+        assert_eq!(super::operator_time(86_340_000, 60_000, 60_800), 86_340_000);
+        // The unit's clock is a minute behind.
+        assert_eq!(
+            super::operator_time(86_340_000, 60_000, 120_300),
+            86_400_300
+        );
+        assert_eq!(super::operator_time(1_000, 60_000, 0), 0);
+    }
+
     use super::*;
     use pfx_api::update::{HealthReport, SlotInfo};
 
