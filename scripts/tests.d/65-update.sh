@@ -101,10 +101,13 @@ bundle() { # NAME IMG KEYDIR
     || fail "bundle $1: $(cat "$work/$1.bundle.log")"
 }
 echo 2.0.0 > "$work/v2.version"; echo 3.0.0 > "$work/v3.version"
+# The crashing bundle is newer than 2.0.0 (a unit already at a bundle's version is done
+# without more), older than the cuts' 3.0.0.
+echo 2.1.0 > "$work/crash.version"
 printf '#!/bin/sh\necho "pfx-player: test bundle: exits at start" >&2\nexit 1\n' > "$work/crash.player"; chmod 755 "$work/crash.player"
 variant v2 "rm /etc/pfx/image-version" "write $work/v2.version /etc/pfx/image-version"
 variant v3 "rm /etc/pfx/image-version" "write $work/v3.version /etc/pfx/image-version"
-variant crash "rm /etc/pfx/image-version" "write $work/v2.version /etc/pfx/image-version" "rm /usr/bin/pfx-player" "write $work/crash.player /usr/bin/pfx-player"
+variant crash "rm /etc/pfx/image-version" "write $work/crash.version /etc/pfx/image-version" "rm /usr/bin/pfx-player" "write $work/crash.player /usr/bin/pfx-player"
 bundle v2 "$work/v2.img" "$work/keys"
 bundle v3 "$work/v3.img" "$work/keys"
 bundle crash "$work/crash.img" "$work/keys"
