@@ -21,8 +21,19 @@ pub const ERRNOS: [(i32, &str); 8] = [
 pub struct OutputCounters {
     pub packets: AtomicU64,
     pub bytes: AtomicU64,
-    /// Frames whose every datagram the kernel accepted.
+    /// Frames whose every datagram the kernel accepted (sent whole).
     pub frames_sent: AtomicU64,
+    /// Frames of which some datagrams went and the rest did not (sent in part): a torn
+    /// frame on the pole unless it waits for sACN sync.
+    pub frames_partial: AtomicU64,
+    /// Frames of which nothing went: not started because the link was still busy with
+    /// earlier ones or the socket had no room for all of it, or refused at the first
+    /// datagram.
+    pub frames_skipped: AtomicU64,
+    /// Payload bytes and datagrams of one whole frame (set when the output opens), so a
+    /// reader can set what went against what the show needs.
+    pub frame_bytes: AtomicU64,
+    pub frame_datagrams: AtomicU64,
     /// Frames cut short because the socket would block (EAGAIN/ENOBUFS).
     pub frames_dropped: AtomicU64,
     /// Frames cut short by any other error (interface gone, no route, ...).
@@ -59,6 +70,10 @@ impl OutputCounters {
             packets: self.packets.load(Relaxed),
             bytes: self.bytes.load(Relaxed),
             frames_sent: self.frames_sent.load(Relaxed),
+            frames_partial: self.frames_partial.load(Relaxed),
+            frames_skipped: self.frames_skipped.load(Relaxed),
+            frame_bytes: self.frame_bytes.load(Relaxed),
+            frame_datagrams: self.frame_datagrams.load(Relaxed),
             frames_dropped: self.frames_dropped.load(Relaxed),
             frames_failed: self.frames_failed.load(Relaxed),
             errors: self

@@ -13,6 +13,7 @@
 use std::ops::Range;
 use std::os::fd::RawFd;
 
+use super::admit::Rotation;
 use super::send::{SendOutcome, Sender};
 use super::split::Worker;
 use crate::geometry::{Brightness, PoleMap, map_pole};
@@ -111,6 +112,8 @@ pub struct Part {
     encoder: sacn::Encoder,
     batch: Datagrams,
     sender: Sender,
+    /// Where this half's next frame starts (after one was cut short).
+    rotation: Rotation,
 }
 
 impl Part {
@@ -125,6 +128,7 @@ impl Part {
             encoder: sacn::Encoder::new(cfg, span.bytes.len()),
             batch: Datagrams::new(n, slot_len),
             sender: Sender::new(n),
+            rotation: Rotation::default(),
             span,
         }
     }
@@ -178,7 +182,11 @@ impl Part {
 
     fn send(&mut self, fd: RawFd, dontwait: bool, times: &mut HalfTimes) -> SendOutcome {
         let t = mono_ns();
-        let out = self.sender.send(fd, &self.batch, dontwait);
+        let n = self.batch.len();
+        let out = self
+            .sender
+            .send_rotated(fd, &self.batch, 0..n, n, self.rotation.start, dontwait);
+        self.rotation.after(n, out.sent);
         times.wire_ns += mono_ns() - t;
         out
     }

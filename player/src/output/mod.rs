@@ -1,6 +1,7 @@
 //! Sockets: multicast options, non-blocking `sendmmsg`, drop accounting. One `Output` per
 //! pole: its encoder, its socket, its datagram batch and its counters.
 
+mod admit;
 pub mod counters;
 mod halves;
 mod pole;

@@ -110,12 +110,16 @@ impl RateTracker {
                 Some(sent),
                 Some(dropped),
                 Some(failed),
+                Some(partial),
+                Some(skipped),
             ) = (
                 r(p.packets, cur.packets),
                 r(p.bytes, cur.bytes),
                 r(p.frames_sent, cur.frames_sent),
                 r(p.frames_dropped, cur.frames_dropped),
                 r(p.frames_failed, cur.frames_failed),
+                r(p.frames_partial, cur.frames_partial),
+                r(p.frames_skipped, cur.frames_skipped),
             ) {
                 self.rates = Some(OutputRates {
                     packets_per_s,
@@ -123,6 +127,8 @@ impl RateTracker {
                     frames_sent_per_s: sent,
                     frames_dropped_per_s: dropped,
                     frames_failed_per_s: failed,
+                    frames_partial_per_s: partial,
+                    frames_skipped_per_s: skipped,
                 });
             } else {
                 return;

@@ -21,6 +21,7 @@ pub fn open_on_lo(profile_yaml: &str, send_buffer: Option<usize>) -> Output {
             multicast_ttl: 0,
             multicast_loop: false,
             blocking: false,
+            send_every_frame: false,
             send_buffer,
         },
         cid: uuid::Uuid::nil(),
