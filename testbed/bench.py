@@ -182,6 +182,7 @@ def run_cell(cell: Cell, a) -> Result:
                    src99=st.get("source", {}).get("p99_us"), geo99=st.get("geometry", {}).get("p99_us"),
                    bg99=st.get("background", {}).get("p99_us"),
                    dropped=sum(o.get("frames_dropped", 0) for o in profile.get("outputs", [])),
+                   skipped=sum(o.get("frames_skipped", 0) for o in profile.get("outputs", [])),
                    qdisc_drops=(profile.get("nic") or {}).get("qdisc_drops"),
                    root_qdisc=(profile.get("nic") or {}).get("qdisc"))  # fmt: skip
     for proto in POLES:

@@ -31,6 +31,14 @@ pub struct OutputRates {
     pub frames_partial_per_s: f64,
     #[serde(default)]
     pub frames_skipped_per_s: f64,
+    /// The datagram of a frame that went out least often over the same interval, and its
+    /// frames per second: for sACN the universe number, otherwise the datagram's index.
+    /// With whole frames every datagram has `frames_sent_per_s`; after frames sent in part
+    /// this names the universe (the pole rows) that froze. None before two readings.
+    #[serde(default)]
+    pub slowest_slot: Option<u64>,
+    #[serde(default)]
+    pub slowest_slot_per_s: Option<f64>,
 }
 
 /// One reading of an output's send counters.

@@ -220,6 +220,31 @@ pub fn render(s: &Snapshot, unit: &str, version: &str, healthy: bool) -> String 
         "counter",
         "Frames cut short by any other send error, per output.",
     );
+    let mut partial = fam(
+        "pfx_output_frames_partial_total",
+        "counter",
+        "Frames of which some datagrams went but not all (torn on the pole), per output.",
+    );
+    let mut skipped = fam(
+        "pfx_output_frames_skipped_total",
+        "counter",
+        "Frames of which nothing went: the link could not carry them in time, or the socket refused the first datagram, per output.",
+    );
+    let mut whole_rate = fam(
+        "pfx_output_frames_sent_per_second",
+        "gauge",
+        "Frames sent whole per second over the last ~1 s, per output.",
+    );
+    let mut skip_rate = fam(
+        "pfx_output_frames_skipped_per_second",
+        "gauge",
+        "Frames skipped per second over the last ~1 s, per output.",
+    );
+    let mut partial_rate = fam(
+        "pfx_output_frames_partial_per_second",
+        "gauge",
+        "Frames sent in part per second over the last ~1 s, per output.",
+    );
     let mut errors = fam(
         "pfx_output_errors_total",
         "counter",
@@ -249,6 +274,12 @@ pub fn render(s: &Snapshot, unit: &str, version: &str, healthy: bool) -> String 
         failed
             .samples
             .push((ls.clone(), o.counters.frames_failed as f64));
+        partial
+            .samples
+            .push((ls.clone(), o.counters.frames_partial as f64));
+        skipped
+            .samples
+            .push((ls.clone(), o.counters.frames_skipped as f64));
         for (errno, n) in &o.counters.errors {
             errors.samples.push((
                 labels(&[("output", o.name.as_str()), ("errno", errno.as_str())]),
@@ -256,10 +287,28 @@ pub fn render(s: &Snapshot, unit: &str, version: &str, healthy: bool) -> String 
             ));
         }
         if let Some(r) = &o.rates {
-            drop_rate.samples.push((ls, r.frames_dropped_per_s));
+            drop_rate.samples.push((ls.clone(), r.frames_dropped_per_s));
+            whole_rate.samples.push((ls.clone(), r.frames_sent_per_s));
+            partial_rate
+                .samples
+                .push((ls.clone(), r.frames_partial_per_s));
+            skip_rate.samples.push((ls, r.frames_skipped_per_s));
         }
     }
-    fams.extend([packets, bytes, sent, dropped, failed, errors, drop_rate]);
+    fams.extend([
+        packets,
+        bytes,
+        sent,
+        dropped,
+        failed,
+        partial,
+        skipped,
+        errors,
+        drop_rate,
+        whole_rate,
+        partial_rate,
+        skip_rate,
+    ]);
 
     if let Some(n) = &s.nic {
         let iface = n.interface.as_str();

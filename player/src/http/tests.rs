@@ -269,6 +269,9 @@ async fn profile_json_matches_the_golden_file() {
     counters.bytes.store(275_616_000, Relaxed);
     counters.frames_sent.store(215_990, Relaxed);
     counters.frames_dropped.store(10, Relaxed);
+    // A two-universe pole: 2 × (126 + 510) bytes.
+    counters.frame_bytes.store(1272, Relaxed);
+    counters.frame_datagrams.store(2, Relaxed);
     for _ in 0..10 {
         counters.count_errno(libc::EAGAIN);
     }

@@ -101,7 +101,6 @@ impl Admit {
         self.period_ns = period_ns.max(1);
     }
 
-
     fn learn(&mut self, queued: u64, now_ns: u64) {
         let Some(prev) = self.last else { return };
         let dt = now_ns.saturating_sub(prev.at_ns);
@@ -306,7 +305,10 @@ mod tests {
             let (fps, age, _) = run(frac, 0.0, 20);
             let can = 40.0 * frac;
             assert!(fps >= 0.85 * can, "{frac}: {fps} of {can}");
-            assert!(age <= AGE_BUDGET_PERIODS + 0.05, "{frac}: age p99 {age} periods");
+            assert!(
+                age <= AGE_BUDGET_PERIODS + 0.05,
+                "{frac}: age p99 {age} periods"
+            );
         }
         // At 60 % a frame takes 1.67 periods: one started a period after the last would be
         // 2.33 periods old, so every other frame is the most that can be on time.
@@ -335,7 +337,11 @@ mod tests {
         // Nothing drains: 14,000 bytes queued of a 20,000-byte buffer.
         assert_eq!(a.decide(0, 0), Verdict::Send);
         a.sent(0, 7_000, 1, true);
-        assert_eq!(a.decide(7_000, P), Verdict::Send, "stopped: the queue decides");
+        assert_eq!(
+            a.decide(7_000, P),
+            Verdict::Send,
+            "stopped: the queue decides"
+        );
         a.sent(7_000, 14_000, P + 1, true);
         assert_eq!(a.decide(14_000, 2 * P), Verdict::SkipNoRoom);
         // A head-drop queue below: our sends push out our own old datagrams, the queue

@@ -34,6 +34,12 @@ pub struct OutputCounters {
     /// reader can set what went against what the show needs.
     pub frame_bytes: AtomicU64,
     pub frame_datagrams: AtomicU64,
+    /// Per datagram of a frame (its universes, in order), how many times it went out in a
+    /// frame that was sent in part; a datagram's frames are `frames_sent` plus its count
+    /// here. Only frames sent in part touch it, so a healthy output pays nothing.
+    pub partial_hits: Vec<AtomicU64>,
+    /// What datagram 0 is called: the first universe of a sACN output, 0 otherwise.
+    pub slot_base: u64,
     /// Frames cut short because the socket would block (EAGAIN/ENOBUFS).
     pub frames_dropped: AtomicU64,
     /// Frames cut short by any other error (interface gone, no route, ...).
@@ -43,6 +49,35 @@ pub struct OutputCounters {
 }
 
 impl OutputCounters {
+    /// Counters for an output of `datagrams` per-frame datagrams whose first is `slot_base`.
+    pub fn with_slots(datagrams: usize, slot_base: u64) -> OutputCounters {
+        OutputCounters {
+            partial_hits: (0..datagrams).map(|_| AtomicU64::new(0)).collect(),
+            slot_base,
+            ..OutputCounters::default()
+        }
+    }
+
+    /// A frame went in part: datagrams `start`, `start + 1`, ... (`sent` of them, round the
+    /// `body` datagrams from `offset`) went out.
+    pub fn count_partial(&self, offset: usize, body: usize, start: usize, sent: usize) {
+        if body == 0 {
+            return;
+        }
+        for i in 0..sent.min(body) {
+            if let Some(h) = self.partial_hits.get(offset + (start + i) % body) {
+                h.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// Each datagram's frames so far (`frames_sent` plus its partial count).
+    pub fn slot_frames(&self, out: &mut Vec<u64>) {
+        let whole = self.frames_sent.load(Relaxed);
+        out.clear();
+        out.extend(self.partial_hits.iter().map(|h| whole + h.load(Relaxed)));
+    }
+
     pub fn count_errno(&self, errno: i32) {
         match ERRNOS.iter().position(|(e, _)| *e == errno) {
             Some(i) => self.errors[i].fetch_add(1, Relaxed),
@@ -82,5 +117,23 @@ impl OutputCounters {
                 .map(|(n, c)| (n.to_string(), c))
                 .collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_sent_in_part_counts_the_datagrams_that_went_round_from_its_start() {
+        let c = OutputCounters::with_slots(6, 100);
+        c.frames_sent.store(5, Relaxed);
+        // Datagrams 4, 5, 0 of a 6-datagram body went; then 2 of the second half (3..6).
+        c.count_partial(0, 6, 4, 3);
+        c.count_partial(3, 3, 1, 2);
+        let mut v = Vec::new();
+        c.slot_frames(&mut v);
+        assert_eq!(v, [6, 5, 5, 5, 7, 7]);
+        assert_eq!(c.slot_base, 100);
     }
 }

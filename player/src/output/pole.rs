@@ -85,6 +85,14 @@ pub struct Output {
     tail: usize,
 }
 
+/// What `gate` decided for the frame due now.
+enum Gate {
+    /// Send it; with the rule in force, the bytes queued below the socket just before.
+    Send(Option<u64>),
+    /// Skip it whole (counted).
+    Skip,
+}
+
 /// How an output uses a second thread.
 enum Helper {
     /// A small output: the render thread does it all.
@@ -246,7 +254,14 @@ impl Output {
             (_, Protocol::Ddp) => 1,
             _ => 0,
         };
-        let counters = Arc::new(OutputCounters::default());
+        let slot_base = match &encoder {
+            Encoder::Sacn(e) => u64::from(e.config().first_universe),
+            _ => 0,
+        };
+        let counters = Arc::new(OutputCounters::with_slots(
+            per_frame.saturating_sub(tail),
+            slot_base,
+        ));
         {
             use std::sync::atomic::Ordering::Relaxed;
             let bytes: usize = shape.datagrams.iter().sum();
@@ -298,20 +313,21 @@ impl Output {
         }
     }
 
-    /// Whether the frame due now goes out whole (see `admit`): Some(bytes queued below the
-    /// socket) to send it, None when it is skipped (and counted). A queue that cannot be
-    /// read sends, as before there was a rule.
-    fn admit_frame(&mut self) -> Option<u64> {
+    /// Whether the frame due now goes out (see `admit`); a skip is counted here. A queue
+    /// that cannot be read sends, as before there was a rule.
+    fn gate(&mut self) -> Gate {
         use std::sync::atomic::Ordering::Relaxed;
-        let a = self.admit.as_mut()?;
+        let Some(a) = self.admit.as_mut() else {
+            return Gate::Send(None);
+        };
         let Ok(q) = send_queue_bytes(self.socket.as_raw_fd()) else {
-            return Some(0);
+            return Gate::Send(None);
         };
         match a.decide(q, mono_ns()) {
-            Verdict::Send => Some(q),
+            Verdict::Send => Gate::Send(Some(q)),
             Verdict::SkipNoRoom | Verdict::SkipBacklog => {
                 self.counters.frames_skipped.fetch_add(1, Relaxed);
-                None
+                Gate::Skip
             }
         }
     }
@@ -323,15 +339,6 @@ impl Output {
         {
             a.sent(before, q, mono_ns(), whole);
         }
-    }
-
-    /// Skips the frame when the link cannot carry it in time; with no rule in force,
-    /// always goes on (`None` in the Ok is "no reading").
-    fn gate(&mut self) -> Result<Option<u64>, ()> {
-        if self.admit.is_none() {
-            return Ok(None);
-        }
-        self.admit_frame().map(Some).ok_or(())
     }
 
     pub fn map(&self) -> &PoleMap {
@@ -391,7 +398,7 @@ impl Output {
             self.send_frame(0);
             return HalfTimes::default();
         }
-        let Ok(before) = self.gate() else {
+        let Gate::Send(before) = self.gate() else {
             return HalfTimes::default();
         };
         let map = self.map.clone();
@@ -432,6 +439,13 @@ impl Output {
             outcome = outcome.merge(self.sender.send(fd, &self.batch, self.dontwait));
         }
         let of = datagrams + usize::from(self.tail > 0);
+        if outcome.sent < of
+            && let Helper::Halves(h) = &self.helper
+        {
+            for (offset, body, start, sent) in h.last_sends() {
+                self.counters.count_partial(offset, body, start, sent);
+            }
+        }
         self.account(outcome, true, of);
         self.after_frame(before, outcome.sent == of);
         times
@@ -448,7 +462,7 @@ impl Output {
     /// Encodes the current pixels and sends them. Never blocks unless the output was
     /// opened in blocking mode.
     pub fn send_frame(&mut self, timestamp_us: u64) {
-        let Ok(before) = self.gate() else {
+        let Gate::Send(before) = self.gate() else {
             return;
         };
         if self.renders_in_halves() {
@@ -551,20 +565,25 @@ impl Output {
         let n = self.batch.len();
         let outcome = match &mut self.helper {
             Helper::Send(split) if is_frame => {
-                split.send(fd, &self.batch, &mut self.sender, self.dontwait, self.tail)
+                let o = split.send(fd, &self.batch, &mut self.sender, self.dontwait, self.tail);
+                if o.sent < n {
+                    for (offset, body, start, sent) in split.last_sends() {
+                        self.counters.count_partial(offset, body, start, sent);
+                    }
+                }
+                o
             }
             _ if is_frame => {
                 // The universes (or DDP's data packets) start where the last cut frame
                 // stopped; sync and PUSH stay last.
                 let body = n.saturating_sub(self.tail);
-                let o = self.sender.send_rotated(
-                    fd,
-                    &self.batch,
-                    0..n,
-                    body,
-                    self.rotation.start,
-                    self.dontwait,
-                );
+                let start = self.rotation.start;
+                let o = self
+                    .sender
+                    .send_rotated(fd, &self.batch, 0..n, body, start, self.dontwait);
+                if o.sent < n {
+                    self.counters.count_partial(0, body, start, o.sent);
+                }
                 self.rotation.after(body, o.sent);
                 o
             }

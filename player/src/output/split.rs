@@ -165,6 +165,8 @@ pub struct Splitter {
     remote: Sender,
     /// Where each half's next frame starts (after one was cut short).
     rotation: [Rotation; 2],
+    /// The last frame's halves as (offset, body, start, sent).
+    last: [(usize, usize, usize, usize); 2],
 }
 
 impl Splitter {
@@ -174,6 +176,7 @@ impl Splitter {
             worker: Worker::spawn()?,
             remote: Sender::new(capacity),
             rotation: [Rotation::default(); 2],
+            last: [(0, 0, 0, 0); 2],
         })
     }
 
@@ -203,11 +206,22 @@ impl Splitter {
             || local.send_rotated(fd, batch, 0..mid, bodies[0], ra.start, dontwait),
             || remote.send_rotated(fd, batch, mid..n, bodies[1], rb.start, dontwait),
         );
-        let second = second
-            .unwrap_or_else(|| local.send_rotated(fd, batch, mid..n, bodies[1], rb.start, dontwait));
+        let second = second.unwrap_or_else(|| {
+            local.send_rotated(fd, batch, mid..n, bodies[1], rb.start, dontwait)
+        });
+        self.last = [
+            (0, bodies[0], ra.start, first.sent),
+            (mid, bodies[1], rb.start, second.sent),
+        ];
         self.rotation[0].after(bodies[0], first.sent);
         self.rotation[1].after(bodies[1], second.sent);
         first.merge(second)
+    }
+
+    /// The last frame's halves as (offset, body, start, sent), for the per-datagram count
+    /// of a frame sent in part.
+    pub fn last_sends(&self) -> [(usize, usize, usize, usize); 2] {
+        self.last
     }
 }
 
