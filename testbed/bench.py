@@ -280,13 +280,17 @@ class RateCell:
     name: str
     universes: int  # 0: the three-pole mix with the pole simulators
     every_frame: bool = False  # the control: --send-every-frame, how pfx sent before issue 24
+    sync: bool = False  # the output uses E1.31 synchronization (sync universe 63999)
 
     def need_mbit(self) -> float:
         wire = self.universes * SACN_WIRE if self.universes else DEMO_WIRE
         return wire * 8 * RL_FPS / 1e6
 
 
-def big_profile(path: Path, universes: int) -> None:
+SYNC_UNIVERSE = 63999
+
+
+def big_profile(path: Path, universes: int, sync: bool = False) -> None:
     path.write_text(
         f"""# Written by testbed/bench.py: one output of {universes} universes.
 name: big-sacn
@@ -299,6 +303,7 @@ sacn:
   first_universe: 1
   universe_size: 510
 """
+        + (f"  sync_universe: {SYNC_UNIVERSE}\n" if sync else "")
     )
 
 
@@ -346,7 +351,7 @@ def run_rate_cell(cell: RateCell, a) -> Result:
         profiles.mkdir(exist_ok=True)
         cfg = run_dir / "show.yaml"
         if cell.universes:
-            big_profile(profiles / "big-sacn.yaml", cell.universes)
+            big_profile(profiles / "big-sacn.yaml", cell.universes, cell.sync)
             seq = Path(a.out) / f"marked-{cell.universes}u-{seq_frames}f.fseq"
             if not seq.exists():
                 marked_show.write(str(seq), cell.universes, 510, seq_frames, 1000 // RL_FPS)
@@ -371,7 +376,8 @@ content:
             rx_prefix = str(run_dir / "rx")
             Path(rx_prefix + ".ready").unlink(missing_ok=True)
             tb.spawn("rx", POLE_SACN, [sys.executable, str(HERE / "frame_rx.py"), "--universes", str(cell.universes),
-                                      "--iface-addr", POLE_SACN.addr, "--out", rx_prefix])  # fmt: skip
+                                      "--iface-addr", POLE_SACN.addr, "--out", rx_prefix]
+                     + (["--sync-universe", str(SYNC_UNIVERSE)] if cell.sync else []))  # fmt: skip
             end = time.monotonic() + 10
             while not Path(rx_prefix + ".ready").exists():
                 if time.monotonic() > end or tb.procs["rx"].poll() is not None:
@@ -473,6 +479,8 @@ RATE_CELLS = [
     RateCell("every-frame/170u", 170, every_frame=True),
     RateCell("whole/1000u", 1000),
     RateCell("every-frame/1000u", 1000, every_frame=True),
+    RateCell("whole/170u-sync", 170, sync=True),
+    RateCell("every-frame/170u-sync", 170, every_frame=True, sync=True),
     RateCell("whole/demo3", 0),
     RateCell("every-frame/demo3", 0, every_frame=True),
 ]
@@ -505,6 +513,11 @@ def print_rate_table(results: list[Result]) -> None:
             f"{w.get('stall_frames_sent_per_s')} / {w.get('stall_frames_partial_per_s')} / {w.get('stall_frames_skipped_per_s')} | "
             f"{rx.get('recovered_ms', '-')} |"
         )
+    for r in results:
+        st = (r.row.get("rx") or {}).get("stall") or {}
+        if st.get("sync_packets_per_s"):
+            print(f"\n{r.cell.name}: {st['sync_packets_per_s']} sync packets/s during the stall, "
+                  f"{st.get('syncs_after_torn_frame')} of them after a torn frame")
 
 
 def main(argv=None) -> int:

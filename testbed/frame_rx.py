@@ -100,6 +100,7 @@ def main(argv=None) -> int:
     ap.add_argument("--iface-addr", required=True)
     ap.add_argument("--out", required=True, help="path prefix of OUT.bin and OUT.json")
     ap.add_argument("--rcvbuf", type=int, default=64 << 20)
+    ap.add_argument("--sync-universe", type=int, help="also join this universe's group (E1.31 synchronization)")
     a = ap.parse_args(argv)
     unis = range(a.first_universe, a.first_universe + a.universes)
     try:
@@ -114,7 +115,7 @@ def main(argv=None) -> int:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, a.rcvbuf)
     s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     s.bind(("0.0.0.0", a.port))
-    for u in unis:
+    for u in list(unis) + ([a.sync_universe] if a.sync_universe else []):
         group = f"239.255.{u >> 8}.{u & 0xFF}"
         s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, socket.inet_aton(group) + socket.inet_aton(a.iface_addr))
     s.settimeout(0.2)

@@ -63,6 +63,19 @@ def analyse(records, universes: int, first_universe: int, period_us: float, seq_
         if u not in d:
             d[u] = rx[i]
     complete = {f: max(d.values()) for f, d in got.items() if len(d) == universes}
+    # Each sync packet against the newest frame that had begun to arrive before it: a sync
+    # after a frame of which some universes never came makes a receiver that waits for sync
+    # show a torn frame.
+    sync_after_torn: list[int] = []
+    newest = None
+    seen_of: dict[int, int] = {}
+    for i, f in zip(range(len(rx)), _frames_by_record(kind, data, frames)):
+        if kind[i] == 0:
+            seen_of[f] = seen_of.get(f, 0) + 1
+            if newest is None or f > newest:
+                newest = f
+        elif newest is not None and seen_of.get(newest, 0) < universes:
+            sync_after_torn.append(rx[i])
     out = {"base_us": base}
     for name, (t0, t1) in phases.items():
         dur = (t1 - t0) / 1e6
@@ -92,6 +105,7 @@ def analyse(records, universes: int, first_universe: int, period_us: float, seq_
             "age_ms_p99": _r(percentile(ages, 99)),
             "age_ms_max": _r(max(ages) if ages else None),
             "sync_packets_per_s": round(len(syncs) / dur, 2),
+            "syncs_after_torn_frame": sum(1 for t in sync_after_torn if t0 <= t < t1),
         }
     if lift_us is not None:
         # The first frame due after the lift from which every later frame (to the end of the
@@ -108,6 +122,19 @@ def analyse(records, universes: int, first_universe: int, period_us: float, seq_
                 break
         out["recovered_ms"] = _r((due(recovered) - lift_us) / 1000.0) if recovered is not None else None
     return out
+
+
+def _frames_by_record(kind, data, frames):
+    """The unwrapped frame of every record (None for sync packets), in record order."""
+    it = iter(frames)
+    di = iter(data)
+    nxt = next(di, None)
+    for i in range(len(kind)):
+        if i == nxt:
+            yield next(it)
+            nxt = next(di, None)
+        else:
+            yield None
 
 
 def _r(v):

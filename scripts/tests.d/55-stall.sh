@@ -102,6 +102,14 @@ ctl = targets(cells["every-frame/170u"])
 for met, text in ctl:
     print(f"info every-frame/170u: {'met' if met else 'missed'}: {text}")
 check(not (ctl[0][0] and ctl[1][0]), "every-frame/170u (control): how pfx sent before fails the complete-frame or fairness target")
+# Universe synchronization: a sync packet only after a frame whose universes all went.
+for name in ("whole/170u-sync", "every-frame/170u-sync"):
+    st = (cells[name].get("rx") or {}).get("stall") or {}
+    print(f"info {name}: {st.get('sync_packets_per_s')} sync packets/s, {st.get('syncs_after_torn_frame')} after a torn frame, "
+          f"{st.get('complete_fps')} complete frames/s")
+st = (cells["whole/170u-sync"].get("rx") or {}).get("stall") or {}
+check(st.get("syncs_after_torn_frame") == 0 and (st.get("sync_packets_per_s") or 0) >= 19.2,
+      f"whole/170u-sync: a sync packet after every whole frame ({st.get('sync_packets_per_s')}/s) and none after a torn one ({st.get('syncs_after_torn_frame')})")
 print(f"ratelimit: {ok} passed, {bad} failed")
 sys.exit(1 if bad else 0)
 PY

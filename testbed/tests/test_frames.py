@@ -66,3 +66,17 @@ def test_complete_torn_per_universe_age_and_recovery():
     # Frame 30 is due 5 periods after the lift, on the grid laid from the earliest arrival
     # (universe 1, 0.1 ms after its tick).
     assert an["recovered_ms"] == 125.1
+
+
+def test_a_sync_after_a_torn_frame_is_counted():
+    P = 25_000
+    rows = []
+    for f in range(4):
+        for u in (1, 2):
+            if f == 2 and u == 2:
+                continue
+            rows.append((1_000_000 + f * P + u, u, f, 0))
+        rows.append((1_000_000 + f * P + 10, 9, f, 1))  # a sync after each frame
+    an = frames.analyse(records(rows), 2, 1, P, 100, {"a": (1_000_000, 1_000_000 + 4 * P)})
+    assert an["a"]["syncs_after_torn_frame"] == 1
+    assert an["a"]["sync_packets_per_s"] == 40.0

@@ -167,7 +167,6 @@ mod tests {
             http: None,
             blocking_send: false,
             send_every_frame: false,
-            send_every_frame: false,
             duration: None,
             send_buffer: None,
             mdns: false,

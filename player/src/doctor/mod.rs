@@ -667,7 +667,7 @@ mod tests {
     fn healthy_host_has_no_findings_and_exit_0() {
         let r = diagnose(&healthy());
         assert!(r.findings.is_empty(), "{:?}", r.findings);
-        assert_eq!(r.checks.len(), 7);
+        assert_eq!(r.checks.len(), 8);
         assert_eq!(r.exit_code(), 0);
     }
 
