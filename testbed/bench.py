@@ -406,9 +406,20 @@ content:
         time.sleep(a.base_seconds)
         subprocess.run(["tc", "-n", tb.ns(PLAYER)] + limit, check=True)
         t_stall = time.time()
+        if cell.universes == 0:
+            tb.reset_pole_stats()  # the poles count the limited window only
         mark("stall")
         time.sleep(a.stall_seconds)
         mark("stall_end")
+        stall_poles = {}
+        if cell.universes == 0:
+            # The simulators rewrite their reports every second: the limited window, less
+            # at most its last second.
+            for proto in POLES:
+                try:
+                    stall_poles[proto] = json.loads(tb.pole_report_path(proto).read_text())
+                except (OSError, json.JSONDecodeError):
+                    stall_poles[proto] = None
         qd = tb.qdisc_stats(PLAYER)
         subprocess.run(["tc", "-n", tb.ns(PLAYER), "qdisc", "del", "dev", "eth0", "root"], check=False)
         t_lift = time.time()
@@ -418,7 +429,9 @@ content:
         tb.stop("sender", timeout=5)
         if cell.universes:
             tb.stop("rx", timeout=20)
-        poles = tb.stop_poles() if cell.universes == 0 else {}
+        if cell.universes == 0:
+            tb.stop_poles()
+        poles = stall_poles
     except Exception as e:  # one attempt: a broken cell is reported, not retried
         res.unmeasurable = f"testbed error: {e}"
         return res
@@ -464,6 +477,7 @@ content:
         for proto in POLES:
             r = poles.get(proto) or {}
             row[f"frames_{proto}"] = r.get("frames")
+            row[f"fps_{proto}"] = round(r.get("frames", 0) / r["window_s"], 2) if r.get("window_s") else None
             row[f"torn_{proto}"] = r.get("torn_frames")
             if not r.get("ok"):
                 res.unmeasurable = res.unmeasurable or f"pole {proto}: {r.get('reason')}"
@@ -502,7 +516,7 @@ def print_rate_table(results: list[Result]) -> None:
         b, st = rx.get("base") or {}, rx.get("stall") or {}
         if not rx:  # the three-pole mix: per pole frames over the whole window
             b = {"complete_fps": "-"}
-            st = {"complete_fps": f"bp {w.get('frames_bigpacket')} sacn {w.get('frames_sacn')} ddp {w.get('frames_ddp')} frames",
+            st = {"complete_fps": f"bp {w.get('fps_bigpacket')} sacn {w.get('fps_sacn')} ddp {w.get('fps_ddp')}",
                   "torn_frames": f"{w.get('torn_bigpacket')}/{w.get('torn_sacn')}/{w.get('torn_ddp')}",
                   "age_ms_p99": w.get("age_bp_p99")}  # fmt: skip
         print(

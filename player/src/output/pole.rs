@@ -323,7 +323,7 @@ impl Output {
         let Ok(q) = send_queue_bytes(self.socket.as_raw_fd()) else {
             return Gate::Send(None);
         };
-        match a.decide(q, mono_ns()) {
+        match a.decide(q, mono_ns(), super::queue_keeps_newest()) {
             Verdict::Send => Gate::Send(Some(q)),
             Verdict::SkipNoRoom | Verdict::SkipBacklog => {
                 self.counters.frames_skipped.fetch_add(1, Relaxed);
