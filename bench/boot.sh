@@ -10,6 +10,11 @@
 #
 #   bench/boot.sh [-n N] A.img [B.img]     N boots of each (default 3); IMG.manifest.json
 #                                          must lie beside each image (pfx-image build)
+#   bench/boot.sh [-n N] --uboot IMG        the same image both ways, alternately: A with
+#                                          qemu -kernel (the image's kernel, initrd and
+#                                          cmdline.txt from its FAT), B through U-Boot
+#                                          (-bios u-boot.bin running boot.scr, the path a
+#                                          unit takes): what the A/B boot costs
 #   bench/boot.sh build TREE OUT.img [pfx-image build args...]
 #                                          builds the suite's vm-arm64 image with the
 #                                          pfx-image of checkout TREE (A = main's tree)
@@ -37,6 +42,8 @@ fi
 
 n=3
 if [ "${1:-}" = -n ]; then n=$2; shift 2; fi
+uboot_b=0
+if [ "${1:-}" = --uboot ]; then uboot_b=1; shift; [ $# = 1 ] || { sed -n '2,24p' "$0"; exit 2; }; set -- "$1" "$1"; fi
 [ $# -ge 1 ] && [ $# -le 2 ] || { sed -n '2,18p' "$0"; exit 2; }
 vm_work=$(mktemp -d /var/tmp/pfx-boot-bench.XXXXXX)
 qemu_pid=""
@@ -70,6 +77,8 @@ for round in $(seq 1 "$n"); do
     name=${names[$i]} d=$vm_work/${names[$i]}
     vm_disk=$d/boot.img vm_kernel=$d/vmlinuz vm_initrd=$d/initrd
     vm_cmdline=$(tr '\n' ' ' < "$d/cmdline.txt")
+    vm_boot=kernel
+    [ "$uboot_b" = 1 ] && [ "$name" = B ] && vm_boot=uboot
     ssh_opts=(-o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=no
               -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR)
     vm_ports
@@ -77,7 +86,7 @@ for round in $(seq 1 "$n"); do
     start_vm "$d/serial-$round.log"
     wait_profile "$d/serial-$round.log"
     wait_frame
-    echo "== $name boot $round (load $load): /profile ${profile_s} s, first frame ${frame_s} s after qemu start (seen by the poll at ${frame_seen_s} s)"
+    echo "== $name ($vm_boot) boot $round (load $load): /profile ${profile_s} s, first frame ${frame_s} s after qemu start (seen by the poll at ${frame_seen_s} s)"
     t=""
     for _ in $(seq 1 60); do
       t=$(vm systemd-analyze time 2>/dev/null | head -1) && [ -n "$t" ] && break

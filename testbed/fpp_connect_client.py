@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""An FPP Connect client that behaves like xLights, written from docs/fpp-connect.md section 1
-(not from pfx's code), to put a sequence on a unit the way xLights does.
+"""An FPP Connect client that behaves like xLights, written from xLights' own source (not from
+pfx's code), to put a sequence on a unit the way xLights does. Each behaviour names the xLights
+file and function it follows: FPP.cpp is src-core/controllers/FPP.cpp, FPPConnectDialog.cpp is
+src-ui-wx/controllers/FPPConnectDialog.cpp (xLights 2026). docs/fpp-connect.md section 1 says
+the same in prose.
 
     fpp_connect_client.py discover [--bind ADDR] [--target ADDR ...] [--mdns] [--seconds S]
     fpp_connect_client.py push --unit ADDR --password PW --fseq FILE [--name NAME]
@@ -38,7 +41,8 @@ PING_V2_LEN = 207
 
 
 def discover_ping_packet() -> bytes:
-    """A version 2 discover ping as xLights sends it: 207 bytes, address 0.0.0.0."""
+    """A version 2 discover ping as xLights sends it: 207 bytes, address 0.0.0.0
+    (FPP.cpp, FillFPPPingBuffer; sent by FPP::PrepareDiscovery)."""
     b = bytearray(PING_V2_LEN)
     b[0:4] = b"FPPD"
     b[4] = 4  # ping
@@ -46,7 +50,8 @@ def discover_ping_packet() -> bytes:
     b[7] = 2  # ping version
     b[8] = 1  # discover: answer me
     b[9] = 0xC0  # xLights' own system type
-    struct.pack_into(">HH", b, 10, 2026, 1)
+    struct.pack_into(">H", b, 10, 2026)  # FillFPPPingBuffer: major big-endian,
+    b[12], b[13] = 0, 1  # minor in byte 13 alone
     b[14] = 0
     ver = b"2026.1"
     b[84 : 84 + len(ver)] = ver
@@ -58,7 +63,10 @@ def _cstr(b: bytes) -> str:
 
 
 def parse_ping(data: bytes) -> dict | None:
-    """The fields xLights reads from a ping answer, or None if it is not one it would use."""
+    """The fields xLights reads from a ping answer, or None if it is not one it would use
+    (FPP.cpp, ProcessFPPPingPacket: magic and type 4, address not 0.0.0.0; it checks no
+    length, reading from its 1500-byte buffer; the length check here is this client's own,
+    so a short datagram is not read past its end)."""
     if len(data) < 7 or data[0:4] != b"FPPD" or data[4] != 4:
         return None
     (length,) = struct.unpack_from("<H", data, 5)
@@ -67,7 +75,8 @@ def parse_ping(data: bytes) -> dict | None:
     ip = ".".join(str(x) for x in data[15:19])
     if ip == "0.0.0.0":
         return None
-    mode = {1: "bridge", 2: "player", 4: "master", 6: "master", 8: "remote"}.get(data[14], "unknown")
+    # ProcessFPPPingPacket's switch on byte 14; other values leave the mode unset.
+    mode = {1: "bridge", 2: "player", 4: "master", 6: "master", 8: "remote"}.get(data[14], "")
     return {
         "ping_version": data[7],
         "discover": data[8],
@@ -80,14 +89,16 @@ def parse_ping(data: bytes) -> dict | None:
         "hostname": _cstr(data[19:83]),
         "version": _cstr(data[84:124]),
         "model": _cstr(data[125:165]),
-        "ranges": _cstr(data[166:286]) if len(data) >= 286 else "",
+        # ProcessFPPPingPacket ignores "0-0".
+        "ranges": (lambda r: "" if r == "0-0" else r)(_cstr(data[166:286]) if len(data) >= 286 else ""),
         "length": len(data),
     }
 
 
 def ping_discover(bind: str = "0.0.0.0", targets: list[str] | None = None, seconds: float = 1.5) -> list[dict]:
     """Bind 32320, join 239.70.80.80, send the discover ping to broadcast, the group and each
-    target, and collect the answers (one per address)."""
+    target, and collect the answers (one per address) (FPP.cpp, FPP::PrepareDiscovery:
+    SendBroadcastData, SendData to the group, then to each listed address)."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if hasattr(socket, "SO_REUSEPORT"):
@@ -126,7 +137,8 @@ def ping_discover(bind: str = "0.0.0.0", targets: list[str] | None = None, secon
 
 
 def mdns_discover(seconds: float = 3.0) -> list[str]:
-    """IPv4 addresses of `_fppd._udp` instances (python-zeroconf)."""
+    """IPv4 addresses of `_fppd._udp` instances (python-zeroconf) (FPP.cpp,
+    FPP::PrepareDiscovery: AddBonjour("_fppd._udp"))."""
     from zeroconf import ServiceBrowser, ServiceListener, Zeroconf  # noqa: PLC0415
 
     addrs: set[str] = set()
@@ -162,7 +174,10 @@ def mdns_discover(seconds: float = 3.0) -> list[str]:
 
 class Unit:
     """One unit over HTTP on port 80 (or `port`). A 401 is answered, once, with Basic
-    credentials (user `admin` unless told), as xLights does after prompting the user."""
+    credentials (user `admin` unless told), as xLights does after prompting the user
+    (FPP.cpp, FPP::GetURLAsString: on 401 the auth delegate's PromptForPassword, then the
+    request again). Non-200 GETs are recorded in `messages` as xLights records them for
+    its "Problems Uploading" box (GetURLAsString with recordError)."""
 
     def __init__(self, host: str, password: str | None, user: str = "admin", port: int = 80, timeout: float = 180,
                  source: str | None = None):
@@ -171,6 +186,8 @@ class Unit:
         self.user, self.password = user, password
         self.auth: str | None = None  # set after the first 401, then sent on every request
         self.log: list[tuple[str, str, int]] = []
+        # FPP::messages: what FPPConnectDialog::doUpload shows in "Problems Uploading".
+        self.messages: list[str] = []
 
     def _once(self, method: str, path: str, body: bytes | None, headers: dict) -> tuple[int, dict, bytes]:
         c = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout, source_address=self.source)
@@ -195,9 +212,12 @@ class Unit:
         self.log.append((method, path, st))
         return st, h, data
 
-    def get_json(self, path: str):
+    def get_json(self, path: str, record_error: bool = True):
+        """FPP.cpp, FPP::GetURLAsJSON (recordError defaults to true)."""
         st, _, data = self.request("GET", path)
         if st != 200:
+            if record_error:
+                self.messages.append(f'ERROR - Error on GET "{path}"    Response Code: {st}')
             return st, None
         try:
             return st, json.loads(data)
@@ -205,10 +225,13 @@ class Unit:
             return st, None
 
     # -- discovery probes
-    def probe(self) -> dict:
-        """multiSyncSystems and system/info; whether xLights would offer FPP Connect."""
-        st1, systems = self.get_json("/api/fppd/multiSyncSystems")
-        st2, info = self.get_json("/api/system/info")
+    def probe(self, ping_type: int | None = None) -> dict:
+        """multiSyncSystems and system/info; whether xLights would offer FPP Connect.
+        FPP.cpp: ProcessFPPSystems, ProcessFPPSysinfo (only system/info with a non-empty
+        `uuid` or `UUID` sets httpConnected), supportedForFPPConnect (type 1..0x7F and
+        httpConnected), FPP::supportedForFPPConnect (version >= 7.1)."""
+        st1, systems = self.get_json("/api/fppd/multiSyncSystems", record_error=False)
+        st2, info = self.get_json("/api/system/info", record_error=False)
         info = info or {}
         major = info.get("majorVersion")
         minor = info.get("minorVersion")
@@ -217,21 +240,90 @@ class Unit:
             major = int("".join(ch for ch in ver.split(".")[0] if ch.isdigit()) or 0)
         if not isinstance(minor, int):
             minor = 0
-        type_id = info.get("typeId", 0)
-        http_ok = st1 == 200 or st2 == 200
+        # ProcessFPPSysinfo reads typeId only under a check for the key "typId", so system
+        # info's typeId is never read: the type is the ping's, else multiSyncSystems'.
+        type_id = ping_type
+        if type_id is None and isinstance(systems, dict):
+            for sy in systems.get("systems", []):
+                if isinstance(sy, dict) and isinstance(sy.get("typeId"), int):
+                    type_id = sy["typeId"]
+                    break
+        uuid = info.get("uuid") or info.get("UUID") or ""
+        http_ok = st2 == 200 and isinstance(uuid, str) and uuid != ""
         supported = http_ok and 0 < int(type_id or 0) < 0x80 and (major or 0, minor) >= (7, 1)
+        # ProcessFPPSysinfo: Mode as is, "player w/multisync" when multisync is true.
+        mode = info.get("Mode", "")
+        if mode == "player" and info.get("multisync") is True:
+            mode += " w/multisync"
+        # FPPConnectDialog::PopulateFPPInstanceList: full file only for mode "master".
+        form = "V2 zstd" if mode == "master" else "V2 Sparse/zstd"
+        # FPPConnectDialog::doUpload: co-pixelStrings probe (FPP::probePixelControllerType).
+        self.get_json("/api/channel/output/co-pixelStrings", record_error=False)
         return {"systems": systems, "info": info, "http_ok": http_ok, "supported": supported,
-                "status": (st1, st2)}
+                "status": (st1, st2), "mode": mode, "default_form": form}
 
     # -- 1.3
     def meta(self, name: str):
-        st, m = self.get_json("/api/sequence/" + urllib.parse.quote(name, safe="") + "/meta")
+        """FPP.cpp, FPP::PrepareUploadSequence: GetURLAsJSON(.../meta, recordError false)."""
+        st, m = self.get_json("/api/sequence/" + urllib.parse.quote(name, safe="") + "/meta", record_error=False)
         return m if st == 200 else None
+
+    def media_meta(self, name: str):
+        """FPP.cpp, FPP::CheckUploadMedia: GET /api/media/NAME/meta, skip when format.size
+        equals the local file's size (an int or a string, GetJSONIntValueFromString)."""
+        st, _, data = self.request("GET", "/api/media/" + urllib.parse.quote(name, safe="") + "/meta")
+        if st != 200:
+            return None
+        try:
+            return json.loads(data)
+        except ValueError:
+            return None
+
+    # -- 1.6
+    def upload_udp_out(self, table: dict):
+        """FPP.cpp, FPP::UploadUDPOut: GET universeOutputs (a non-200 is recorded), copy the
+        keys xLights does not own from each `universes` entry, POST (answer not read)."""
+        st, orig = self.get_json("/api/channel/output/universeOutputs")
+        new = json.loads(json.dumps(table))
+        owned = {"type", "enabled", "timeout", "startChannel", "channelCount", "universes"}
+        if isinstance(orig, dict) and isinstance(orig.get("channelOutputs"), list):
+            for co in orig["channelOutputs"]:
+                if isinstance(co, dict) and co.get("type") == "universes":
+                    for k, v in co.items():
+                        if k not in owned:
+                            new["channelOutputs"][0][k] = v
+        pst, _, _ = self.request("POST", "/api/channel/output/universeOutputs",
+                                 body=json.dumps(new, indent=3).encode(), headers={"Content-Type": "application/json"})
+        return st, pst
+
+    def update_channel_ranges(self, ranges: str, max_spins: int = 1000):
+        """FPP.cpp, FPP::UpdateChannelRanges: GET system/info until it has channelRanges; a
+        missing key is retried 20 times 100 ms apart; a present but empty one is retried at
+        once without counting, which in xLights never ends: here `max_spins` ends it and
+        the result says so. Then the ranges are merged (set_new_ranges)."""
+        count = spins = 0
+        while count < 20:
+            st, info = self.get_json("/api/system/info", record_error=False)
+            if st == 200 and isinstance(info, dict):
+                if "channelRanges" in info:
+                    r = info["channelRanges"] if isinstance(info["channelRanges"], str) else ""
+                    if r:
+                        merged = set_new_ranges(fill_ranges((ranges + "," if ranges else "") + r))
+                        return {"ranges": merged, "hung": False}
+                    spins += 1
+                    if spins >= max_spins:
+                        return {"ranges": ranges, "hung": True}
+                    continue
+            count += 1
+            time.sleep(0.1)
+        return {"ranges": ranges, "hung": False}
 
     # -- 1.4
     def upload(self, name: str, data: bytes, chunk: int = CHUNK, dir_: str = "sequences", tries: int = 3):
-        """PATCH chunks from offset 0; any non-200 restarts from 0, at most `tries` restarts.
-        Returns (ok, statuses of every chunk request)."""
+        """PATCH chunks from offset 0; any non-200 restarts from 0, at most `tries` restarts
+        (FPP.cpp, FPP::uploadFileV7 and prepareCurlForMulti: 16 MiB blocks, the headers
+        below, errorCount < 3). Returns (ok, statuses of every chunk request); a failure
+        is recorded as xLights records it."""
         statuses: list[int] = []
         offset, errors = 0, 0
         while offset < len(data) or (len(data) == 0 and not statuses):
@@ -255,6 +347,7 @@ class Unit:
                     errors += 1
                     offset = 0
                     continue
+                self.messages.append(f"ERROR Uploading file: {name}. Response code: {st}")
                 return False, statuses
             offset += len(piece)
             if len(data) == 0:
@@ -262,14 +355,19 @@ class Unit:
         return True, statuses
 
     # -- 1.5
-    def post_playlist(self, name: str, sequences: list[tuple[str, float]]):
+    def post_playlist(self, name: str, sequences: list[tuple[str, float]], query: str = ""):
+        """FPP.cpp, FPP::UploadPlaylist (with PlaylistContainsEntry): GET the playlist (not
+        recorded), add each sequence not in mainPlaylist, POST. FPPConnectDialog::doUpload
+        calls it before the uploads (no sequences known yet: a new playlist goes out with
+        "mainPlaylist": null, as nlohmann's operator[] makes it) and after them. `query`
+        (e.g. "?switch=now") is pfx's own, not xLights'."""
         path = "/api/playlist/" + urllib.parse.quote(name, safe="")
-        st, pl = self.get_json(path)
+        st, pl = self.get_json(path, record_error=False)
         if not isinstance(pl, dict):
             pl = {}
         main = pl.get("mainPlaylist")
         if not isinstance(main, list):
-            main = []
+            main = [] if sequences else None
         for seq, duration in sequences:
             if not any(e.get("sequenceName") == seq and e.get("type") == "sequence" for e in main if isinstance(e, dict)):
                 main.append({"type": "sequence", "enabled": 1, "playOnce": 0, "sequenceName": seq, "duration": duration})
@@ -277,14 +375,50 @@ class Unit:
         pl.pop("playlistInfo", None)
         pl["name"] = name
         pl.setdefault("random", 0)
-        pl["playlistInfo"] = {"total_items": len(main),
-                              "total_duration": sum(float(e.get("duration", 0) or 0) for e in main)}
-        st, _, body = self.request("POST", path, body=json.dumps(pl, indent=3).encode(),
+        pl["playlistInfo"] = {"total_items": len(main or []),
+                              "total_duration": sum(float(e.get("duration", 0) or 0) for e in main or [])}
+        st, _, body = self.request("POST", path + query, body=json.dumps(pl, indent=3).encode(),
                                    headers={"Content-Type": "application/json"})
         return st, body
 
     def status(self):
         return self.get_json("/api/fppd/status")
+
+
+def fill_ranges(text: str) -> dict[int, int]:
+    """FPP.cpp, FPP::FillRanges: `a-b` -> {a: b - a + 1}; a lone number counts 4."""
+    out: dict[int, int] = {}
+    for part in text.split(","):
+        if not part:
+            continue
+        r = part.split("-")
+        try:
+            start = int(r[0])
+            out[start] = int(r[1]) - start + 1 if len(r) == 2 else 4
+        except ValueError:
+            continue
+    return out
+
+
+def set_new_ranges(rngs: dict[int, int]) -> str:
+    """FPP.cpp, FPP::SetNewRanges, test included: a range starting below
+    curFirst + curLast - 1 is folded in, so ranges that are not adjacent are joined."""
+    out: list[str] = []
+    first = last = -1
+    for s in sorted(rngs):
+        n = rngs[s]
+        if first == -1:
+            first, last = s, s + n - 1
+        elif s == last + 1:
+            last += n
+        elif s < first + last - 1:
+            last = max(last, s + n - 1)
+        else:
+            out.append(f"{first}-{last}")
+            first, last = s, s + n - 1
+    if first != -1:
+        out.append(f"{first}-{last}")
+    return ",".join(out)
 
 
 # ---------------------------------------------------------------- FSEQ v2 (what xLights would send)

@@ -69,6 +69,16 @@ def profile(unit: str) -> dict | None:
         return None
 
 
+def health(unit: str) -> str:
+    """The player's /health (port 8080)."""
+    try:
+        c = xl.http.client.HTTPConnection(unit, 8080, timeout=5)
+        c.request("GET", "/health")
+        return c.getresponse().read().decode("utf-8", "replace")
+    except OSError as e:
+        return f"unreadable: {e}"
+
+
 def pattern(a: bytes, n: int) -> bytes:
     return (a * (n // len(a) + 1))[:n]
 
@@ -89,7 +99,9 @@ def main() -> int:
     a = ap.parse_args()
 
     # --- discovery, as xLights: ping, then mDNS, then the HTTP probes
-    found = [p for p in xl.ping_discover(a.bind, [], 2.0) if p["ip"] == a.unit]
+    t_ping = time.monotonic()
+    answers = xl.ping_discover(a.bind, [], 2.0)
+    found = [p for p in answers if p["ip"] == a.unit]
     check(len(found) == 1, "discover ping answered by the unit")
     if found:
         p = found[0]
@@ -109,8 +121,9 @@ def main() -> int:
     st, _, _ = anon.request("GET", "/api/system/info")
     check(st == 401, f"no password: 401 ({st})")
     u = xl.Unit(a.unit, a.password)
-    pr = u.probe()
-    check(pr["supported"], f"probes answer 200 and xLights would offer the unit ({pr['status']})")
+    pr = u.probe(found[0]["type_id"] if found else None)
+    check(pr["supported"] and pr["http_ok"], f"system/info with a uuid: xLights would offer the unit ({pr['status']})")
+    check(pr["default_form"] == "V2 Sparse/zstd", f"mode {pr['mode']!r}: xLights defaults to a sparse file")
     check(pr["info"].get("channelRanges") == RANGES, "system/info channelRanges")
     systems = (pr["systems"] or {}).get("systems", [])
     check(len(systems) == 1 and systems[0].get("address") == a.unit, "multiSyncSystems names the unit's address")
@@ -151,6 +164,22 @@ def main() -> int:
     check(st == 507, f"upload larger than free space minus reserve: 507 ({st} {body[:80]!r})")
     check(staging_files(a.data) == [], "oversize: nothing staged")
 
+    # --- a push as FPPConnectDialog::doUpload makes it: the playlist first (a new one, so
+    #     "mainPlaylist": null), then the outputs (the unit is the sole player, so "Upload
+    #     Outputs" is All), the channel ranges, the sequence and its media, the playlist again.
+    u.messages.clear()
+    st, body = u.post_playlist("Main", [])
+    check(st == 400 and b"names no sequence" in body, f"the first POST of a new playlist changes nothing ({st} {body[:60]!r})")
+    table = {"channelOutputs": [{"type": "universes", "enabled": 1, "timeout": 1000, "startChannel": 1, "channelCount": -1,
+                                 "universes": [{"active": 1, "description": "Pole A", "id": 1, "startChannel": 1,
+                                                "channelCount": 900, "type": 5, "address": "10.88.0.9"}]}]}
+    gst, pst = u.upload_udp_out(table)
+    check(gst == 200 and pst == 200, f"universeOutputs GET {gst}, POST {pst}")
+    kept = Path(a.data) / "fpp-connect" / "universeOutputs.json"
+    check(kept.is_file(), "xLights' output table is kept beside the show")
+    ur = u.update_channel_ranges(RANGES)
+    check(not ur["hung"] and ur["ranges"] == RANGES, f"UpdateChannelRanges ends: {ur}")
+
     # --- the full upload, in 16 MiB chunks, then a playlist
     before = profile(a.unit)
     meta = u.meta("Full.fseq")
@@ -165,9 +194,26 @@ def main() -> int:
     meta = u.meta("Full.fseq")
     print("     meta:", meta)
     check(meta is not None and not xl.needs_upload(meta, local, None), "meta afterwards: xLights would skip the upload")
+    song = b"ID3" + bytes(range(256)) * 64
+    m = u.media_meta("song.mp3")
+    check(m is None, "media meta 404 before")
+    ok, sts = u.upload("song.mp3", song, dir_="music")
+    check(ok and sts == [200], f"media upload answered 200 ({sts})")
+    m = u.media_meta("song.mp3") or {}
+    check(str(m.get("format", {}).get("size")) == str(len(song)), f"media meta size: xLights skips it next time ({m})")
+    check((Path(a.data) / "fpp-connect/media/music/song.mp3").read_bytes() == song, "the media file is kept as sent")
+    check("pfx plays no audio" in health(a.unit), "/health says the media is kept and not played")
+    t_post = time.monotonic()
     st, _ = u.post_playlist("Main", [("Full.fseq", 7000 * 0.025)])
     check(st == 200, f"POST /api/playlist/Main: {st}")
     check(wait_pixels(a.pole_a, pattern(b"\x11\x22\x33", 900)), "pole a shows the uploaded sequence")
+    waited = time.monotonic() - t_post
+    print(f"     the new show started {waited:.1f} s after the POST (the 2 s pattern item ended first)")
+    # The same push again (Upload pressed twice): the playlist before and after, unchanged.
+    for _ in range(2):
+        st, _ = u.post_playlist("Main", [("Full.fseq", 7000 * 0.025)])
+        check(st == 200, f"the same playlist again: 200 ({st})")
+    check(u.messages == [], f"no error for xLights' Problems Uploading box: {u.messages}")
     check(wait_pixels(a.pole_b, pattern(b"\x44\x55\x66", 900)), "pole b shows channels 1801.. of it")
     st, s = u.status()
     check(st == 200 and s and s.get("current_sequence") == "Full.fseq" and s.get("status_name") == "playing",
@@ -191,8 +237,9 @@ def main() -> int:
     time.sleep(1.0)
     check(last_pixels(a.pole_a) == pattern(b"\x11\x22\x33", 900).hex(), "after the refused playlist the old show still plays")
 
-    st, _ = u.post_playlist("SparseOnly", [("Sparse.fseq", 5.0)])
-    check(st == 200, f"POST /api/playlist/SparseOnly: {st}")
+    # The operator asks for now (pfx's own ?switch=now): the 175 s item does not finish first.
+    st, _ = u.post_playlist("SparseOnly", [("Sparse.fseq", 5.0)], query="?switch=now")
+    check(st == 200, f"POST /api/playlist/SparseOnly?switch=now: {st}")
     check(wait_pixels(a.pole_a, pattern(b"\x0a\x0b\x0c", 900)), "sparse: pole a's channels land at 1..900")
     check(wait_pixels(a.pole_b, pattern(b"\x0d\x0e\x0f", 900)), "sparse: pole b's channels land at 1801..2700")
 

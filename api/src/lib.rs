@@ -7,6 +7,7 @@
 //! - [`nic`]: `pfx-player nic ... --json` (and the `nic` object of `/profile`);
 //! - [`agent`]: the agent's reports;
 //! - [`show`]: `/profile`'s `show` section and the agent's show-push answers;
+//! - [`update`]: the agent's `update ...` answers, the health commit, a bundle's sidecar;
 //! - [`http`]: the one HTTP/1.1 client both sides use;
 //! - [`exit`]: how the four binaries print errors and which exit codes they use.
 //!
@@ -19,6 +20,7 @@ pub mod http;
 pub mod nic;
 pub mod profile;
 pub mod show;
+pub mod update;
 
 #[doc(hidden)]
 pub mod golden;

@@ -6,6 +6,7 @@ use pfx_api::agent::{ApplyReport, StatusReport};
 use pfx_api::golden;
 use pfx_api::nic::NicStatus;
 use pfx_api::profile::ProfileDoc;
+use pfx_api::update::{BundleInfo, InstallReport, SwitchReport, UpdatePutReport, UpdateStatus};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -42,4 +43,22 @@ fn agent_reports() {
     assert!(a.verified && a.readback.and_then(|r| r.pause).is_some_and(|p| p.is_off()));
     let s: StatusReport = round_trip("agent-status.json");
     assert_eq!(s.player.fps, Some(60.0));
+}
+
+#[test]
+fn update_answers() {
+    let s: UpdateStatus = round_trip("update-status.json");
+    assert_eq!(
+        s.booted_slot_info().and_then(|b| b.version.as_deref()),
+        Some("2.0.0")
+    );
+    assert!(s.health.is_some_and(|h| h.passed));
+    let p: UpdatePutReport = round_trip("update-put.json");
+    assert!(!p.stored);
+    let i: InstallReport = round_trip("update-install.json");
+    assert!(i.installed);
+    let w: SwitchReport = round_trip("update-switch.json");
+    assert!(w.scheduled);
+    let b: BundleInfo = round_trip("bundle.json");
+    assert_eq!(b.compatible, "pfx-rpi4-arm64");
 }

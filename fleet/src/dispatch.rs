@@ -32,8 +32,59 @@ pub static TEST_BUILD_MARKER: &str = "PFX-AGENT-TEST-BACKENDS-ENABLED";
 
 /// What the verbs accept, for the refusal message.
 pub const USAGE: &str = "allowed: `apply pause-off [--json]`, `status [--json] [--rate-interval-ms N]` (N 10..=10000), \
-     `show missing`, `show put HASH SIZE OFFSET LEN`, `show activate`, `show status`; \
+     `show missing`, `show put HASH SIZE OFFSET LEN`, `show activate`, `show status`, \
+     `update put HASH SIZE OFFSET LEN`, `update install HASH [--force]`, `update switch now|idle|at HH:MM`, `update status`; \
      everything else (interface, lower root, player) comes from the unit's root-owned agent config";
+
+/// `pfx-agent dispatch --help`: every verb the fleet key can run, what each can and
+/// cannot reach (docs/fleet.md, "Security", says the same at more length).
+pub const VERBS_HELP: &str = "\
+The fleet account's forced command (authorized_keys `command=`). Runs one verb from \
+SSH_ORIGINAL_COMMAND, split on white space (no shell), with every setting from the \
+root-owned --config (/etc/pfx/agent.yaml; refused unless it and every directory above \
+it are root's and not writable by group or others). Anything else is refused (exit 126) \
+and logged to syslog (auth, tag pfx-agent) with the client's address.
+
+Verbs the fleet key can run:
+
+  apply pause-off [--json]
+      Ethernet PAUSE off on the config's interface through the config's player, and \
+the file LOWER/etc/pfx/nic.d/IFACE.yaml on the read-only lower root (inside a \
+remount-rw window the agent closes on every exit). Writes nothing else.
+
+  status [--json] [--rate-interval-ms N]   (N 10..=10000)
+      Reads PAUSE state and counters, the oneshot, the persisted file, the player's \
+/profile, the image version and the unit id. Changes nothing.
+
+  show missing                 (stdin: JSON [{hash, size}], at most 4 MiB)
+      Which of those files the show store lacks, what is staged of each, the free \
+bytes above the reserve. Changes nothing but the store's own checks (a stored file \
+that does not match its name is quarantined).
+
+  show put HASH SIZE OFFSET LEN   (stdin: LEN bytes; SIZE <= 64 GiB, LEN <= 256 MiB)
+      Appends to staging/HASH.part in the store only, one writer per file (a second \
+is refused), only at OFFSET = what is staged, never below the store's reserve; the file \
+moves into store/sha256/HASH only when the whole file hashes to HASH. Cannot write any \
+other file or replace a stored one.
+
+  show activate                (stdin: JSON {name, show_yaml, files: {name: hash}})
+      Makes a show of files already stored, checks it with the unit's own \
+`pfx-player run --check --pushed` (the show may read only its own files and the \
+image's named profiles: no profiles_dir, absolute or .. paths), re-reads every file \
+against its hash, switches the store's active show, signals the player, and removes \
+old shows (the active one, the one before it and recent ones are kept). This decides \
+what the unit plays: its outputs, their destinations, the show interface, the player's \
+HTTP address and whether FPP Connect listens (with the show's password hash).
+
+  show status
+      Reads the store's active show and what the player says it plays. Changes nothing.
+
+  (Verbs other teams add, `update ...` and `control ...`, are listed here with what \
+they reach when they are added.)
+
+The key cannot: run a shell or any other program, pass the agent options (player, \
+interface, lower root, store root, NIC backend are the config's), get a pty, forward \
+anything, copy files (scp, sftp), or log in as another account.";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -71,6 +122,30 @@ fn d_store_rate() -> u64 {
 }
 fn d_confirm() -> u64 {
     20
+}
+fn d_rauc() -> PathBuf {
+    "/usr/bin/rauc".into()
+}
+fn d_slot_carry() -> PathBuf {
+    "/usr/lib/pfx/pfx-slot-carry".into()
+}
+fn d_force_file() -> PathBuf {
+    "/run/pfx/update-force".into()
+}
+fn d_show_config() -> PathBuf {
+    "/etc/pfx/show.yaml".into()
+}
+fn d_min_idle() -> u64 {
+    600
+}
+fn d_health_ok() -> u64 {
+    30
+}
+fn d_health_deadline() -> u64 {
+    300
+}
+fn d_health_ssh() -> String {
+    "127.0.0.1:22".into()
 }
 
 /// `/etc/pfx/agent.yaml`.
@@ -126,6 +201,36 @@ pub struct AgentConfig {
     /// TEST BUILDS ONLY: wait this long before running the verb (a slow unit).
     #[serde(default)]
     pub test_delay_ms: Option<u64>,
+    // A/B updates (the `update` verbs and `pfx-agent update health-commit`; docs/update.md).
+    /// The RAUC binary.
+    #[serde(default = "d_rauc")]
+    pub rauc: PathBuf,
+    /// Carries the unit's identity into the other slot before a switch (run as `PATH switch`).
+    #[serde(default = "d_slot_carry")]
+    pub slot_carry: PathBuf,
+    /// Written for one `update install --force` (the install-check handler reads it).
+    #[serde(default = "d_force_file")]
+    pub update_force_file: PathBuf,
+    /// The config show, whose schedule decides the idle window when the store has no show.
+    #[serde(default = "d_show_config")]
+    pub show_config: PathBuf,
+    /// The shortest idle window `update switch idle` uses, in seconds.
+    #[serde(default = "d_min_idle")]
+    pub update_min_idle_s: u64,
+    /// The health commit: how long /health must stay ok, and the deadline for it all.
+    #[serde(default = "d_health_ok")]
+    pub health_ok_s: u64,
+    #[serde(default = "d_health_deadline")]
+    pub health_deadline_s: u64,
+    /// Where sshd must answer with its banner.
+    #[serde(default = "d_health_ssh")]
+    pub health_ssh_addr: String,
+    /// TEST BUILDS ONLY: run this instead of `systemctl reboot`.
+    #[serde(default)]
+    pub test_reboot_command: Option<PathBuf>,
+    /// TEST BUILDS ONLY: read this instead of /proc/cmdline (trial boots).
+    #[serde(default)]
+    pub test_cmdline_file: Option<PathBuf>,
 }
 
 impl AgentConfig {
@@ -146,6 +251,10 @@ impl AgentConfig {
             ("player", &c.player),
             ("image_version_file", &c.image_version_file),
             ("store_root", &c.store_root),
+            ("rauc", &c.rauc),
+            ("slot_carry", &c.slot_carry),
+            ("update_force_file", &c.update_force_file),
+            ("show_config", &c.show_config),
         ]
         .into_iter()
         .chain(c.player_pidfile.iter().map(|p| ("player_pidfile", p)))
@@ -167,6 +276,9 @@ impl AgentConfig {
         if c.test_delay_ms.is_some() {
             test_only.push("test_delay_ms");
         }
+        if c.test_reboot_command.is_some() || c.test_cmdline_file.is_some() {
+            test_only.push("test_reboot_command, test_cmdline_file");
+        }
         if !test_only.is_empty() && !test_backends {
             return Err(format!(
                 "{} only work in a test build of pfx-agent (a debug build); this is a release build, as on every image",
@@ -177,6 +289,17 @@ impl AgentConfig {
             return Err(format!(
                 "store_rate_bytes_per_s: {} is below 65536; a show would take hours",
                 c.store_rate_bytes_per_s
+            ));
+        }
+        if !(1..=3600).contains(&c.health_ok_s) || c.health_deadline_s < c.health_ok_s {
+            return Err(
+                "health_ok_s: give 1..=3600 seconds, and health_deadline_s at least as much".into(),
+            );
+        }
+        if c.health_ssh_addr.parse::<std::net::SocketAddr>().is_err() {
+            return Err(format!(
+                "health_ssh_addr {:?}: give ADDRESS:PORT",
+                c.health_ssh_addr
             ));
         }
         if !(1..=600).contains(&c.show_confirm_timeout_s) {
@@ -208,6 +331,7 @@ pub enum Verb {
     },
     ShowActivate,
     ShowStatus,
+    Update(crate::updateagent::UpdateVerb),
 }
 
 /// The largest file a show may hold, and the most one `show put` carries.
@@ -292,6 +416,7 @@ pub fn parse_command(cmd: Option<&str>) -> Result<Verb, String> {
                 len,
             })
         }
+        ["update", rest @ ..] => crate::updateagent::parse(rest).map(Verb::Update),
         ["show", ..] => Err(
             "show: use `show missing`, `show put HASH SIZE OFFSET LEN`, `show activate` or `show status`".into(),
         ),
@@ -333,6 +458,13 @@ pub fn check_trusted_path(path: &Path) -> Result<(), String> {
         dir = d.parent();
     }
     Ok(())
+}
+
+/// The root-owned agent config at `config`, checked ([`check_trusted_path`]) and parsed.
+pub fn load_config(config: &Path) -> Result<AgentConfig, String> {
+    check_trusted_path(config)?;
+    let text = std::fs::read_to_string(config).map_err(|e| format!("{}: {e}", config.display()))?;
+    AgentConfig::parse(&text, TEST_BACKENDS).map_err(|e| format!("{}: {e}", config.display()))
 }
 
 /// How a remote command is shown in logs: escaped, at most 200 characters.
@@ -407,12 +539,7 @@ pub fn run(argv: &[OsString], config: &Path, stop: Arc<AtomicUsize>) -> u8 {
         );
         return REFUSED;
     }
-    let cfg = check_trusted_path(config).and_then(|_| {
-        let text =
-            std::fs::read_to_string(config).map_err(|e| format!("{}: {e}", config.display()))?;
-        AgentConfig::parse(&text, TEST_BACKENDS).map_err(|e| format!("{}: {e}", config.display()))
-    });
-    let cfg = match cfg {
+    let cfg = match load_config(config) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("pfx-agent dispatch: agent config refused: {e}");
@@ -499,6 +626,11 @@ pub fn run(argv: &[OsString], config: &Path, stop: Arc<AtomicUsize>) -> u8 {
         store_umask();
     }
     let (text, good) = match verb {
+        Verb::Update(u) => {
+            store_umask();
+            let o = update_opts(&cfg, config, &opts.unit_id);
+            return crate::updateagent::run_verb(&o, u, &mut stdin);
+        }
         Verb::ShowMissing => {
             let (r, ok) = crate::showagent::missing(&show_opts, &mut stdin);
             (serde_json::to_string(&r), ok)
@@ -560,6 +692,41 @@ fn store_umask() {
     // SAFETY: umask(2) only sets the process's file mode mask; it cannot fail.
     unsafe {
         libc::umask(0o002);
+    }
+}
+
+/// The update verbs' settings from the unit's agent config (here, beside the config, so
+/// the update module does not depend back on the dispatcher).
+pub fn update_opts(
+    cfg: &AgentConfig,
+    config_path: &Path,
+    unit_id: &str,
+) -> crate::updateagent::UpdateOpts {
+    crate::updateagent::UpdateOpts {
+        unit_id: unit_id.into(),
+        store_root: cfg.store_root.clone(),
+        rauc: cfg.rauc.clone(),
+        rate_bytes_per_s: cfg.store_rate_bytes_per_s,
+        reserve_bytes: cfg.store_reserve_bytes,
+        player: cfg.player.clone(),
+        profile_url: cfg.profile_url.clone(),
+        systemd: cfg.systemd,
+        slot_carry: cfg.slot_carry.clone(),
+        force_file: cfg.update_force_file.clone(),
+        image_version_file: cfg.image_version_file.clone(),
+        show_config: cfg.show_config.clone(),
+        min_idle_s: cfg.update_min_idle_s,
+        cmdline_file: cfg
+            .test_cmdline_file
+            .clone()
+            .filter(|_| TEST_BACKENDS)
+            .unwrap_or_else(|| "/proc/cmdline".into()),
+        reboot: match &cfg.test_reboot_command {
+            Some(p) if TEST_BACKENDS => vec![p.display().to_string()],
+            _ => vec!["systemctl".into(), "reboot".into()],
+        },
+        agent_exe: std::env::current_exe().unwrap_or_else(|_| "/usr/bin/pfx-agent".into()),
+        config_path: config_path.to_path_buf(),
     }
 }
 
@@ -651,6 +818,42 @@ mod tests {
         }
         let e = parse_command(Some("sh -c id")).unwrap_err();
         assert!(e.contains("\"sh\" is not an agent verb"), "{e}");
+    }
+
+    /// Issue 25: the help and docs said the key runs `apply pause-off` and `status`,
+    /// "nothing else", after the show verbs were added. Each verb the parser accepts is
+    /// listed in both.
+    #[test]
+    fn help_and_docs_list_every_verb_the_key_can_run() {
+        let docs = include_str!("../../docs/fleet.md");
+        let security = docs
+            .split("## Security")
+            .nth(1)
+            .and_then(|s| s.split("\n## ").next())
+            .unwrap_or("");
+        let h = "a".repeat(64);
+        for (verb, cmd) in [
+            ("apply pause-off", "apply pause-off".to_string()),
+            ("status [--json]", "status --json".into()),
+            ("show missing", "show missing".into()),
+            (
+                "show put HASH SIZE OFFSET LEN",
+                format!("show put {h} 10 0 10"),
+            ),
+            ("show activate", "show activate".into()),
+            ("show status", "show status".into()),
+        ] {
+            assert!(parse_command(Some(&cmd)).is_ok(), "{cmd}");
+            assert!(VERBS_HELP.contains(verb), "--help lacks {verb}");
+            assert!(
+                security.contains(verb),
+                "docs/fleet.md Security lacks {verb}"
+            );
+        }
+        assert!(!security.contains("nothing else: no option"), "stale text");
+        for place in [VERBS_HELP, security] {
+            assert!(place.contains("`update ...` and `control ...`"));
+        }
     }
 
     #[test]

@@ -3,19 +3,25 @@
 
 pub mod agent;
 pub mod atomic;
+pub mod bootenv;
 pub mod config;
 pub mod discover;
 pub mod dispatch;
 pub mod gate;
+pub mod health;
 /// The one HTTP/1.1 client, shared with the player.
 pub use pfx_api::http;
 pub mod mountguard;
 pub mod nic;
 pub mod oneshot;
+pub mod pool;
 pub mod push;
+pub mod rauc;
 pub mod rollout;
 pub mod showagent;
 pub mod showpush;
 pub mod ssh;
 pub mod store;
 pub mod top;
+pub mod updateagent;
+pub mod updatepush;

@@ -41,6 +41,33 @@ enum PushWhat {
     /// stores: only what a unit lacks is sent (by hash), an interrupted transfer resumes,
     /// and the unit checks the show with its own player before it switches.
     Show,
+    /// New software (BUNDLE: a signed RAUC bundle from `pfx-image bundle`) in waves: a
+    /// canary, then a share, then the rest. Each unit gets the bundle (resumable, at idle
+    /// priority), installs it into its other slot, switches when --switch says, and must
+    /// read back on the new slot, marked good, healthy, at the bundle's version before the
+    /// next wave starts. Stops at the first unit that rolls back or does not come back.
+    Update,
+}
+
+/// When `push update` lets each unit switch to its new slot.
+#[derive(Clone, Debug)]
+enum SwitchArg {
+    Now,
+    Idle,
+    At(String),
+}
+
+fn parse_switch(s: &str) -> Result<SwitchArg, String> {
+    match s {
+        "now" => Ok(SwitchArg::Now),
+        "idle" => Ok(SwitchArg::Idle),
+        _ => match s.strip_prefix("at ").or_else(|| s.strip_prefix("at=")) {
+            Some(t) => Ok(SwitchArg::At(t.trim().to_string())),
+            None => Err(format!(
+                "{s:?}: give now, idle, or \"at TIME\" (TIME: HH:MM local, or 2026-12-03T02:30:00+01:00)"
+            )),
+        },
+    }
 }
 
 /// What `gate` and `rollout` act on.
@@ -87,9 +114,31 @@ enum Cmd {
         /// The setting to push.
         #[arg(value_enum)]
         what: PushWhat,
-        /// push show: the show directory.
-        #[arg(value_name = "DIR")]
+        /// push show: the show directory; push update: the bundle (BUNDLE.raucb).
+        #[arg(value_name = "DIR|BUNDLE")]
         dir: Option<PathBuf>,
+        /// push update: when each unit switches to its new slot: `idle` (its schedule's
+        /// next idle, black window; the default, which never darkens a playing show),
+        /// `now`, or `at TIME` (HH:MM on this machine's clock, or RFC 3339 with an offset).
+        #[arg(long, value_name = "now|idle|at TIME", default_value = "idle", value_parser = parse_switch)]
+        switch: SwitchArg,
+        /// push update: units in the first wave (the canary).
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        canary: usize,
+        /// push update: the second wave, in percent of the units (the third is the rest).
+        #[arg(long, value_name = "PCT", default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..=100))]
+        wave: u32,
+        /// push update: how long a unit may take from its switch to reading back
+        /// committed (a number with s, m or h).
+        #[arg(long, value_name = "DUR", default_value = "15m")]
+        timeout: String,
+        /// push update: verify the bundle's signature here with this CA certificate
+        /// (with rauc installed here; the unit verifies it in any case).
+        #[arg(long, value_name = "PEM")]
+        keyring: Option<PathBuf>,
+        /// push update: seconds between two read-backs of a switching unit.
+        #[arg(long, value_name = "S", default_value_t = 5.0, hide = true)]
+        poll_s: f64,
         /// push show: the show's name on the units (default: DIR's name).
         #[arg(long)]
         name: Option<String>,
@@ -113,7 +162,8 @@ enum Cmd {
         /// Units verified more recently than this are skipped (resume).
         #[arg(long, default_value = "24h")]
         max_age: String,
-        /// Push even to units already verified fresh.
+        /// pause-off: push even to units already verified fresh; update: install even a
+        /// bundle older than a unit's booted version (going back on purpose).
         #[arg(long)]
         force: bool,
         /// Print the run's summary as JSON.
@@ -225,6 +275,8 @@ Columns:
   PAUSE/s   PAUSE frames received per second on the show interface (- when the NIC
             monitor has no rate yet or the driver does not count them)
   sync off  offset from the sync master; /profile has no sync section yet, so -
+  software  the unit's software version (its booted slot's) as it last read back to
+            `push update` (from the state database; - when no update reached it)
   health    ok, or why the loop is not on time; (answers as X) when another unit answered
 
 On a terminal the table is redrawn in place every --interval-s; q or Ctrl-C quits and puts
@@ -276,9 +328,17 @@ fn top_units(
         }
         v
     };
+    let mut software = std::collections::HashMap::new();
+    for u in &chosen {
+        software.insert(
+            u.unit_id.clone(),
+            store.software(&u.unit_id)?.map(|(v, _)| v),
+        );
+    }
     Ok(chosen
         .into_iter()
         .map(|u| pfx_fleet::top::TopUnit {
+            software: software.remove(&u.unit_id).flatten(),
             http_port: http_port.unwrap_or_else(|| {
                 pfx_fleet::top::http_port_from_txt(
                     u.txt.as_deref(),
@@ -419,6 +479,9 @@ struct StatusRow {
     reason: Option<String>,
     recorded_ms: Option<u64>,
     site: Option<String>,
+    /// The unit's software version (its booted slot's) as it last read back to `push
+    /// update`, None when no update has reached it.
+    software: Option<String>,
     source: String,
     state: String,
     unit: String,
@@ -572,6 +635,7 @@ fn run(cli: Cli) -> Result<u8> {
                     reason: l.as_ref().and_then(|l| l.reason.clone()),
                     recorded_ms: l.as_ref().map(|l| l.recorded_ms),
                     site: u.site,
+                    software: store.software(&u.unit_id)?.map(|(v, _)| v),
                     source: u.source,
                     state: l
                         .as_ref()
@@ -587,8 +651,8 @@ fn run(cli: Cli) -> Result<u8> {
                 print_json(&out)?;
             } else {
                 println!(
-                    "{:<16} {:<10} {:<21} {:<8} {:<6} {:<8} reason",
-                    "unit", "site", "host", "state", "fresh", "age"
+                    "{:<16} {:<10} {:<21} {:<12} {:<8} {:<6} {:<8} reason",
+                    "unit", "site", "host", "software", "state", "fresh", "age"
                 );
                 for r in &out {
                     let age = r
@@ -596,10 +660,11 @@ fn run(cli: Cli) -> Result<u8> {
                         .map(|t| human_age(now.saturating_sub(t)))
                         .unwrap_or_else(|| "-".into());
                     println!(
-                        "{:<16} {:<10} {:<21} {:<8} {:<6} {:<8} {}",
+                        "{:<16} {:<10} {:<21} {:<12} {:<8} {:<6} {:<8} {}",
                         r.unit,
                         r.site.as_deref().unwrap_or("-"),
                         format!("{}:{}", r.host, r.port),
+                        r.software.as_deref().unwrap_or("-"),
                         r.state,
                         if r.verified_fresh { "yes" } else { "no" },
                         age,
@@ -658,6 +723,111 @@ fn run(cli: Cli) -> Result<u8> {
                 );
             }
             Ok(if sum.pending + sum.failed == 0 { 0 } else { 1 })
+        }
+        Cmd::Push {
+            what: PushWhat::Update,
+            dir,
+            chunk_mib,
+            site,
+            unit,
+            parallel,
+            force,
+            json,
+            switch,
+            canary,
+            wave,
+            timeout,
+            keyring,
+            poll_s,
+            ..
+        } => {
+            let path =
+                dir.context("push update needs the bundle: pfx-fleet push update BUNDLE --site S")?;
+            if !(1..=256).contains(&chunk_mib) {
+                bail!("--chunk-mib {chunk_mib}: give 1..=256");
+            }
+            let timeout = gate::parse_duration_ms(&timeout)
+                .filter(|t| *t >= 1000)
+                .with_context(|| {
+                    format!("--timeout {timeout:?}: a number with s, m or h (e.g. 15m)")
+                })?;
+            let now_s = (now_ms() / 1000) as i64;
+            let sw = match &switch {
+                SwitchArg::Now => pfx_fleet::updatepush::Switch::Now,
+                SwitchArg::Idle => pfx_fleet::updatepush::Switch::Idle,
+                SwitchArg::At(t) => {
+                    let at = pfx_fleet::updatepush::parse_switch_time(t, now_s)
+                        .map_err(anyhow::Error::msg)?;
+                    if at <= now_s {
+                        bail!(
+                            "--switch at {t}: that time has passed; give a later one, or --switch now"
+                        );
+                    }
+                    pfx_fleet::updatepush::Switch::At(at)
+                }
+            };
+            let rauc = pfx_fleet::updatepush::find_on_path("rauc");
+            let bundle =
+                pfx_fleet::updatepush::read_bundle(&path, keyring.as_deref(), rauc.as_deref())
+                    .map_err(anyhow::Error::msg)
+                    .with_context(|| format!("reading the bundle {}", path.display()))?;
+            let targets = push_targets(&store, site.as_deref(), &unit)?;
+            let bars = pfx_fleet::top::term::is_tty(2) && !json;
+            eprintln!(
+                "push update: {} {} for {} ({} bytes, sha256 {}, read with {}) to {} units",
+                path.display(),
+                bundle.info.version,
+                bundle.info.compatible,
+                bundle.info.size,
+                bundle.info.sha256,
+                bundle.source,
+                targets.len()
+            );
+            let sum = pfx_fleet::updatepush::push_update(
+                &store,
+                &cfg,
+                bundle,
+                targets,
+                &pfx_fleet::updatepush::UpdatePushOpts {
+                    parallel,
+                    chunk_bytes: chunk_mib << 20,
+                    canary,
+                    wave_pct: wave,
+                    switch: sw,
+                    timeout: Duration::from_millis(timeout),
+                    force,
+                    poll: seconds("--poll-s", poll_s)?,
+                    operator: operator(),
+                    args,
+                    site,
+                    bars,
+                    json,
+                },
+            )?;
+            if json {
+                println!("{}", serde_json::to_string(&sum)?);
+            } else {
+                println!(
+                    "push update {} run {}: {} targets in waves {:?}, {} already done, {} done, {} pending, {} failed{}",
+                    sum.version,
+                    sum.run_id,
+                    sum.targets,
+                    sum.waves,
+                    sum.skipped_done,
+                    sum.done,
+                    sum.pending,
+                    sum.failed,
+                    sum.stopped_at
+                        .as_ref()
+                        .map(|u| format!(
+                            "; STOPPED at {u}: {}",
+                            sum.stop_reason.as_deref().unwrap_or("")
+                        ))
+                        .unwrap_or_default()
+                );
+            }
+            let all = sum.skipped_done + sum.done == sum.targets;
+            Ok(if all { 0 } else { 1 })
         }
         Cmd::Shows {
             site,
@@ -882,6 +1052,7 @@ mod tests {
             reason: Some("applied and verified".into()),
             recorded_ms: Some(1),
             site: Some("hall-a".into()),
+            software: Some("2.0.0".into()),
             source: "config".into(),
             state: "done".into(),
             unit: "u1".into(),

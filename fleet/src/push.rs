@@ -7,8 +7,8 @@ use crate::gate::{self, UnitState};
 use crate::ssh;
 use crate::store::{Store, StoreError, UnitRow};
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub struct PushOpts {
@@ -167,67 +167,44 @@ pub fn push_pause_off(
         .flat_map(|s| s.units.iter())
         .filter_map(|u| Some((u.id.as_str(), u.agent_command.as_deref()?)))
         .collect();
-    let queue = Arc::new(Mutex::new(
-        todo.into_iter()
-            .enumerate()
-            .map(|(slot, u)| {
-                let agent = own
-                    .get(u.unit_id.as_str())
-                    .copied()
-                    .unwrap_or(&cfg.agent_command);
-                (slot, remote_command(agent), u)
-            })
-            .collect::<VecDeque<_>>(),
-    ));
+    let jobs: Vec<(String, UnitRow)> = todo
+        .into_iter()
+        .map(|u| {
+            let agent = own
+                .get(u.unit_id.as_str())
+                .copied()
+                .unwrap_or(&cfg.agent_command);
+            (remote_command(agent), u)
+        })
+        .collect();
     let (tx, rx) = mpsc::channel::<Msg>();
-    let workers = o.parallel.max(1).min(n.max(1));
-    let mut handles = Vec::new();
-    for _ in 0..workers {
-        let queue = Arc::clone(&queue);
-        let tx = tx.clone();
-        let ssh_cfg = cfg.ssh.clone();
-        let reuse = reuse.clone();
-        handles.push(std::thread::spawn(move || {
-            loop {
-                if reuse.as_ref().is_some_and(|d| d.closed()) {
-                    break;
-                }
-                let next = match queue.lock() {
-                    Ok(mut q) => q.pop_front(),
-                    Err(_) => None,
-                };
-                let Some((slot, remote, u)) = next else { break };
-                if tx.send(Msg::Started(u.clone())).is_err() {
-                    break;
-                }
-                // One command per unit: `apply` answers with its own readback, so no
-                // second round trip reads it.
-                let socket = reuse.as_ref().map(|d| d.socket(slot));
-                let args = match &socket {
-                    Some(s) => ssh::ssh_args_reusing(&ssh_cfg, &u.host, u.port, &remote, s),
-                    None => ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote),
-                };
-                let raw = ssh::run_on(
-                    &ssh_cfg.ssh,
-                    &args,
-                    None,
-                    Duration::from_secs(ssh_cfg.command_timeout_s),
-                    socket.as_deref(),
-                );
-                let out = ssh::classify(&raw, &u.unit_id, ssh_cfg.command_timeout_s);
-                let sent = tx.send(Msg::Finished(u, out));
-                // The unit is done with: end its connection now, so at most `--parallel`
-                // are open at once.
-                if let Some(d) = &reuse {
-                    d.release(slot);
-                }
-                if sent.is_err() {
-                    break;
-                }
+    let ssh_cfg = cfg.ssh.clone();
+    let workers = crate::pool::spawn(
+        jobs,
+        o.parallel,
+        reuse,
+        None,
+        move |_slot, (remote, u): (String, UnitRow), socket| {
+            if tx.send(Msg::Started(u.clone())).is_err() {
+                return false;
             }
-        }));
-    }
-    drop(tx);
+            // One command per unit: `apply` answers with its own readback, so no
+            // second round trip reads it.
+            let args = match &socket {
+                Some(s) => ssh::ssh_args_reusing(&ssh_cfg, &u.host, u.port, &remote, s),
+                None => ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote),
+            };
+            let raw = ssh::run_on(
+                &ssh_cfg.ssh,
+                &args,
+                None,
+                Duration::from_secs(ssh_cfg.command_timeout_s),
+                socket.as_deref(),
+            );
+            let out = ssh::classify(&raw, &u.unit_id, ssh_cfg.command_timeout_s);
+            tx.send(Msg::Finished(u, out)).is_ok()
+        },
+    );
     for m in rx {
         match m {
             Msg::Started(u) => {
@@ -274,9 +251,7 @@ pub fn push_pause_off(
         }
     }
     pb.finish_and_clear();
-    for h in handles {
-        let _ = h.join();
-    }
+    workers.join();
     run.finish(store, &sum)?;
     Ok(sum)
 }

@@ -146,16 +146,24 @@ pub fn put(
             r.stored = true;
             return Ok(());
         }
-        let mut st = s
-            .begin(&hash.to_string(), size)
-            .map_err(|e| e.to_string())?;
-        if st.offset() != offset {
-            r.have = st.offset();
-            return Err(format!(
-                "the unit holds {} bytes of {hash}, not {offset}: ask `show missing` again and send from there",
-                st.offset()
-            ));
-        }
+        // One writer per file: a second put of it while one runs is refused (Busy), and
+        // an OFFSET that is not what is staged makes no file.
+        let mut st = match s.resume(&hash.to_string(), size, offset) {
+            Ok(st) => st,
+            // Another writer finished the file meanwhile: it is stored, which is what
+            // this put was for.
+            Err(StoreError::WrongOffset { .. }) if s.has(hash) => {
+                r.have = size;
+                r.stored = true;
+                return Ok(());
+            }
+            Err(e) => {
+                if let StoreError::WrongOffset { have, .. } = &e {
+                    r.have = *have;
+                }
+                return Err(e.to_string());
+            }
+        };
         let mut buf = vec![0u8; 1 << 20];
         let mut left = len;
         let mut err = None;
@@ -308,7 +316,12 @@ pub fn activate(o: &ShowOpts, input: &mut dyn Read) -> (ShowReadback, bool) {
             .make_show(&m.name, m.show_yaml.as_bytes(), &files)
             .map_err(|e| e.to_string())?;
         r.requested = Some(id.to_string());
-        s.check_show(&id, &o.player).map_err(|e| e.to_string())?;
+        // Closed: a pushed show may read only its own files and the image's profiles.
+        s.check_pushed_show(&id, &o.player)
+            .map_err(|e| e.to_string())?;
+        // What the answer will claim: every file of the show has its hash, read back now
+        // (a bad stored file is quarantined, so the next push sends it again).
+        s.verify_show(&id).map_err(|e| e.to_string())?;
         Ok(id)
     })();
     let id = match res {
@@ -322,7 +335,6 @@ pub fn activate(o: &ShowOpts, input: &mut dyn Read) -> (ShowReadback, bool) {
             return (r, false);
         }
     };
-    let before = s.active_id().ok().flatten();
     if let Err(e) = s.activate(&id) {
         r.message = format!("activation failed, the old show keeps playing: {e}");
         r.errors.push(e.to_string());
@@ -374,8 +386,9 @@ pub fn activate(o: &ShowOpts, input: &mut dyn Read) -> (ShowReadback, bool) {
         "the store's active show is not the one pushed".into()
     };
     if r.verified {
-        let keep: Vec<ShowId> = before.into_iter().collect();
-        if let Err(e) = s.gc(&keep) {
+        // Keeps the active show and the one before it (`previous`, recorded by the
+        // switch, so a resumed activation keeps it too).
+        if let Err(e) = s.gc(&[]) {
             r.errors.push(format!("clean-up of old shows: {e}"));
         }
     }
@@ -423,6 +436,16 @@ pub fn status(o: &ShowOpts) -> (ShowReadback, bool) {
         ),
         (_, None) => "the player did not answer".into(),
     };
+    // Stored files found bad are news the operator needs, but the show still plays.
+    if let Ok(q) = pfx_store::quarantined(&o.root)
+        && !q.is_empty()
+    {
+        r.message.push_str(&format!(
+            "; {} stored file(s) did not match their names and are quarantined in {} (the next push sends them again)",
+            q.len(),
+            o.root.join(pfx_store::QUARANTINE).display()
+        ));
+    }
     r.read_at_unix_ms = now_ms();
     let ok = r.errors.is_empty();
     (r, ok)

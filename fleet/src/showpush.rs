@@ -10,12 +10,12 @@ use crate::gate::UnitState;
 use crate::ssh;
 use crate::store::{Store, StoreError, UnitRow};
 use pfx_api::show::{MissingReport, PutReport, ShowManifest, ShowReadback, WantedFile};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 /// One file of the show on the operator's disk.
@@ -179,7 +179,7 @@ type Raw = ssh::Raw;
 
 /// The unit's answer as `T`, or what went wrong on the way, in words, and whether trying
 /// again later may help (unreachable, timed out).
-fn answer<T: serde::de::DeserializeOwned>(
+pub(crate) fn answer<T: serde::de::DeserializeOwned>(
     raw: &Raw,
     unit: &str,
     what: &str,
@@ -208,9 +208,13 @@ fn answer<T: serde::de::DeserializeOwned>(
             // Not an answer: the transport's reasons (host key, unreachable, timeout).
             let o = ssh::classify(raw, unit, timeout_s);
             let mut reason = o.reason.unwrap_or_else(|| "no answer".into());
-            if raw.stderr.contains("is not an agent verb") || raw.stderr.contains("show: use") {
+            // The verb group (`show`, `update`) this unit's agent does not know.
+            let group = what.split(' ').next().unwrap_or(what);
+            if raw.stderr.contains("is not an agent verb")
+                || raw.stderr.contains(&format!("{group}: use"))
+            {
                 reason = format!(
-                    "the unit's agent does not know `show` verbs: update its image ({reason})"
+                    "the unit's agent does not know `{group}` verbs: update its image ({reason})"
                 );
             }
             Err((o.state, format!("{what}: {reason}")))
@@ -219,13 +223,13 @@ fn answer<T: serde::de::DeserializeOwned>(
 }
 
 /// A file slice `offset..offset+len` as a reader.
-fn slice(path: &Path, offset: u64, len: u64) -> std::io::Result<std::io::Take<File>> {
+pub(crate) fn slice(path: &Path, offset: u64, len: u64) -> std::io::Result<std::io::Take<File>> {
     let mut f = File::open(path)?;
     f.seek(SeekFrom::Start(offset))?;
     Ok(f.take(len))
 }
 
-fn human_bytes(b: u64) -> String {
+pub(crate) fn human_bytes(b: u64) -> String {
     if b >= 1 << 20 {
         format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
     } else {
@@ -252,7 +256,7 @@ enum Msg {
     Finished(UnitRow, UnitOutcome),
 }
 
-fn remote(prefix: &str, verb: &str) -> String {
+pub(crate) fn remote(prefix: &str, verb: &str) -> String {
     match prefix.trim() {
         "" => verb.to_string(),
         p => format!("{p} {verb}"),
@@ -432,11 +436,14 @@ fn push_unit(job: &UnitJob, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome 
             .collect::<BTreeMap<_, _>>(),
     };
     let body = serde_json::to_vec(&manifest).unwrap_or_default();
+    // The unit reads every file of the show back before it switches: allow for that at
+    // a slow card's 4 MiB/s, on top of the player's check and confirmation.
+    let show_bytes: u64 = job.show.files.iter().map(|f| f.size).sum();
     let raw = go(
         "show activate",
         &mut body.as_slice(),
         &AtomicU64::new(0),
-        Duration::from_secs(t + 90),
+        Duration::from_secs(t + 90 + show_bytes / (4 << 20)),
     );
     let rb: ShowReadback = match answer(&raw, &u.unit_id, "show activate", t) {
         Ok(r) => r,
@@ -497,62 +504,38 @@ pub fn push_show(
         ..Default::default()
     };
     let show = Arc::new(show);
-    let n = targets.len();
-    let queue = Arc::new(Mutex::new(
-        targets.into_iter().enumerate().collect::<VecDeque<_>>(),
-    ));
     let (tx, rx) = mpsc::channel::<Msg>();
-    let mut handles = Vec::new();
-    for _ in 0..o.parallel.max(1).min(n.max(1)) {
-        let queue = Arc::clone(&queue);
-        let tx = tx.clone();
-        let prefixes: Vec<(String, String)> = cfg
-            .sites
-            .iter()
-            .flat_map(|s| s.units.iter())
-            .map(|u| (u.id.clone(), cfg.unit_agent_command(&u.id)))
-            .collect();
-        let default_prefix = cfg.agent_command.clone();
-        let (ssh_cfg, show, chunk) = (cfg.ssh.clone(), Arc::clone(&show), o.chunk_bytes);
-        let reuse = run.reuse.clone();
-        handles.push(std::thread::spawn(move || {
-            loop {
-                if reuse.as_ref().is_some_and(|d| d.closed()) {
-                    break;
-                }
-                let next = match queue.lock() {
-                    Ok(mut q) => q.pop_front(),
-                    Err(_) => None,
-                };
-                let Some((slot, u)) = next else { break };
-                if tx.send(Msg::Started(u.clone())).is_err() {
-                    break;
-                }
-                let job = UnitJob {
-                    ssh: ssh_cfg.clone(),
-                    agent_prefix: prefixes
-                        .iter()
-                        .find(|(id, _)| *id == u.unit_id)
-                        .map(|(_, c)| c.clone())
-                        .unwrap_or_else(|| default_prefix.clone()),
-                    show: Arc::clone(&show),
-                    chunk,
-                    socket: reuse.as_ref().map(|d| d.socket(slot)),
-                };
-                let out = push_unit(&job, &u, &tx);
-                let sent = tx.send(Msg::Finished(u, out));
-                // The unit is done with: end its connection now, so at most `--parallel`
-                // are open at once.
-                if let Some(d) = &reuse {
-                    d.release(slot);
-                }
-                if sent.is_err() {
-                    break;
-                }
+    let prefixes: BTreeMap<String, String> = cfg
+        .sites
+        .iter()
+        .flat_map(|s| s.units.iter())
+        .map(|u| (u.id.clone(), cfg.unit_agent_command(&u.id)))
+        .collect();
+    let default_prefix = cfg.agent_command.clone();
+    let (ssh_cfg, chunk) = (cfg.ssh.clone(), o.chunk_bytes);
+    let workers = crate::pool::spawn(
+        targets,
+        o.parallel,
+        run.reuse.clone(),
+        None,
+        move |_slot, u: UnitRow, socket| {
+            if tx.send(Msg::Started(u.clone())).is_err() {
+                return false;
             }
-        }));
-    }
-    drop(tx);
+            let job = UnitJob {
+                ssh: ssh_cfg.clone(),
+                agent_prefix: prefixes
+                    .get(&u.unit_id)
+                    .cloned()
+                    .unwrap_or_else(|| default_prefix.clone()),
+                show: Arc::clone(&show),
+                chunk,
+                socket,
+            };
+            let out = push_unit(&job, &u, &tx);
+            tx.send(Msg::Finished(u, out)).is_ok()
+        },
+    );
     let multi = indicatif::MultiProgress::with_draw_target(if o.bars {
         indicatif::ProgressDrawTarget::stderr()
     } else {
@@ -657,9 +640,7 @@ pub fn push_show(
             }
         }
     }
-    for h in handles {
-        let _ = h.join();
-    }
+    workers.join();
     run.finish(store, &sum)?;
     Ok(sum)
 }
@@ -687,97 +668,71 @@ pub struct ShowsRow {
 
 /// Asks each unit `show status`, `parallel` at a time.
 pub fn shows(cfg: &FleetConfig, units: Vec<UnitRow>, parallel: usize) -> Vec<ShowsRow> {
-    let n = units.len();
-    let queue = Arc::new(Mutex::new(
-        units.into_iter().enumerate().collect::<VecDeque<_>>(),
-    ));
     let (tx, rx) = mpsc::channel();
-    let mut hs = Vec::new();
-    for _ in 0..parallel.max(1).min(n.max(1)) {
-        let (queue, tx) = (Arc::clone(&queue), tx.clone());
-        let ssh_cfg = cfg.ssh.clone();
-        let prefixes: Vec<(String, String)> = queue
-            .lock()
-            .map(|q| {
-                q.iter()
-                    .map(|(_, u)| (u.unit_id.clone(), cfg.unit_agent_command(&u.unit_id)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        hs.push(std::thread::spawn(move || {
-            loop {
-                let next = match queue.lock() {
-                    Ok(mut q) => q.pop_front(),
-                    Err(_) => None,
-                };
-                let Some((i, u)) = next else { break };
-                let prefix = prefixes
-                    .iter()
-                    .find(|(id, _)| *id == u.unit_id)
-                    .map(|(_, c)| c.clone())
-                    .unwrap_or_default();
-                let args =
-                    ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote(&prefix, "show status"));
-                let raw = ssh::run(
-                    &ssh_cfg.ssh,
-                    &args,
-                    None,
-                    Duration::from_secs(ssh_cfg.command_timeout_s),
-                );
-                let row = match answer::<ShowReadback>(
-                    &raw,
-                    &u.unit_id,
-                    "show status",
-                    ssh_cfg.command_timeout_s,
-                ) {
-                    Ok(rb) => ShowsRow {
-                        unit: u.unit_id.clone(),
-                        site: u.site.clone(),
-                        answered: true,
-                        playing: rb.player.as_ref().map(|p| p.name.clone()),
-                        show_id: rb.player.as_ref().and_then(|p| p.id.clone()),
-                        source: rb.player.as_ref().map(|p| {
-                            match p.source {
-                                pfx_api::show::ShowSource::Store => "store",
-                                pfx_api::show::ShowSource::Config => "config",
-                            }
-                            .to_string()
-                        }),
-                        since_unix_ms: rb.player.as_ref().and_then(|p| p.since_unix_ms),
-                        reason: rb
-                            .player
-                            .as_ref()
-                            .and_then(|p| p.reason.clone())
-                            .or_else(|| (!rb.errors.is_empty()).then(|| rb.errors.join("; "))),
-                        active: rb.active.as_ref().map(|a| format!("{} ({})", a.name, a.id)),
-                        readback: Some(rb),
-                    },
-                    Err((_, why)) => ShowsRow {
-                        unit: u.unit_id.clone(),
-                        site: u.site.clone(),
-                        answered: false,
-                        playing: None,
-                        show_id: None,
-                        source: None,
-                        since_unix_ms: None,
-                        reason: Some(why),
-                        active: None,
-                        readback: None,
-                    },
-                };
-                if tx.send((i, row)).is_err() {
-                    break;
-                }
-            }
-        }));
-    }
-    drop(tx);
+    let ssh_cfg = cfg.ssh.clone();
+    let prefixes: BTreeMap<String, String> = units
+        .iter()
+        .map(|u| (u.unit_id.clone(), cfg.unit_agent_command(&u.unit_id)))
+        .collect();
+    let workers = crate::pool::spawn(units, parallel, None, None, move |i, u: UnitRow, _| {
+        let prefix = prefixes.get(&u.unit_id).cloned().unwrap_or_default();
+        let args = ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote(&prefix, "show status"));
+        let raw = ssh::run(
+            &ssh_cfg.ssh,
+            &args,
+            None,
+            Duration::from_secs(ssh_cfg.command_timeout_s),
+        );
+        let row = shows_row(
+            &u,
+            answer::<ShowReadback>(&raw, &u.unit_id, "show status", ssh_cfg.command_timeout_s),
+        );
+        tx.send((i, row)).is_ok()
+    });
     let mut rows: Vec<(usize, ShowsRow)> = rx.into_iter().collect();
-    for h in hs {
-        let _ = h.join();
-    }
+    workers.join();
     rows.sort_by_key(|(i, _)| *i);
     rows.into_iter().map(|(_, r)| r).collect()
+}
+
+/// One row of `shows` from what `show status` came to.
+fn shows_row(u: &UnitRow, got: Result<ShowReadback, (UnitState, String)>) -> ShowsRow {
+    match got {
+        Ok(rb) => ShowsRow {
+            unit: u.unit_id.clone(),
+            site: u.site.clone(),
+            answered: true,
+            playing: rb.player.as_ref().map(|p| p.name.clone()),
+            show_id: rb.player.as_ref().and_then(|p| p.id.clone()),
+            source: rb.player.as_ref().map(|p| {
+                match p.source {
+                    pfx_api::show::ShowSource::Store => "store",
+                    pfx_api::show::ShowSource::Config => "config",
+                }
+                .to_string()
+            }),
+            since_unix_ms: rb.player.as_ref().and_then(|p| p.since_unix_ms),
+            reason: rb
+                .player
+                .as_ref()
+                .and_then(|p| p.reason.clone())
+                .or_else(|| (!rb.errors.is_empty()).then(|| rb.errors.join("; "))),
+            active: rb.active.as_ref().map(|a| format!("{} ({})", a.name, a.id)),
+            readback: Some(rb),
+        },
+        Err((_, why)) => ShowsRow {
+            unit: u.unit_id.clone(),
+            site: u.site.clone(),
+            answered: false,
+            playing: None,
+            show_id: None,
+            source: None,
+            since_unix_ms: None,
+            reason: Some(why),
+            active: None,
+            readback: None,
+        },
+    }
 }
 
 #[cfg(test)]

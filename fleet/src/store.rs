@@ -82,7 +82,46 @@ CREATE TABLE IF NOT EXISTS show_events(
   CHECK (state <> 'done' OR readback IS NOT NULL)
 );
 CREATE INDEX IF NOT EXISTS show_events_unit ON show_events(unit_id, id);
+-- Software updates (push update): one row per result, the bundle it was for, the
+-- phase it reached, and the unit's booted version as it read back (status, top).
+CREATE TABLE IF NOT EXISTS update_events(
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id        INTEGER NOT NULL REFERENCES runs(run_id),
+  unit_id       TEXT NOT NULL,
+  site          TEXT,
+  state         TEXT NOT NULL CHECK (state IN ('started','pending','failed','done')),
+  bundle_sha256 TEXT NOT NULL,
+  version       TEXT,
+  phase         TEXT,
+  reason        TEXT,
+  readback      TEXT,
+  software      TEXT,
+  bytes_sent    INTEGER NOT NULL DEFAULT 0,
+  switch_at_ms  INTEGER,
+  recorded_ms   INTEGER NOT NULL,
+  CHECK (state <> 'done' OR readback IS NOT NULL)
+);
+CREATE INDEX IF NOT EXISTS update_events_unit ON update_events(unit_id, id);
 ";
+
+/// One `push update` result as recorded.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UpdateEvent<'a> {
+    pub run_id: i64,
+    pub unit_id: &'a str,
+    pub site: Option<&'a str>,
+    pub state: Option<UnitState>,
+    pub bundle_sha256: &'a str,
+    pub version: Option<&'a str>,
+    pub phase: Option<&'a str>,
+    pub reason: Option<&'a str>,
+    pub readback: Option<&'a str>,
+    /// The unit's booted software version, as it read back.
+    pub software: Option<&'a str>,
+    pub bytes_sent: u64,
+    pub switch_at_ms: Option<u64>,
+    pub recorded_ms: u64,
+}
 
 /// The latest recorded show push of a unit: the same columns as a PAUSE-off push's.
 pub type ShowLatest = Latest;
@@ -371,6 +410,65 @@ impl Store {
             .map_err(self.e())
     }
 
+    pub fn record_update(&self, e: &UpdateEvent<'_>) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO update_events(run_id, unit_id, site, state, bundle_sha256, version, phase,
+                   reason, readback, software, bytes_sent, switch_at_ms, recorded_ms)
+                 VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+                params![
+                    e.run_id,
+                    e.unit_id,
+                    e.site,
+                    e.state.unwrap_or(UnitState::Started).as_str(),
+                    e.bundle_sha256,
+                    e.version,
+                    e.phase,
+                    e.reason,
+                    e.readback,
+                    e.software,
+                    e.bytes_sent as i64,
+                    e.switch_at_ms.map(|v| v as i64),
+                    e.recorded_ms as i64
+                ],
+            )
+            .map_err(self.e())?;
+        Ok(())
+    }
+
+    /// The unit's latest `push update` result for this bundle (not a `started` marker).
+    pub fn latest_update(
+        &self,
+        unit_id: &str,
+        bundle_sha256: &str,
+    ) -> Result<Option<Latest>, StoreError> {
+        self.conn
+            .query_row(
+                &format!(
+                    "SELECT {LATEST_COLUMNS} FROM update_events
+                     WHERE unit_id = ?1 AND bundle_sha256 = ?2 AND state <> 'started'
+                     ORDER BY id DESC LIMIT 1"
+                ),
+                params![unit_id, bundle_sha256],
+                latest_from,
+            )
+            .optional()
+            .map_err(self.e())
+    }
+
+    /// The unit's software version as it last read back (booted slot's version), and when.
+    pub fn software(&self, unit_id: &str) -> Result<Option<(String, u64)>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT software, recorded_ms FROM update_events
+                 WHERE unit_id = ?1 AND software IS NOT NULL ORDER BY id DESC LIMIT 1",
+                params![unit_id],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)),
+            )
+            .optional()
+            .map_err(self.e())
+    }
+
     /// Every event (results and the `started` markers of interrupted work), oldest first.
     pub fn history(&self, limit: usize) -> Result<Vec<HistoryRow>, StoreError> {
         let mut st = self
@@ -384,9 +482,12 @@ impl Store {
                    FROM pole_events p JOIN runs r USING (run_id)
                    UNION ALL
                    {shows}
+                   UNION ALL
+                   {updates}
                  ) ORDER BY 10 DESC, 11 DESC LIMIT ?1",
                 units = unit_history("unit_events"),
                 shows = unit_history("show_events"),
+                updates = unit_history("update_events"),
             ))
             .map_err(self.e())?;
         let rows = st
@@ -555,6 +656,56 @@ mod tests {
             (h[2].kind.as_str(), h[2].reason.as_deref()),
             ("push show", Some("ok"))
         );
+    }
+
+    #[test]
+    fn update_results_per_bundle_in_history_and_the_units_software() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("f.db")).unwrap();
+        let run = s.begin_run("push update", Some("a"), "x", "[]", 1).unwrap();
+        let ev = |state, sha, rb, sw, t| UpdateEvent {
+            run_id: run,
+            unit_id: "u1",
+            site: Some("a"),
+            state: Some(state),
+            bundle_sha256: sha,
+            version: Some("2.0.0"),
+            phase: Some("committed"),
+            reason: Some("ok"),
+            readback: rb,
+            software: sw,
+            recorded_ms: t,
+            ..Default::default()
+        };
+        assert!(
+            s.record_update(&ev(UnitState::Done, "aa", None, None, 2))
+                .is_err(),
+            "done without a readback"
+        );
+        s.record_update(&ev(UnitState::Started, "aa", None, None, 2))
+            .unwrap();
+        assert_eq!(
+            s.latest_update("u1", "aa").unwrap(),
+            None,
+            "started is no result"
+        );
+        s.record_update(&ev(UnitState::Done, "aa", Some("{}"), Some("2.0.0"), 3))
+            .unwrap();
+        s.record_update(&ev(UnitState::Failed, "bb", None, None, 4))
+            .unwrap();
+        assert_eq!(
+            s.latest_update("u1", "aa").unwrap().unwrap().state,
+            UnitState::Done
+        );
+        assert_eq!(
+            s.latest_update("u1", "bb").unwrap().unwrap().state,
+            UnitState::Failed
+        );
+        assert_eq!(s.software("u1").unwrap(), Some(("2.0.0".into(), 3)));
+        assert_eq!(s.latest_unit("u1").unwrap(), None, "never the PAUSE gate's");
+        let h = s.history(10).unwrap();
+        assert_eq!(h.len(), 3);
+        assert!(h.iter().all(|r| r.kind == "push update"));
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub struct TopUnit {
     pub unit: String,
     pub host: String,
     pub http_port: u16,
+    /// The unit's software version (its booted slot's) as it last read back to `push
+    /// update` (the state database): `/profile` does not carry it.
+    pub software: Option<String>,
 }
 
 impl TopUnit {
@@ -108,6 +111,8 @@ pub struct TopRow {
     /// A sync remote's offset from its master, ms (its `/profile` sync section); `None`
     /// for a master, a standalone unit, or a remote that has not heard its master yet.
     pub sync_offset_ms: Option<f64>,
+    /// The software version recorded for the unit (see [`TopUnit::software`]).
+    pub software: Option<String>,
     /// Why the unit did not answer (`None` when it did).
     pub down: Option<DownKind>,
     pub reason: Option<String>,
@@ -175,6 +180,7 @@ pub fn row(unit: &TopUnit, got: &Result<ProfileDoc, Down>) -> TopRow {
                     .as_ref()
                     .filter(|y| y.role == "remote")
                     .and_then(|y| y.offset_ms),
+                software: unit.software.clone(),
                 down: None,
                 reason: None,
             }
@@ -192,6 +198,7 @@ pub fn row(unit: &TopUnit, got: &Result<ProfileDoc, Down>) -> TopRow {
             wire_send_p99_us: None,
             pause_rx_per_s: None,
             sync_offset_ms: None,
+            software: unit.software.clone(),
             down: Some(e.kind.clone()),
             reason: Some(e.detail.clone()),
         },
@@ -212,8 +219,8 @@ pub fn render(rows: &[TopRow]) -> String {
         .unwrap_or(0)
         .max(4);
     let mut out = format!(
-        "{:<w$} {:<5} {:<16} {:>7} {:>6} {:>10} {:>8} {:>9}  health",
-        "unit", "state", "playing", "fps", "misses", "wire p99", "PAUSE/s", "sync off"
+        "{:<w$} {:<5} {:<16} {:>7} {:>6} {:>10} {:>8} {:>9}  {:<10} health",
+        "unit", "state", "playing", "fps", "misses", "wire p99", "PAUSE/s", "sync off", "software"
     );
     for r in rows {
         out.push('\n');
@@ -225,7 +232,7 @@ pub fn render(rows: &[TopRow]) -> String {
                 health.push_str(&format!(" (answers as {a})"));
             }
             out.push_str(&format!(
-                "{:<w$} {:<5} {:<16} {:>7} {:>6} {:>10} {:>8} {:>9}  {}",
+                "{:<w$} {:<5} {:<16} {:>7} {:>6} {:>10} {:>8} {:>9}  {:<10} {}",
                 r.unit,
                 "up",
                 opt(r.playing.as_deref(), |p| p.chars().take(16).collect()),
@@ -238,6 +245,7 @@ pub fn render(rows: &[TopRow]) -> String {
                 }),
                 opt(r.pause_rx_per_s, |p| format!("{p:.0}")),
                 opt(r.sync_offset_ms, |o| format!("{o:+.2} ms")),
+                r.software.as_deref().unwrap_or("-"),
                 health
             ));
         } else {
@@ -438,6 +446,7 @@ mod tests {
             unit: id.into(),
             host: "10.0.0.1".into(),
             http_port: 8080,
+            software: Some("2.0.0".into()),
         }
     }
 
@@ -569,7 +578,7 @@ mod tests {
         let mut d = doc();
         d.unit = "u9".into();
         let t = render(&[row(&unit("u1"), &Ok(d))]);
-        assert!(t.contains("(answers as u9)"), "{t}");
+        assert!(t.contains("2.0.0      ok (answers as u9)"), "{t}");
     }
 
     #[test]
@@ -672,6 +681,7 @@ mod tests {
             unit: id.into(),
             host: "127.0.0.1".into(),
             http_port: port,
+            software: None,
         };
         let units = [mk("refused", refused_port), mk("silent", silent_port)];
         let rows = poll(&units, 4, Duration::from_millis(300));

@@ -125,6 +125,14 @@ fn seeds() -> Vec<String> {
         "show activate",
         "show status",
         "show",
+        "update status",
+        "update status --json",
+        "update switch now",
+        "update switch idle",
+        "update switch at 02:30",
+        "update switch at 1796176800",
+        "update switch at 24:00",
+        "update install --force",
         "apply pause-off --json; id",
         "status --rate-interval-ms",
     ]
@@ -140,7 +148,10 @@ fn seeds() -> Vec<String> {
         (u64::MAX, u64::MAX, 1),
     ] {
         v.push(format!("show put {HASH} {size} {offset} {len}"));
+        v.push(format!("update put {HASH} {size} {offset} {len}"));
     }
+    v.push(format!("update install {HASH}"));
+    v.push(format!("update install {HASH} --force"));
     v
 }
 
@@ -166,6 +177,30 @@ fn render(v: &Verb) -> String {
         } => format!("show put {hash} {size} {offset} {len}"),
         Verb::ShowActivate => "show activate".into(),
         Verb::ShowStatus => "show status".into(),
+        Verb::Update(u) => {
+            use pfx_fleet::updateagent::{SwitchWhen, UpdateVerb};
+            match u {
+                UpdateVerb::Put {
+                    hash,
+                    size,
+                    offset,
+                    len,
+                } => format!("update put {hash} {size} {offset} {len}"),
+                UpdateVerb::Install { hash, force } => {
+                    format!(
+                        "update install {hash}{}",
+                        if *force { " --force" } else { "" }
+                    )
+                }
+                UpdateVerb::Switch(SwitchWhen::Now) => "update switch now".into(),
+                UpdateVerb::Switch(SwitchWhen::Idle) => "update switch idle".into(),
+                UpdateVerb::Switch(SwitchWhen::Clock(h, m)) => {
+                    format!("update switch at {h:02}:{m:02}")
+                }
+                UpdateVerb::Switch(SwitchWhen::Unix(t)) => format!("update switch at {t}"),
+                UpdateVerb::Status => "update status".into(),
+            }
+        }
     }
 }
 
@@ -183,6 +218,19 @@ fn check_command(cmd: &str) -> bool {
     };
     // Only white space between words made of lower-case letters, digits and `-`: no
     // shell delimiter, quote, NUL or control character is ever part of an accepted word.
+    // The one exception: the clock time of `update switch at HH:MM`.
+    let clock = matches!(
+        v,
+        Verb::Update(pfx_fleet::updateagent::UpdateVerb::Switch(
+            pfx_fleet::updateagent::SwitchWhen::Clock(..)
+        ))
+    );
+    let cmd_words = if clock {
+        cmd.replacen(':', "", 1)
+    } else {
+        cmd.to_string()
+    };
+    let cmd = cmd_words.as_str();
     assert!(
         cmd.chars()
             .all(|c| c.is_whitespace() || matches!(c, 'a'..='z' | '0'..='9' | '-')),

@@ -19,8 +19,11 @@ pub struct ImageFile {
     pub path: PathBuf,
     pub partitions: Vec<Partition>,
     pub boot: Partition,
+    /// Root slot A: the root the image boots first and the one a bundle is made from.
     pub root: Partition,
-    /// The second Linux partition (after the root), when there is one.
+    /// Root slot B (empty in a fresh image), when the table has one.
+    pub root_b: Option<Partition>,
+    /// The last Linux partition after the slots, when there is one.
     pub data: Option<Partition>,
 }
 
@@ -51,15 +54,25 @@ impl ImageFile {
             .iter()
             .find(|p| p.kind == 0x0c || p.kind == 0x0b)
             .copied();
-        let mut linux = partitions.iter().filter(|p| p.kind == 0x83).copied();
-        let root = linux.next();
-        let data = linux.next();
-        match (boot, root) {
+        let linux: Vec<Partition> = partitions
+            .iter()
+            .filter(|p| p.kind == 0x83)
+            .copied()
+            .collect();
+        // Boot, A, B, data; an image of the older layout (boot, root, data) still opens, so
+        // that verify can say what is missing instead of reading slot B as the data.
+        let (root_b, data) = match linux.len() {
+            0 | 1 => (None, None),
+            2 => (None, Some(linux[1])),
+            _ => (Some(linux[1]), linux.last().copied()),
+        };
+        match (boot, linux.first().copied()) {
             (Some(boot), Some(root)) => Ok(ImageFile {
                 path: path.to_path_buf(),
                 partitions,
                 boot,
                 root,
+                root_b,
                 data,
             }),
             _ => Err(err(format!(
@@ -308,7 +321,7 @@ pub(crate) mod tests {
             eprintln!("skipped: needs sfdisk, mke2fs and debugfs (e2fsprogs, fdisk)");
             return None;
         }
-        let l = Layout::new(4 + 64 + 512 + 32, 64, 32).unwrap();
+        let l = Layout::new(4 + 64 + 2 * 512 + 32, 64, 32).unwrap();
         let img = dir.join("t.img");
         std::fs::File::create(&img)
             .unwrap()

@@ -11,10 +11,11 @@ use std::time::{Duration, Instant, SystemTime};
 use sha2::Digest;
 
 use crate::config::{Resolved, Target};
-use crate::disk::Layout;
+use crate::disk::{self, Layout};
 use crate::manifest::{self, Expect, Manifest};
 use crate::plan::{self, BOOT_LABEL, DATA_LABEL, Plan, ROOT_LABEL};
 use crate::tools;
+use crate::update;
 
 mod initramfs;
 // The verifier's tests read archives made by the builder's own writer.
@@ -1326,10 +1327,121 @@ fn boot_files(cx: &Ctx, plan: &Plan, root: &Path, boot_dir: &Path) -> Result<(),
         );
         cx.io("write cmdline.txt", fs::write(fw.join("cmdline.txt"), line))?;
     }
+    ab_boot_files(cx, plan, root, &fw, &kver)?;
     // The FAT partition gets these files; the root keeps an empty mount point.
     cx.io("move boot files", fs::rename(&fw, boot_dir))?;
     cx.io("mkdir /boot/firmware", fs::create_dir_all(&fw))?;
     Ok(())
+}
+
+/// The A/B parts of the boot: U-Boot's script and the boot environment on the FAT
+/// partition, U-Boot itself on a Pi (config.txt starts it instead of the kernel), and in the
+/// root slot its own kernel, initramfs and command line, which the script loads from
+/// whichever slot it boots (docs/update.md, "Booting a slot").
+fn ab_boot_files(
+    cx: &Ctx,
+    plan: &Plan,
+    root: &Path,
+    fw: &Path,
+    kver: &str,
+) -> Result<(), BuildError> {
+    // The slot's kernel command line: the one the FAT's cmdline.txt carries (raspi-firmware's
+    // generated line after z51, or the VM's), less its root=, which the script sets to the
+    // booted slot. `panic=10`: a kernel that panics during a trial boot restarts, so the trial
+    // ends and the other slot boots, instead of hanging until the watchdog.
+    let fat_line = cx.io(
+        "read cmdline.txt",
+        fs::read_to_string(fw.join("cmdline.txt")),
+    )?;
+    let words: Vec<&str> = fat_line
+        .split_whitespace()
+        .filter(|w| !w.starts_with("root=") && !w.starts_with("panic="))
+        .collect();
+    let slot_words = format!("{} panic=10", words.join(" "));
+    let boot = root.join("boot");
+    cx.io(
+        "write the slot's command line",
+        fs::write(
+            root.join(update::SLOT_CMDLINE.trim_start_matches('/')),
+            format!("{slot_words}\n"),
+        ),
+    )?;
+    for (link, to) in [
+        ("vmlinuz", format!("vmlinuz-{kver}")),
+        ("initrd.img", format!("initrd.img-{kver}")),
+    ] {
+        let l = boot.join(link);
+        let _ = fs::remove_file(&l);
+        cx.io(
+            &format!("link /boot/{link}"),
+            std::os::unix::fs::symlink(&to, &l),
+        )?;
+    }
+    // The FAT's cmdline.txt (the VM's direct -kernel boot, and a Pi whose config.txt is put
+    // back to start the kernel by hand) names slot A the way the script would.
+    let direct = update::slot_cmdline(&slot_words, disk::PART_ROOT_A).map_err(|m| cx.fail(m))?;
+    cx.io(
+        "write cmdline.txt",
+        fs::write(fw.join("cmdline.txt"), format!("{direct}\n")),
+    )?;
+    // The boot script, compiled by mkimage (u-boot-tools), and the two environment copies.
+    let cmd_path = fw.join("boot.cmd");
+    cx.io("write boot.cmd", fs::write(&cmd_path, BOOT_CMD))?;
+    let arch = if plan.target.arch() == "arm64" {
+        "arm64"
+    } else {
+        "x86_64"
+    };
+    cx.run(
+        Command::new("mkimage")
+            .args(["-A", arch, "-O", "linux", "-T", "script", "-C", "none"])
+            .args(["-n", "pfx A/B boot"])
+            .arg("-d")
+            .arg(&cmd_path)
+            .arg(fw.join(update::BOOT_SCRIPT)),
+    )?;
+    let [a, b] = update::initial_env();
+    for (name, blob) in update::ENV_FILES.iter().zip([a, b]) {
+        cx.io(&format!("write {name}"), fs::write(fw.join(name), blob))?;
+    }
+    if plan.target.uses_raspi_firmware() {
+        // The Pi's firmware starts U-Boot, which runs the script. The kernel, initramfs and
+        // DTBs the firmware hook copied stay on the FAT as a documented way back (put the
+        // kernel= and initramfs lines back in config.txt to boot slot A without U-Boot).
+        cx.io(
+            "copy u-boot.bin",
+            fs::copy(
+                root.join("usr/lib/u-boot/rpi_arm64/u-boot.bin"),
+                fw.join("u-boot.bin"),
+            )
+            .map(|_| ()),
+        )?;
+        let cfg = cx.io("read config.txt", fs::read_to_string(fw.join("config.txt")))?;
+        cx.io(
+            "write config.txt",
+            fs::write(fw.join("config.txt"), uboot_config_txt(&cfg)),
+        )?;
+    }
+    Ok(())
+}
+
+/// U-Boot's script, compiled into boot.scr by the build.
+const BOOT_CMD: &str = include_str!("../uboot/boot.cmd");
+
+/// raspi-firmware's config.txt with the firmware starting U-Boot instead of the kernel:
+/// its `kernel=` and `initramfs` lines are dropped (U-Boot loads both from the slot) and
+/// one `kernel=u-boot.bin` is added.
+pub fn uboot_config_txt(cfg: &str) -> String {
+    let mut out: String = cfg
+        .lines()
+        .filter(|l| {
+            let t = l.trim();
+            !t.starts_with("kernel=") && !t.starts_with("initramfs ")
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    out.push_str("# pfx: the firmware starts U-Boot; its boot.scr picks root slot A or B.\nkernel=u-boot.bin\n");
+    out
 }
 
 fn make_filesystems(

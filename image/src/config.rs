@@ -63,7 +63,8 @@ fn default_true() -> bool {
     true
 }
 fn default_image_mib() -> u64 {
-    2048
+    // boot 256 + two root slots of 1.5 GiB + data 256 (the root is about 800 MiB).
+    3584
 }
 fn default_boot_mib() -> u64 {
     256
@@ -114,6 +115,17 @@ pub struct ImageConfig {
     /// end of its card on the first boot.
     #[serde(default = "default_data_mib")]
     pub data_size_mib: u64,
+    /// This build's software version: `/etc/pfx/image-version` on the unit and the version
+    /// of the update bundle made from the image. Dotted numbers (`1.4.2`, optionally
+    /// `+build`); a unit refuses a bundle older than the slot it runs unless forced.
+    /// Default: pfx's own version.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// The operator's update CA certificate (PEM). The unit keeps it as RAUC's keyring in its
+    /// read-only root and installs only bundles signed under it; the signing key never goes
+    /// into an image. Without it the unit refuses every bundle.
+    #[serde(default)]
+    pub update_cert: Option<PathBuf>,
 }
 
 /// The config with every path made absolute and every file read.
@@ -125,6 +137,10 @@ pub struct Resolved {
     pub show: PathBuf,
     pub profiles: Vec<PathBuf>,
     pub authorized_keys: Vec<String>,
+    /// The update CA certificate's PEM text, when `update_cert` is set.
+    pub update_cert: Option<String>,
+    /// `version`, or pfx's own version.
+    pub version: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -205,12 +221,16 @@ pub fn validate(c: &ImageConfig) -> Result<(), String> {
         ));
     }
     let min_root = crate::disk::MIN_ROOT_MIB;
-    if c.image_size_mib < crate::disk::BOOT_START_MIB + c.boot_size_mib + min_root + c.data_size_mib
+    if c.image_size_mib
+        < crate::disk::BOOT_START_MIB + c.boot_size_mib + 2 * min_root + c.data_size_mib
     {
         return Err(format!(
-            "image_size_mib {}: must leave at least {min_root} MiB for the root between the {} MiB boot partition and the {} MiB data partition",
+            "image_size_mib {}: must leave at least {min_root} MiB for each of the two root slots between the {} MiB boot partition and the {} MiB data partition",
             c.image_size_mib, c.boot_size_mib, c.data_size_mib
         ));
+    }
+    if let Some(v) = &c.version {
+        crate::release::parse_version(v).map_err(|e| format!("version {v:?}: {e}"))?;
     }
     if let Some(m) = &c.mirror
         && !(m.starts_with("http://") || m.starts_with("https://") || m.starts_with("file://"))
@@ -315,6 +335,21 @@ pub fn load(path: &Path) -> Result<Resolved, ConfigError> {
             .and_then(|t| host_mirror(&t))
             .unwrap_or_else(|| DEFAULT_MIRROR.to_string()),
     };
+    let update_cert = match &config.update_cert {
+        None => None,
+        Some(c) => {
+            let c = abs(c);
+            let text = std::fs::read_to_string(&c)
+                .map_err(|e| invalid(format!("update_cert: {}: {e}", c.display())))?;
+            crate::release::check_cert_pem(&text)
+                .map_err(|m| invalid(format!("update_cert: {}: {m}", c.display())))?;
+            Some(text)
+        }
+    };
+    let version = config
+        .version
+        .clone()
+        .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string());
     Ok(Resolved {
         config,
         source: path.to_path_buf(),
@@ -322,6 +357,8 @@ pub fn load(path: &Path) -> Result<Resolved, ConfigError> {
         show,
         profiles,
         authorized_keys,
+        update_cert,
+        version,
     })
 }
 
@@ -338,7 +375,9 @@ mod tests {
         assert_eq!(c.suite, "bookworm");
         assert!(c.overlay);
         assert_eq!(c.hostname_prefix, "pfx");
-        assert_eq!(c.image_size_mib, 2048);
+        assert_eq!(c.image_size_mib, 3584);
+        assert_eq!(c.version, None);
+        assert_eq!(c.update_cert, None);
     }
 
     #[test]
@@ -380,12 +419,16 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("image_size_mib"), "{e}");
-        // The default image (2048 MiB) holds boot, a 512 MiB root and the data partition;
-        // a data partition that eats the root is refused, as is a useless one.
+        // The default image (3584 MiB) holds boot, two root slots and the data partition;
+        // a data partition that eats the slots is refused, as is a useless one.
         let c = parse(MIN, Path::new("a")).unwrap();
         assert_eq!(c.data_size_mib, 256);
-        let e = parse(&format!("{MIN}data_size_mib: 1400\n"), Path::new("a")).unwrap_err();
-        assert!(e.to_string().contains("image_size_mib 2048"), "{e}");
+        let e = parse(&format!("{MIN}data_size_mib: 2400\n"), Path::new("a")).unwrap_err();
+        assert!(e.to_string().contains("image_size_mib 3584"), "{e}");
+        assert!(e.to_string().contains("two root slots"), "{e}");
+        let e = parse(&format!("{MIN}version: 1.2-rc1\n"), Path::new("a")).unwrap_err();
+        assert!(e.to_string().contains("version"), "{e}");
+        assert!(parse(&format!("{MIN}version: 1.2.3+b7\n"), Path::new("a")).is_ok());
         let e = parse(&format!("{MIN}data_size_mib: 8\n"), Path::new("a")).unwrap_err();
         assert!(e.to_string().contains("data_size_mib 8"), "{e}");
     }

@@ -2,11 +2,14 @@
 
 mod artifact;
 mod build;
+mod bundle;
 mod config;
 mod disk;
 mod manifest;
 mod plan;
+mod release;
 mod tools;
+mod update;
 mod verify;
 
 use std::path::PathBuf;
@@ -78,6 +81,37 @@ enum Cmd {
         /// The image was built with `overlay: false`.
         #[arg(long)]
         no_overlay: bool,
+    },
+    /// Make a signed update bundle from a built image file: slot A's root, the image's
+    /// target and version (`/etc/pfx/image-version`), signed with the operator's key. Writes
+    /// BUNDLE and BUNDLE.json (version, compatible, sha256, size). Needs rauc and
+    /// squashfs-tools. The key is read by rauc here and never goes on a unit. See
+    /// docs/update.md.
+    Bundle {
+        /// The image file `pfx-image build` wrote (its manifest need not be beside it).
+        image: PathBuf,
+        #[arg(short, long)]
+        output: PathBuf,
+        /// The signing certificate (PEM), issued by the CA in the units' image (update_cert).
+        #[arg(long)]
+        cert: PathBuf,
+        /// The signing key (PEM). Keep it off units and out of any repository.
+        #[arg(long)]
+        key: PathBuf,
+        /// Check the new bundle against this CA certificate, as a unit will.
+        #[arg(long)]
+        keyring: Option<PathBuf>,
+        /// mksquashfs arguments for the bundle's payload (default "-comp zstd
+        /// -Xcompression-level 3": as small as gzip's, ten times faster to make; "-comp xz"
+        /// for the smallest). Every Debian arm64 kernel reads gzip, xz, lz4, lzo and zstd.
+        #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+        squashfs_args: Option<String>,
+        /// Overwrite an existing output.
+        #[arg(long)]
+        force: bool,
+        /// Print the sidecar as JSON on stdout.
+        #[arg(long)]
+        json: bool,
     },
     /// List the host tools a build needs, for every target: command and Debian package
     /// (scripts/tests.d/05-fresh-root.sh checks that scripts/deps installs them).
@@ -208,6 +242,35 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let _ = std::fs::remove_dir_all(&scratch);
             let m = m.map_err(|e| Failure::No(anyhow::Error::msg(e)))?;
             println!("{}", serde_json::to_string_pretty(&m)?);
+            Ok(())
+        }
+        Cmd::Bundle {
+            image,
+            output,
+            cert,
+            key,
+            keyring,
+            squashfs_args,
+            force,
+            json,
+        } => {
+            let side = bundle::make(&bundle::Options {
+                image,
+                output,
+                cert,
+                key,
+                keyring,
+                squashfs_args,
+                force,
+            })?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&side)?);
+            } else {
+                eprintln!(
+                    "pfx-image: {} {} for {}, {} bytes, sha256 {}",
+                    side.bundle, side.version, side.compatible, side.size, side.sha256
+                );
+            }
             Ok(())
         }
         Cmd::Tools { json } => {

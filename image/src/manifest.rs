@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::artifact::{self, ImageFile};
 use crate::config::Target;
 use crate::plan;
+use crate::update;
 use crate::verify::{
     self, AccessCheck, AccessFiles, CmdlineCheck, FirmwareCheck, InitramfsCheck, Package, Partition,
 };
@@ -79,6 +80,9 @@ pub struct Manifest {
     pub pfx_packages: Vec<verify::PfxPackage>,
     /// The masked generators and units and the update stamps (what only a boot would miss).
     pub boot_speed: verify::BootSpeedCheck,
+    /// The A/B parts: slots, boot script, boot environment, RAUC config, certificate, the
+    /// slot's kernel, initramfs and command line (docs/update.md).
+    pub update: UpdateCheck,
     /// Filled by the builder (not part of what is read back).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub build: Option<serde_json::Value>,
@@ -348,6 +352,157 @@ pub(crate) fn boot_speed_files(img: &ImageFile) -> Result<verify::BootSpeedFiles
 }
 
 /// MD5 of some bytes, by md5sum (as dpkg's md5sums were made).
+#[derive(Debug, Clone, Serialize)]
+pub struct UpdateCheck {
+    /// RAUC's compatible: a bundle for another target is refused.
+    pub compatible: String,
+    /// `/etc/pfx/image-version`.
+    pub version: String,
+    /// Whether the operator's update CA certificate is in the root (RAUC's keyring). Without
+    /// it the unit refuses every bundle.
+    pub keyring: bool,
+    pub slot_a: Partition,
+    pub slot_b: Partition,
+    pub boot_script: String,
+    pub boot_env: String,
+    /// The command line the boot script gives slot A.
+    pub slot_cmdline: String,
+    pub slot_kernel: String,
+    pub slot_initrd: String,
+    /// u-boot.bin on a Pi's boot partition (bytes).
+    pub uboot_bytes: Option<usize>,
+}
+
+/// The A/B parts, read back from the image file.
+fn check_update(
+    img: &ImageFile,
+    expect: &Expect,
+    kver: &str,
+    fat_initrd: &str,
+    errors: &mut Vec<String>,
+) -> Option<UpdateCheck> {
+    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+    let mut bad = |e: String| errors.push(format!("A/B update: {e}"));
+    let Some(slot_b) = img.root_b else {
+        bad("no root slot B: the image has the single-root layout; rebuild it".into());
+        return None;
+    };
+    let boot_script = img
+        .fat_read(update::BOOT_SCRIPT)
+        .map_err(|e| e.message)
+        .and_then(|b| update::check_boot_script(&b))
+        .map_err(&mut bad)
+        .unwrap_or_default();
+    let env = update::ENV_FILES.map(|n| img.fat_read(n).map_err(|e| e.message));
+    let boot_env = match env {
+        [Ok(a), Ok(b)] => update::check_env_pair(&a, &b)
+            .map_err(&mut bad)
+            .unwrap_or_default(),
+        [a, b] => {
+            for e in [a.err(), b.err()].into_iter().flatten() {
+                bad(e);
+            }
+            String::new()
+        }
+    };
+    match img.root_read(update::SYSTEM_CONF).map(text) {
+        Ok(t) => {
+            if let Err(e) = update::check_system_conf(&t, expect.target) {
+                bad(e);
+            }
+        }
+        Err(e) => bad(e.message),
+    }
+    let keyring = match img.root_read(update::KEYRING) {
+        Ok(b) => {
+            if let Err(e) = update::check_cert_pem(&text(b)) {
+                bad(format!("{}: {e}", update::KEYRING));
+            }
+            true
+        }
+        Err(_) => false,
+    };
+    let version = img
+        .root_read(update::VERSION_FILE)
+        .map(text)
+        .map_err(|e| e.message)
+        .and_then(|v| {
+            let v = v.trim().to_string();
+            update::parse_version(&v)
+                .map(|_| v.clone())
+                .map_err(|e| format!("{}: {v:?}: {e}", update::VERSION_FILE))
+        })
+        .map_err(&mut bad)
+        .unwrap_or_default();
+    let slot_cmdline = match img.root_read(update::SLOT_CMDLINE).map(text) {
+        Ok(t) => match update::slot_cmdline(&t, crate::disk::PART_ROOT_A) {
+            Ok(line) => {
+                if let Err(e) = verify::check_cmdline(&line, expect.overlay) {
+                    bad(format!("{}: {e}", update::SLOT_CMDLINE));
+                }
+                line
+            }
+            Err(e) => {
+                bad(format!("{}: {e}", update::SLOT_CMDLINE));
+                String::new()
+            }
+        },
+        Err(e) => {
+            bad(e.message);
+            String::new()
+        }
+    };
+    let mut link = |path: &str, want: String| -> String {
+        match img.root_symlink(path) {
+            Ok(Some(t)) if t == want || t == format!("/boot/{want}") => t,
+            Ok(other) => {
+                bad(format!("{path} is {other:?}, expected a link to {want}"));
+                String::new()
+            }
+            Err(e) => {
+                bad(e.to_string());
+                String::new()
+            }
+        }
+    };
+    let slot_kernel = link(update::SLOT_KERNEL, format!("vmlinuz-{kver}"));
+    let slot_initrd = link(update::SLOT_INITRD, format!("initrd.img-{kver}"));
+    // U-Boot loads the slot's initramfs; the FAT's is the one the initramfs checks read.
+    if let (Ok(slot), Ok(fat)) = (
+        img.root_read(&format!("/boot/initrd.img-{kver}")),
+        img.fat_read(fat_initrd),
+    ) && slot != fat
+    {
+        errors.push(format!(
+            "A/B update: the slot's /boot/initrd.img-{kver} differs from the boot partition's {fat_initrd}: the checked initramfs is not the one U-Boot boots"
+        ));
+    }
+    let uboot_bytes = if expect.target.uses_raspi_firmware() {
+        match img.fat_read("u-boot.bin") {
+            Ok(b) => Some(b.len()),
+            Err(e) => {
+                errors.push(format!("A/B update: {}", e.message));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    Some(UpdateCheck {
+        compatible: update::compatible(expect.target),
+        version,
+        keyring,
+        slot_a: img.root,
+        slot_b,
+        boot_script,
+        boot_env,
+        slot_cmdline,
+        slot_kernel,
+        slot_initrd,
+        uboot_bytes,
+    })
+}
+
 fn md5_hex(bytes: &[u8]) -> Result<String, String> {
     use std::io::Write;
     let mut child = Command::new("md5sum")
@@ -452,19 +607,21 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
     }
 
     // The initramfs the firmware loads: the one config.txt names, else initrd.img (VM).
+    // The initramfs checked is the FAT's copy (raspi-firmware's hook puts it there on a Pi;
+    // the VM's direct boot reads it), and the slot's own, which U-Boot loads, must be the
+    // same bytes (checked with the A/B parts below).
     let mut firmware = None;
-    let mut initramfs_file = "initrd.img".to_string();
+    let initramfs_file = if expect.target.uses_raspi_firmware() {
+        format!("initrd.img-{kernel_version}")
+    } else {
+        "initrd.img".to_string()
+    };
     if expect.target.uses_raspi_firmware() {
         match img.fat_read("config.txt").map(text) {
-            Ok(cfg) => {
-                if let (_, Some(i)) = verify::config_txt_boot_files(&cfg) {
-                    initramfs_file = i;
-                }
-                match verify::check_pi_firmware(&boot_files, &cfg) {
-                    Ok(f) => firmware = Some(f),
-                    Err(e) => errors.push(format!("boot partition: {e}")),
-                }
-            }
+            Ok(cfg) => match verify::check_pi_firmware(&boot_files, &cfg) {
+                Ok(f) => firmware = Some(f),
+                Err(e) => errors.push(format!("boot partition: {e}")),
+            },
             Err(e) => errors.push(e.message),
         }
     }
@@ -562,6 +719,7 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
         });
     }
 
+    let update = check_update(&img, expect, &kernel_version, &initramfs_file, &mut errors);
     let data = check_data(&img, &cmdline, expect, &mut errors);
     let boot_speed = boot_speed_files(&img)
         .and_then(|f| verify::check_boot_speed(&f))
@@ -625,6 +783,7 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
         packages,
         pfx_packages,
         boot_speed: boot_speed.ok_or("no boot-speed check")?,
+        update: update.ok_or("no A/B update check")?,
         build: None,
     })
 }

@@ -31,6 +31,15 @@ pub const DATA_MOUNT_OPTIONS: &str =
 /// journald would keep a "persistent" journal in the overlay's tmpfs, capped only at 10%
 /// of it.
 pub const JOURNALD_DROPIN: &str = "/etc/systemd/journald.conf.d/50-pfx.conf";
+/// The hardware watchdog, armed by systemd from its first moment: a trial boot that hangs
+/// (kernel or systemd) is reset, its one attempt is spent, and the other slot boots. On a
+/// Pi it is the bcm2835 watchdog, in the VM an i6300esb.
+pub const WATCHDOG_DROPIN: &str = "/etc/systemd/system.conf.d/50-pfx-watchdog.conf";
+pub const WATCHDOG_TEXT: &str = "# pfx: a hang resets the unit (docs/update.md, \"Trial boot\").\n[Manager]\nRuntimeWatchdogSec=30s\nRebootWatchdogSec=2min\n";
+/// RAUC's D-Bus service does the install (the agent only asks it to): at idle I/O and CPU
+/// priority, so writing a slot costs a playing show no frame.
+pub const RAUC_DROPIN: &str = "/etc/systemd/system/rauc.service.d/50-pfx-idle.conf";
+pub const RAUC_DROPIN_TEXT: &str = "# pfx: the show comes first (docs/update.md).\n[Service]\nIOSchedulingClass=idle\nCPUSchedulingPolicy=idle\nNice=19\n";
 pub const JOURNALD_TEXT: &str = "# pfx: the journal lives in RAM only, and is bounded.\n[Journal]\nStorage=volatile\nRuntimeMaxUse=32M\nRuntimeMaxFileSize=4M\n";
 
 /// The fstab the image ships. overlayroot rewrites it into the overlay at boot; with
@@ -67,6 +76,10 @@ pub const UNIT_FILES: &[(&str, &str)] = &[
         "pfx-data-absent.service",
         include_str!("../../systemd/pfx-data-absent.service"),
     ),
+    (
+        "pfx-update-health.service",
+        include_str!("../../systemd/pfx-update-health.service"),
+    ),
 ];
 pub const SCRIPTS: &[(&str, &str)] = &[
     ("pfx-hostname", include_str!("../../systemd/pfx-hostname")),
@@ -75,6 +88,10 @@ pub const SCRIPTS: &[(&str, &str)] = &[
         include_str!("../../systemd/pfx-ssh-hostkeys"),
     ),
     ("pfx-data-grow", include_str!("../../systemd/pfx-data-grow")),
+    (
+        "pfx-slot-carry",
+        include_str!("../../systemd/pfx-slot-carry"),
+    ),
 ];
 const CMDLINE_HOOK: &str = include_str!("../../systemd/z51-pfx-cmdline");
 /// The packages every image gets from the workspace, made by scripts/build-deb (the same
@@ -90,6 +107,7 @@ pub const UDEV_TRIGGER_DROPIN: (&str, &str) = (
     include_str!("../../systemd/udev-trigger.conf"),
 );
 const DOC: &str = include_str!("../../docs/image.md");
+const UPDATE_DOC: &str = include_str!("../../docs/update.md");
 /// An initramfs-tools hook, in the root before its one initramfs run: the initramfs' udev
 /// tags block and network devices for systemd, which then knows them from its start
 /// instead of after the whole coldplug (the data partition's mount and the player wait for
@@ -126,6 +144,7 @@ pub const ENABLED_UNITS: &[&str] = &[
     "pfx-ssh-hostkeys.service",
     "pfx-data-grow.service",
     "pfx-data-absent.service",
+    "pfx-update-health.service",
     "systemd-networkd.service",
     "ssh.service",
 ];
@@ -204,6 +223,9 @@ const BASE_PACKAGES: &[&str] = &[
     "systemd-timesyncd",
     // The fleet account reaches the agent through one exact sudoers line.
     "sudo",
+    // A/B updates (docs/update.md): RAUC and its D-Bus service.
+    "rauc",
+    "rauc-service",
 ];
 
 /// The fleet account: the only login on a unit. No password, no shell for its keys (their
@@ -388,7 +410,8 @@ pub fn packages(target: Target, suite: &str, extra: &[String]) -> Vec<String> {
     match target {
         // Both arm64 targets: one root, so the VM boots what the Pi boots.
         Target::Rpi4Arm64 | Target::VmArm64 => {
-            p.extend(["linux-image-arm64", "raspi-firmware"].map(String::from));
+            // u-boot-rpi: the Pi's firmware starts U-Boot, which picks the root slot.
+            p.extend(["linux-image-arm64", "raspi-firmware", "u-boot-rpi"].map(String::from));
         }
         Target::VmAmd64 => p.push("linux-image-amd64".into()),
     }
@@ -550,6 +573,18 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
         ),
         file("/etc/fstab", 0o644, fstab_text()),
         file(JOURNALD_DROPIN, 0o644, JOURNALD_TEXT),
+        file(WATCHDOG_DROPIN, 0o644, WATCHDOG_TEXT),
+        file(RAUC_DROPIN, 0o644, RAUC_DROPIN_TEXT),
+        file(
+            crate::update::VERSION_FILE,
+            0o644,
+            format!("{}\n", r.version),
+        ),
+        file(
+            crate::update::SYSTEM_CONF,
+            0o644,
+            crate::update::system_conf_text(target),
+        ),
         // Empty: systemd makes a machine id at boot (transient on the overlay).
         file("/etc/machine-id", 0o444, ""),
         file(
@@ -562,6 +597,7 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
         file(AGENT_CONFIG_FILE, 0o644, agent_config_text()),
         file("/etc/pfx/show.yaml", 0o644, show),
         file("/usr/share/doc/pfx/image.md", 0o644, DOC),
+        file("/usr/share/doc/pfx/update.md", 0o644, UPDATE_DOC),
         file(UDEV_TRIGGER_DROPIN.0, 0o644, UDEV_TRIGGER_DROPIN.1),
         // raspi-firmware's kernel hook generates config.txt and cmdline.txt from these.
         file(
@@ -618,6 +654,14 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
     }
     for (name, bytes) in profiles {
         files.push(file(&format!("/etc/pfx/profiles/{name}"), 0o644, bytes));
+    }
+    // The operator's update CA: the only thing of the signing chain a unit holds.
+    if let Some(cert) = &r.update_cert {
+        files.push(file(
+            crate::update::KEYRING,
+            0o644,
+            cert.as_bytes().to_vec(),
+        ));
     }
     // The fleet keys go to the fleet account only, each restricted to the dispatcher;
     // root gets none (and sshd would not let root in anyway).
@@ -909,6 +953,8 @@ mod tests {
             show: "show.yaml".into(),
             profiles: vec![],
             authorized_keys: keys.iter().map(|k| k.to_string()).collect(),
+            update_cert: None,
+            version: PFX_VERSION.into(),
         };
         plan(&r, b"show".to_vec(), vec![])
     }

@@ -25,6 +25,8 @@ pub fn required(target: Target, building_player: bool) -> Vec<(&'static str, &'s
         ("mdir", "mtools"),
         ("mtype", "mtools"),
         ("sfdisk", "fdisk"),
+        // The A/B boot script (boot.scr) is compiled by U-Boot's mkimage.
+        ("mkimage", "u-boot-tools"),
         ("zstd", "zstd"),
         ("xz", "xz-utils"),
         ("gzip", "gzip"),

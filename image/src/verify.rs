@@ -485,7 +485,9 @@ pub struct FirmwareCheck {
 }
 
 /// The Pi 4 boots only if the FAT partition has the GPU firmware, its DTB, and a config.txt
-/// that points at a kernel and initramfs present there.
+/// that starts U-Boot (`kernel=u-boot.bin`, present there), which runs the A/B boot script.
+/// A config.txt that still starts the kernel itself would boot slot A for ever: no trial
+/// boot, no rollback, and an update that never runs.
 pub fn check_pi_firmware(fat_files: &[String], config_txt: &str) -> Result<FirmwareCheck, String> {
     let has = |n: &str| fat_files.iter().any(|f| f.eq_ignore_ascii_case(n));
     let mut errors = Vec::new();
@@ -503,18 +505,19 @@ pub fn check_pi_firmware(fat_files: &[String], config_txt: &str) -> Result<Firmw
     }
     let (kernel, initramfs) = config_txt_boot_files(config_txt);
     match &kernel {
-        Some(k) if has(k) => {}
+        Some(k) if k == "u-boot.bin" && has(k) => {}
+        Some(k) if k == "u-boot.bin" => {
+            errors.push("config.txt kernel=u-boot.bin, but u-boot.bin is not on the boot partition".into())
+        }
         Some(k) => errors.push(format!(
-            "config.txt kernel={k} is not on the boot partition"
+            "config.txt kernel={k}: the firmware must start U-Boot (kernel=u-boot.bin), or the unit never takes an update nor rolls one back"
         )),
-        None => errors.push("config.txt has no kernel= line".into()),
+        None => errors.push("config.txt has no kernel= line (expected kernel=u-boot.bin)".into()),
     }
-    match &initramfs {
-        Some(i) if has(i) => {}
-        Some(i) => errors.push(format!(
-            "config.txt initramfs {i} is not on the boot partition"
-        )),
-        None => errors.push("config.txt has no initramfs line".into()),
+    if let Some(i) = &initramfs {
+        errors.push(format!(
+            "config.txt loads initramfs {i}: U-Boot loads the slot's own; the firmware's copy only costs boot time"
+        ));
     }
     if !errors.is_empty() {
         return Err(errors.join("; "));
@@ -1347,18 +1350,31 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        let cfg = "# Do not modify\narm_64bit=1\nenable_uart=1\nupstream_kernel=1\nkernel=vmlinuz-6.1.0-50-arm64\ninitramfs initrd.img-6.1.0-50-arm64\n";
-        let ok = check_pi_firmware(&files, cfg).unwrap();
-        assert_eq!(ok.initramfs, "initrd.img-6.1.0-50-arm64");
+        let cfg =
+            "# Do not modify\narm_64bit=1\nenable_uart=1\nupstream_kernel=1\nkernel=u-boot.bin\n";
+        let mut with_uboot = files.clone();
+        with_uboot.push("u-boot.bin".into());
+        let ok = check_pi_firmware(&with_uboot, cfg).unwrap();
+        assert_eq!(ok.kernel, "u-boot.bin");
         assert_eq!(ok.dtbs, vec!["bcm2711-rpi-4-b.dtb"]);
-        let e = check_pi_firmware(
-            &files[1..],
-            &cfg.replace("vmlinuz-6.1.0-50", "vmlinuz-6.1.0-51"),
-        )
-        .unwrap_err();
+        // u-boot.bin missing, and the firmware starting the kernel itself: both named.
+        let e = check_pi_firmware(&files[1..], cfg).unwrap_err();
         assert!(
-            e.contains("start4.elf") && e.contains("kernel=vmlinuz-6.1.0-51-arm64"),
+            e.contains("start4.elf") && e.contains("u-boot.bin is not"),
             "{e}"
+        );
+        let direct =
+            "arm_64bit=1\nkernel=vmlinuz-6.1.0-50-arm64\ninitramfs initrd.img-6.1.0-50-arm64\n";
+        let e = check_pi_firmware(&with_uboot, direct).unwrap_err();
+        assert!(
+            e.contains("must start U-Boot") && e.contains("initramfs"),
+            "{e}"
+        );
+        // What the build writes from raspi-firmware's generated file passes.
+        let generated = crate::build::uboot_config_txt(direct);
+        assert!(
+            check_pi_firmware(&with_uboot, &generated).is_ok(),
+            "{generated}"
         );
     }
 

@@ -181,6 +181,7 @@ fn main() -> anyhow::Result<()> {
             unit_id: args.unit_id.clone(),
             version: env!("CARGO_PKG_VERSION"),
             show: Default::default(),
+            store: None,
         };
         let seconds = args.seconds;
         let shutdown = async move {

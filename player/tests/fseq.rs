@@ -617,3 +617,49 @@ fn prefetcher_reports_corrupt_block_without_panicking() {
     // Seeking back still works after the error.
     assert_eq!(p.wait_for(0, Duration::from_secs(5)).unwrap(), &fr[0][..]);
 }
+
+/// xLights merges a unit's ranges before it writes the sparse file, and its merge joins
+/// ranges that are not adjacent (FPP.cpp, `SetNewRanges`): a unit announcing
+/// `12070-12969,13270-13869` gets one sparse range, 12070 for 1800 channels, with the
+/// gap's channels inside it. pfx reads it back at absolute channels, so each pole finds
+/// its own bytes where a full file would have them (docs/fpp-connect.md 2.6).
+#[test]
+fn a_sparse_range_that_xlights_merged_across_a_gap_plays_each_pole_right() {
+    let at = |f: usize, c: usize| ((f * 7 + c * 13) % 251) as u8 + 1;
+    let (first, len) = (12_070usize, 1_800usize);
+    let stored: Vec<Vec<u8>> = (0..12)
+        .map(|f| {
+            (first..first + len)
+                .map(|c| {
+                    if (12_970..13_270).contains(&c) {
+                        0
+                    } else {
+                        at(f, c)
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let spec = Spec {
+        sparse_ranges: vec![(first as u32, len as u32)],
+        ..Spec::default()
+    };
+    let mut f = FseqFile::open_bytes("merged.fseq", write(&spec, &stored)).expect("opens");
+    assert_eq!(f.frame_len(), first + len);
+    let mut buf = vec![0; f.frame_len()];
+    for n in 0..f.frames() {
+        f.read_frame(n, &mut buf).expect("frame");
+        for (start, count) in [(12_070usize, 900usize), (13_270, 600)] {
+            let want: Vec<u8> = (start..start + count).map(|c| at(n as usize, c)).collect();
+            assert_eq!(
+                &buf[start..start + count],
+                &want[..],
+                "frame {n}, pole at {start}"
+            );
+        }
+        assert!(
+            buf[..first].iter().all(|&b| b == 0),
+            "below the range: black"
+        );
+    }
+}

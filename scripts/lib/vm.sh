@@ -44,7 +44,7 @@ profiles:
   - $1/profiles/gen3-bigpacket.yaml
   - $1/profiles/legacy-2018-2023-sacn.yaml
   - $1/profiles/bench-ddp.yaml
-image_size_mib: 2048
+image_size_mib: 3584
 YAML
 }
 
@@ -57,7 +57,8 @@ py_json() { python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print($
 vm_boot_files() {
   local img=$1 manifest=$2 dir=$3 boot_off kfile ifile
   boot_off=$(py_json "$manifest" 'm["partitions"][0]["start_sector"]*512')
-  kfile=$(py_json "$manifest" 'm["firmware"]["kernel"]')
+  # The kernel raspi-firmware's hook put on the FAT (config.txt itself starts U-Boot).
+  kfile=$(py_json "$manifest" '"vmlinuz-" + m["kernel_version"]')
   ifile=$(py_json "$manifest" 'm["initramfs_file"]')
   export MTOOLS_SKIP_CHECK=1
   mcopy -o -n -i "$img@@$boot_off" "::$kfile" "$dir/vmlinuz"
@@ -89,12 +90,28 @@ vm_ports() { http_port=$(vm_free_port); ssh_port=$(vm_free_port); inspect_port=$
 # across a guest reboot, and the image file stays as it was. virtio-rng: the guest's entropy
 # comes from the host, as a Pi's comes from its hardware RNG. The monitor socket is for hard
 # resets (system_reset).
+#
+# vm_boot=uboot (default kernel): the firmware path a unit takes. QEMU starts Debian's
+# U-Boot for the virt machine (u-boot-qemu), which runs the image's boot.scr from the FAT
+# partition: it picks root slot A or B by the boot environment and loads that slot's own
+# kernel, initramfs and command line. An i6300esb watchdog is there for systemd to arm.
+# vm_snapshot=0: no -snapshot, so the guest's writes land in $vm_disk (the update suite
+# reads the slots and the boot environment back from the file).
+vm_uboot_bin=${vm_uboot_bin:-/usr/lib/u-boot/qemu_arm64/u-boot.bin}
 start_vm() {
   rm -f "$vm_work/monitor.sock"
+  local boot=() snap=(-snapshot)
+  if [ "${vm_boot:-kernel}" != uboot ]; then
+    boot=(-kernel "$vm_kernel" -initrd "$vm_initrd" -append "$vm_cmdline")
+  else
+    [ -f "$vm_uboot_bin" ] || fail "no U-Boot for qemu's virt machine at $vm_uboot_bin (apt-get install u-boot-qemu)"
+    boot=(-bios "$vm_uboot_bin" -device i6300esb)
+  fi
+  [ "${vm_snapshot:-1}" = 1 ] || snap=()
   qemu-system-aarch64 -M virt -cpu cortex-a72 -smp 2 -m 1024 -display none \
     -monitor "unix:$vm_work/monitor.sock,server=on,wait=off" \
-    -serial "file:$1" -snapshot \
-    -kernel "$vm_kernel" -initrd "$vm_initrd" -append "$vm_cmdline" \
+    -serial "file:$1" "${snap[@]}" \
+    "${boot[@]}" \
     -drive "file=$vm_disk,if=none,format=raw,id=d0" -device virtio-blk-pci,drive=d0 \
     -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$http_port-:8080,hostfwd=tcp:127.0.0.1:$ssh_port-:22,hostfwd=tcp:127.0.0.1:$inspect_port-:2222,hostfwd=tcp:127.0.0.1:$fppc_port-:80" \
     -device "e1000,netdev=n0,mac=$vm_mac,romfile=" \

@@ -55,7 +55,7 @@ outputs:
   - {name: b, profile: bench-ddp, destination: "239.255.70.2:4048", start_channel: 1801}
 content:
   playlist:
-    - {pattern: solid, color: "#010203", seconds: 3600}
+    - {pattern: solid, color: "#010203", seconds: 2}
 fpp_connect:
   enabled: true
   password_hash: "$hash"
@@ -90,6 +90,7 @@ done
 [ "$bad_nice" = 0 ] || exit 1
 echo "FPP Connect threads at nice 19: $seen"
 
+python3 -m pytest -q "$tb/tests/test_fpp_connect_client.py" || { echo "FAILED: pytest test_fpp_connect_client.py"; exit 1; }
 rc=0
 ip netns exec "$nx" python3 "$tb/fpp_connect_e2e.py" --unit 10.88.0.1 --bind 10.88.0.2 --other-source 10.88.0.3 \
   --password "$pw" --data "$data" --pole-a "$work/pole-a.jsonl" --pole-b "$work/pole-b.jsonl" || rc=1
@@ -99,6 +100,16 @@ if [ "$rc" != 0 ]; then
   exit 1
 fi
 grep -q 'new show active' "$work/player.log" || { echo "FAILED: the player log does not say the new show became active"; exit 1; }
+# Main became active once, waiting for the item's end; the same playlist posted twice more
+# changed nothing; SparseOnly switched at once.
+n=$(grep -c 'new show active' "$work/player.log")
+[ "$n" = 2 ] || { grep 'FPP Connect' "$work/player.log"; echo "FAILED: $n show switches (want 2: Main, SparseOnly)"; exit 1; }
+grep -q 'new show active; it starts when the current item ends' "$work/player.log" || { echo "FAILED: Main did not wait for the item's end"; exit 1; }
+grep -q 'new show active; it starts now' "$work/player.log" || { echo "FAILED: ?switch=now did not switch at once"; exit 1; }
+grep -q 'SIGHUP: new show accepted; it starts when the current item ends' "$work/player.log" || { echo "FAILED: the supervisor did not hand Main over at the item's end"; exit 1; }
+[ "$(grep -c 'is the show playing now; nothing changes' "$work/player.log")" -ge 2 ] || { echo "FAILED: the same playlist posted again was not a no-op"; exit 1; }
+[ "$(grep -c 'SIGHUP: new show accepted' "$work/player.log")" = 2 ] || { echo "FAILED: the player reloaded other than twice"; exit 1; }
+grep -q 'universeOutputs\|output table kept' "$work/player.log" || { echo "FAILED: the log says nothing of xLights' output table"; exit 1; }
 # The store's own view: its active show is the last playlist, holding the sparse sequence.
 man="$data/active/manifest.json"
 python3 - "$man" <<'PY' || { echo "FAILED: the store's active show is not the posted playlist"; exit 1; }

@@ -122,8 +122,15 @@ assert m["sha256"] == v["sha256"] and len(m["sha256"]) == 64, "sha256 differs be
 fw = m["firmware"]
 assert fw and "bcm2711-rpi-4-b.dtb" in fw["dtbs"], fw
 assert {"start4.elf", "fixup4.dat"} <= set(m["boot_files"]), m["boot_files"]
-assert fw["kernel"].startswith("vmlinuz-") and fw["kernel"] in m["boot_files"], fw
-assert fw["initramfs"] in m["boot_files"] and m["initramfs_file"] == fw["initramfs"], fw
+# The firmware starts U-Boot; the kernel and initramfs stay on the FAT beside it (the
+# checked initramfs, the same bytes as the slot's) and U-Boot loads the slot's own.
+assert fw["kernel"] == "u-boot.bin" and "u-boot.bin" in m["boot_files"], fw
+assert m["initramfs_file"] in m["boot_files"] and m["initramfs_file"].startswith("initrd.img-"), m["initramfs_file"]
+u = m["update"]
+assert u["compatible"] == "pfx-rpi4-arm64" and u["uboot_bytes"] > 100000, u
+assert "boot.scr" in m["boot_files"] and "pfxenv.a" in m["boot_files"] and "pfxenv.b" in m["boot_files"], m["boot_files"]
+assert "root=PARTUUID=70667801-02" in u["slot_cmdline"] and "rauc.slot=A" in u["slot_cmdline"], u
+assert u["slot_a"]["sectors"] == u["slot_b"]["sectors"], u
 words = m["cmdline"]["cmdline"].split()
 assert "overlayroot=tmpfs:recurse=0" in words and "rw" not in words, words
 assert "console=ttyS1,115200" in words, words
@@ -137,8 +144,8 @@ for p in ["linux-image-arm64", "raspi-firmware", "overlayroot", "busybox", "open
     assert p in pk, p
 print("rpi4 manifest: kernel %s, %d packages, %d DTBs, cmdline: %s" % (m["kernel_version"], len(pk), len(fw["dtbs"]), m["cmdline"]["cmdline"]))
 d = m["data"]; parts = m["partitions"]
-assert [p["kind"] for p in parts] == [0x0c, 0x83, 0x83] and d["partition"]["index"] == 3, parts
-assert parts[2]["start_sector"] + parts[2]["sectors"] == m["size_bytes"] // 512, "data partition is not last"
+assert [p["kind"] for p in parts] == [0x0c, 0x83, 0x83, 0x83] and d["partition"]["index"] == 4, parts
+assert parts[3]["start_sector"] + parts[3]["sectors"] == m["size_bytes"] // 512, "data partition is not last"
 assert d["fs"]["label"] == "pfx-data" and d["fs"]["fs_type"] == "ext4" and d["fs"]["marker"] == "/.pfx-data", d["fs"]
 assert d["fs"]["root_mode"] == "2775" and d["fs"]["root_uid"] == 0, d["fs"]
 f = d["fstab"]
@@ -151,7 +158,7 @@ assert en.get("pfx-data-grow.service") and en.get("pfx-data-absent.service"), en
 b = m["boot_speed"]
 assert "systemd-sysv-generator" in b["masked_generators"] and "systemd-repart.service" in b["masked_units"], b
 assert [s["path"] for s in b["update_stamps"]] == ["/etc/.updated", "/var/.updated"], b
-print("rpi4 data partition: %d MiB at sector %d, %s, options %s" % (parts[2]["sectors"] // 2048, parts[2]["start_sector"], d["fs"]["label"], ",".join(f["options"])))
+print("rpi4 data partition: %d MiB at sector %d, %s, options %s" % (parts[3]["sectors"] // 2048, parts[3]["start_sector"], d["fs"]["label"], ",".join(f["options"])))
 PY
 ok "rpi4-arm64 image verified from the image file"
 lap "verify rpi4-arm64"
@@ -217,7 +224,7 @@ debugfs -w -R "rm /.pfx-data" "$work/bad.img?offset=$rpi_data_off" > /dev/null 2
 refused "a data file system without its marker" "no /.pfx-data marker"
 dd if=/dev/zero of="$work/bad.img" bs=4096 seek=$((rpi_data_off / 4096)) count=1 conv=notrunc status=none
 refused "a wiped data file system" "data partition"
-sfdisk -q --delete "$work/bad.img" 3 2> /dev/null
+sfdisk -q --delete "$work/bad.img" 4 2> /dev/null
 refused "an image without a data partition" "partition table"
 rm -rf "$work/bad.img" "$work/unpacked" "$work"/initrd.* "$work"/fstab.* "$work"/cmdline.recurse
 ok "verify refuses the image with rw on cmdline.txt, and with an initramfs without busybox"
@@ -563,7 +570,7 @@ echo "IMAGE rpi4-arm64: ${size} MiB apparent, ${used} MiB allocated; boot to /pr
 # The same image with its data partition gone from the table (a card whose third partition
 # was removed, or whose file system was wiped: either way no LABEL=pfx-data appears). The
 # unit must still boot, with its root as always, and the player play the built-in show.
-sfdisk -q --delete "$work/vm-boot.img" 3 2> /dev/null || fail "cannot delete the data partition from the boot copy"
+sfdisk -q --delete "$work/vm-boot.img" 4 2> /dev/null || fail "cannot delete the data partition from the boot copy"
 # A first boot again (-snapshot dropped the host key): its own known_hosts.
 ssh_opts=(-o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=accept-new
           -o UserKnownHostsFile="$work/known_hosts.nodata" -o LogLevel=ERROR)

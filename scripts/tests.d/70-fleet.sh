@@ -341,6 +341,207 @@ CFG
     check "bench --parallel $par: no control directory or shared connection left after the run" [ -z "$left" ]
   done
 }
+# 13. push update: A/B software updates through the real sshd, sudo and dispatcher, with
+#     the RAUC TEST DOUBLE (fleet/tests/rauc_double.py; real RAUC: the VM suite) and a
+#     real pfx-player per unit for the health commit, which the double's "boot" runs.
+DOUBLE="$top/fleet/tests/rauc_double.py"
+mkbundle() { # path version compatible signed(true|false) bytes: a bundle the double reads, and its sidecar
+  python3 - "$@" <<'PY'
+import hashlib, json, os, sys
+p, v, c, signed, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+b = (json.dumps({"compatible": c, "version": v, "signed": signed == "true"}) + "\n").encode()
+b += os.urandom(max(0, n - len(b)))
+open(p, "wb").write(b)
+json.dump({"version": v, "compatible": c, "sha256": hashlib.sha256(b).hexdigest(), "size": len(b)}, open(p[:-len(".raucb")] + ".json", "w"))
+PY
+}
+upd_unit() { # i: unit u$i as an A/B unit at 1.0.0 with its player, the double and the update keys
+  local i=$1 d="$T/u$1"
+  mkdir -p "$d/data" "$d/nic"; : > "$d/data/.pfx-data"
+  echo '{"pause":{"autoneg":false,"rx":false,"tx":false},"pause_rx_frames":0}' > "$d/nic/eth0.json"
+  rm -rf "$d/rauc" "$d/data/update"
+  python3 "$DOUBLE" --state "$d/rauc" init pfx-vm-arm64 1.0.0
+  for kv in "cmdline $d/cmdline" "sshd_pidfile $d/sshd.pid" "force_file $d/force" \
+            "on_boot $AGENT update health-commit --config $d/agent.yaml"; do
+    python3 "$DOUBLE" --state "$d/rauc" set ${kv%% *} "${kv#* }"
+  done
+  echo "rauc.slot=A" > "$d/cmdline"
+  printf '#!/bin/sh\nexec python3 %s --state %s "$@"\n' "$DOUBLE" "$d/rauc" > "$d/rauc-w"
+  printf '#!/bin/sh\nexec python3 %s --state %s reboot\n' "$DOUBLE" "$d/rauc" > "$d/reboot"
+  printf '#!/bin/sh\necho "$@" >> %s/carry.log\n' "$d" > "$d/carry"
+  chmod 755 "$d/rauc-w" "$d/reboot" "$d/carry"
+  printf '%s\n' "interface: eth0" "fps: 40" "tx_queue: kernel" "outputs:" "  - name: pole-1" "    profile: bench-ddp" \
+    "    destination: 127.0.0.1:4048" "content:" "  loop: true" "  playlist:" "    - pattern: id" "      seconds: 5" > "$d/builtin.yaml"
+  agent_yaml "$d" "u$i" "player: $PLAYER" "store_root: $d/data" "store_reserve_bytes: 1048576" \
+    "profile_url: http://127.0.0.1:8090/profile" "rauc: $d/rauc-w" "slot_carry: $d/carry" "update_force_file: $d/force" \
+    "test_reboot_command: $d/reboot" "test_cmdline_file: $d/cmdline" "health_ok_s: 2" "health_deadline_s: 30" \
+    "health_ssh_addr: 10.77.0.1$i:22" "systemd: false" "show_config: $d/builtin.yaml"
+  nsenter --net="/run/netns/pfxfl${P}u$i" -- "$PLAYER" run --config "$d/builtin.yaml" --store "$d/data" --http 0.0.0.0:8090 --no-mdns > "$d/player-upd.log" 2>&1 &
+  PIDS+=($!); echo $! > "$d/player.pid"
+}
+dstate() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1]+"/state.json")); print(s["booted"], s["left"]["A"], s["left"]["B"], s["slots"]["B"]["version"])' "$T/u$1/rauc"; }
+upd_row() { db_q "$DB" "SELECT state||'|'||COALESCE(phase,'') FROM update_events WHERE unit_id='$1' AND state<>'started' ORDER BY id DESC LIMIT 1"; }
+run_update_suite() {
+  PLAYER="${PFX_PLAYER:-$bin/pfx-player}"
+  [ -x "$PLAYER" ] || { fail "no pfx-player at $PLAYER for the update checks"; return; }
+  write_config
+  grep -q "10.77.0.14 " "$T/known_hosts" || echo "10.77.0.14 $(cut -d' ' -f1,2 "$T/u4/hostkey.pub")" >> "$T/known_hosts"
+  # Section 10 stopped u3's sshd: start it again, same host key, same account namespace.
+  for i in 1 2 3; do
+    d="$T/u$i"
+    if ! { [ -s "$d/sshd.pid" ] && kill -0 "$(cat "$d/sshd.pid")" 2>/dev/null; }; then
+      inns "pfxfl${P}u$i" unshare --mount --propagation private -- sh -c '
+        for f in passwd group shadow sudoers; do mount --bind "$1/etc/$f" "/etc/$f" || exit 1; done
+        exec /usr/sbin/sshd -f "$2/sshd_config" -E "$2/sshd.log"' sh "$T" "$d" || fail "restarting u$i's sshd"
+    fi
+  done
+  for i in 1 2 3; do upd_unit $i; done
+  for i in 1 2 3; do for _ in $(seq 100); do [ -n "$(prof $i)" ] && break; sleep 0.1; done; done
+  # The operator's rauc is the double too (this host may have a real one: it would refuse these files).
+  mkdir -p "$T/oprauc"; python3 "$DOUBLE" --state "$T/oprauc/st" init x 0
+  printf '#!/bin/sh\nexec python3 %s --state %s "$@"\n' "$DOUBLE" "$T/oprauc/st" > "$T/oprauc/rauc"; chmod 755 "$T/oprauc/rauc"
+  B1="$T/upd/pfx-2.0.0.raucb"; mkdir -p "$T/upd"; mkbundle "$B1" 2.0.0 pfx-vm-arm64 true 6000000
+  DB="$T/update.db"
+  ufleet() { inns "$OP" env PATH="$T/oprauc:$PATH" "$FLEET" --config "$T/fleet.yaml" --db "$DB" "$@"; }
+  # (a) waves 1, 1, 1; u2's new slot rolls back (the double's boot env goes back): the run stops there.
+  python3 "$DOUBLE" --state "$T/u2/rauc" set on_reboot rollback
+  ufleet push update "$B1" --site hall-a --switch now --wave 30 --timeout 40s --poll-s 0.5 --chunk-mib 2 --json > "$T/up1.json" 2> "$T/up1.err"; rc=$?
+  check "push update: the canary u1 committed, u2 rolled back, the run stopped before u3 (exit $rc)" bash -c "[ $rc = 1 ] && [ '$(upd_row u1)' = 'done|committed' ] && [ '$(upd_row u2)' = 'failed|rolled_back' ] && [ -z '$(upd_row u3)' ] || { sed 's/^/    up1.err: /' $T/up1.err >&2; false; }"
+  check "u1 (the double): booted B, B committed (LEFT 3), B at 2.0.0" [ "$(dstate 1)" = "B 3 3 2.0.0" ]
+  check "u2 (the double): back on A, B bad (LEFT 0)" bash -c "set -- \$(python3 -c 'import json; s=json.load(open(\"$T/u2/rauc/state.json\")); print(s[\"booted\"], s[\"left\"][\"B\"])'); [ \"\$1 \$2\" = 'A 0' ]"
+  check "push update --json: plan, waves, transfer, switch, recorded events, and the summary last" python3 -c '
+import json,sys; ev=[json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+kinds=[e.get("event") for e in ev[:-1]]
+assert ev[0]["event"]=="plan" and ev[0]["waves"]==[1,1,1], ev[0]
+for k in ("wave","transfer","progress","switch","recorded"): assert k in kinds, (k, kinds)
+s=ev[-1]; assert s["stopped_at"]=="u2" and "rolled back" in s["stop_reason"] and s["done"]==1, s
+assert any(e.get("event")=="progress" and e["unit"]=="u1" and e["sent"]==e["total"]==6000000 for e in ev), ev' "$T/up1.json"
+  check "push update: says when each unit switches, and the rollback with its reason" bash -c "grep -q '^u1 switches now' $T/up1.err && grep -q 'recorded u2 failed (rolled_back): rolled back to slot A' $T/up1.err"
+  check "the identity was carried before each switch (pfx-slot-carry switch)" bash -c "grep -qx switch $T/u1/carry.log && grep -qx switch $T/u2/carry.log"
+  check "the dispatcher logged the update verbs as accepted" bash -c "grep -q 'accepted \"update put ' $T/u1/dispatch.log && grep -q 'accepted \"update install ' $T/u1/dispatch.log && grep -q 'accepted \"update switch now\"' $T/u1/dispatch.log"
+  # (b) the run again: u1 skipped (done), u2 not sent again (installed), switched, committed; u3 whole.
+  ufleet push update "$B1" --site hall-a --switch now --wave 30 --timeout 40s --poll-s 0.5 --chunk-mib 2 --json > "$T/up2.json" 2> "$T/up2.err"; rc=$?
+  check "push update again: exit 0, u1 skipped, u2 and u3 committed (exit $rc)" bash -c "[ $rc = 0 ] && grep -q '^skip u1' $T/up2.err && [ '$(upd_row u2)' = 'done|committed' ] && [ '$(upd_row u3)' = 'done|committed' ] || { sed 's/^/    up2.err: /' $T/up2.err >&2; false; }"
+  check "u2 was not sent the bundle again, u3 all of it" python3 -c '
+import json,sys; s=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); b={u["unit"]:u["bytes_sent"] for u in s["units"]}
+assert b=={"u2":0,"u3":6000000}, b' "$T/up2.json"
+  fleet status --site hall-a --json > "$T/ust.json"
+  check "status: each unit's software version (2.0.0)" python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert [x["software"] for x in r]==["2.0.0"]*3, r' "$T/ust.json"
+  fleet history --json > "$T/uh.json"
+  check "history: every update result, with the unit's own read-back" python3 -c '
+import json,sys; h=[x for x in json.load(open(sys.argv[1])) if x["kind"]=="push update" and x["state"]!="started"]
+assert len(h)==4, h
+assert all(x["readback"]["booted_version"]=="2.0.0" and x["readback"]["health"]["passed"] for x in h if x["state"]=="done"), h' "$T/uh.json"
+  # (c) refusals before a byte is written: a bad signature; another target's bundle (not even sent).
+  B2="$T/upd/pfx-2.1.0-badsig.raucb"; mkbundle "$B2" 2.1.0 pfx-vm-arm64 false 100000
+  ufleet push update "$B2" --unit u1 --switch now --json > /dev/null 2> "$T/up3.err"; rc=$?
+  check "a bad signature: refused by the unit before any install (exit $rc), u1 unchanged" bash -c "[ $rc = 1 ] && grep -q 'recorded u1 failed (install):.*signature verification failed' $T/up3.err && [ \$(grep -c '^install ' $T/u1/rauc/calls.log) = 1 ] && [ '$(dstate 1)' = 'B 3 3 2.0.0' ]"
+  B3="$T/upd/pfx-2.1.0-pi.raucb"; mkbundle "$B3" 2.1.0 pfx-rpi4-arm64 true 100000
+  ufleet push update "$B3" --unit u1 --switch now > /dev/null 2> "$T/up4.err"; rc=$?
+  check "another target's bundle: refused before sending (exit $rc)" bash -c "[ $rc = 1 ] && grep -q 'recorded u1 failed (status): the bundle is for pfx-rpi4-arm64, this unit is pfx-vm-arm64: nothing sent (0 B sent)' $T/up4.err"
+  # (d) --switch idle with a show that has no schedule: installed, not switched, and why.
+  B4="$T/upd/pfx-2.2.0.raucb"; mkbundle "$B4" 2.2.0 pfx-vm-arm64 true 100000
+  ufleet push update "$B4" --unit u1 > /dev/null 2> "$T/up5.err"; rc=$?
+  check "--switch idle (the default) with no schedule: not switched, the unit says why (exit $rc)" bash -c "[ $rc = 1 ] && grep -q 'recorded u1 failed (switch): update switch: not switched: .*has no schedule' $T/up5.err && [ '$(dstate 1)' = 'B 0 3 2.0.0' ] || { sed 's/^/    up5.err: /' $T/up5.err >&2; false; }"
+  # (e) --switch at a time 6 s ahead: the unit's own timer switches it then.
+  at=$(date -u -d "@$(( $(date +%s) + 6 ))" +%Y-%m-%dT%H:%M:%SZ)
+  ufleet push update "$B4" --unit u1 --switch "at $at" --timeout 40s --poll-s 0.5 > /dev/null 2> "$T/up6.err"; rc=$?
+  check "--switch at $at: u1 says when, switches then, commits (exit $rc)" bash -c "[ $rc = 0 ] && grep -q '^u1 switches at .* UTC (in [0-9]' $T/up6.err && [ '$(upd_row u1)' = 'done|committed' ] && [ \"\$(python3 -c 'import json; print(json.load(open(\"$T/u1/rauc/state.json\"))[\"booted\"])')\" = A ] || { sed 's/^/    up6.err: /' $T/up6.err >&2; false; }"
+  # (f) a unit that does not come back (the double kills its sshd at the "reboot"): timed out, stopped.
+  python3 "$DOUBLE" --state "$T/u3/rauc" set on_reboot hang
+  ufleet push update "$B4" --unit u3 --switch now --timeout 6s --poll-s 0.5 > /dev/null 2> "$T/up7.err"; rc=$?
+  check "a unit that does not come back: failed (timeout) and the run stops (exit $rc)" bash -c "[ $rc = 1 ] && grep -q 'recorded u3 failed (timeout): did not come back committed within 6 s' $T/up7.err || { sed 's/^/    up7.err: /' $T/up7.err >&2; false; }"
+  for i in 1 2 3; do kill "$(cat "$T/u$i/player.pid")" 2>/dev/null; agent_yaml "$T/u$i" "u$i"; done
+  DB="$T/fleet.db"
+}
+# The fleet side of push update at scale (update-bench-only; docs/PERFORMANCE.md): 200 units
+# (PFX_FLEET_UPDATE_UNITS) behind 4 real sshd, each reached through its own dispatcher
+# config, with the RAUC TEST DOUBLE as its installer and one /profile+/health stand-in per
+# host for the health commit. What is measured is pfx-fleet: wall time and peak RSS.
+run_update_bench() {
+  local B="$T/ubench" nunits=${PFX_FLEET_UPDATE_UNITS:-200} nhosts=4 h n i d
+  mkdir -p "$B/home" "$B/tmp"
+  unshare --mount --propagation private -- sleep infinity &
+  local holder=$!; PIDS+=($holder)
+  for _ in $(seq 100); do [ "$(readlink /proc/$holder/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" ] && break; sleep 0.02; done
+  { grep -v '^root:' /etc/passwd; echo "root:x:0:0:root:$B/home:/bin/sh"; } > "$B/passwd"
+  nsenter --mount="/proc/$holder/ns/mnt" -- mount --bind "$B/passwd" /etc/passwd
+  : > "$B/known_hosts"
+  for h in $(seq 1 $nhosts); do
+    d="$B/h$h"; mkdir -p "$d"
+    host_ns "ub$h" "10.77.2.$h/16"
+    inns "pfxfl${P}ub$h" ip route add local "10.79.$h.0/24" dev lo
+    inns "$OP" ip route add "10.79.$h.0/24" via "10.77.2.$h"
+    ssh-keygen -q -t ed25519 -N '' -f "$d/hostkey"
+    printf '%s\n' "ListenAddress 0.0.0.0" "HostKey $d/hostkey" "PidFile $d/sshd.pid" "AuthorizedKeysFile $T/authorized_keys" \
+      "PermitRootLogin prohibit-password" "PasswordAuthentication no" "KbdInteractiveAuthentication no" "UsePAM no" \
+      "StrictModes no" "MaxStartups 200" "MaxSessions 50" "LogLevel ERROR" > "$d/sshd_config"
+    nsenter --mount="/proc/$holder/ns/mnt" --net="/run/netns/pfxfl${P}ub$h" -- /usr/sbin/sshd -f "$d/sshd_config" -E "$d/sshd.log" \
+      || { fail "update bench sshd ub$h"; return; }
+    nsenter --net="/run/netns/pfxfl${P}ub$h" -- python3 -c '
+import http.server, json, sys
+doc = open(sys.argv[1]).read().encode()
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self):
+        b = doc if self.path == "/profile" else b"ok\n"
+        self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
+http.server.ThreadingHTTPServer(("127.0.0.1", 8090), H).serve_forever()' "$top/api/tests/golden/profile.json" > /dev/null 2>&1 &
+    PIDS+=($!)
+  done
+  mkbundle "$B/pfx-2.0.0.raucb" 2.0.0 pfx-vm-arm64 true 1048576
+  {
+    echo "ssh: {user: root, identity: $T/id_ed25519, known_hosts: $B/known_hosts, connect_timeout_s: 10, command_timeout_s: 120}"
+    echo "sites:"; echo "  - name: ubench"; echo "    units:"
+    for n in $(seq 1 $nunits); do
+      h=$(( (n - 1) % nhosts + 1 )); i=$(( (n - 1) / nhosts + 1 )); d="$B/u$n"
+      mkdir -p "$d/data" "$d/nic" "$d/lower"; : > "$d/data/.pfx-data"
+      echo '{"pause":{"autoneg":false,"rx":false,"tx":false},"pause_rx_frames":0}' > "$d/nic/eth0.json"
+      echo "10.79.$h.$i $(cut -d' ' -f1,2 "$B/h$h/hostkey.pub")" >> "$B/known_hosts"
+      printf '#!/bin/sh\nexec python3 %s --state %s "$@"\n' "$DOUBLE" "$d/rauc" > "$d/rauc-w"
+      printf '#!/bin/sh\nexec python3 %s --state %s reboot\n' "$DOUBLE" "$d/rauc" > "$d/reboot"
+      printf '#!/bin/sh\nexit 0\n' > "$d/carry"
+      # The unit's forced command, as on an image: the verb reaches the dispatcher.
+      printf '#!/bin/sh\nSSH_ORIGINAL_COMMAND="$*" exec %s dispatch --config %s/agent.yaml\n' "$AGENT" "$d" > "$d/agent"
+      chmod 755 "$d/rauc-w" "$d/reboot" "$d/carry" "$d/agent"
+      printf '%s\n' "unit_id: b$n" "iface: eth0" "lower: $d/lower" "nic_backend: mock" "mock_nic_dir: $d/nic" "store_root: $d/data" \
+        "store_reserve_bytes: 1048576" "profile_url: http://127.0.0.1:8090/profile" "rauc: $d/rauc-w" "slot_carry: $d/carry" \
+        "update_force_file: $d/force" "test_reboot_command: $d/reboot" "test_cmdline_file: $d/cmdline" "health_ok_s: 1" \
+        "health_deadline_s: 60" "health_ssh_addr: 127.0.0.1:22" "systemd: false" > "$d/agent.yaml"
+      chmod 644 "$d/agent.yaml"
+      python3 "$DOUBLE" --state "$d/rauc" init pfx-vm-arm64 1.0.0
+      python3 "$DOUBLE" --state "$d/rauc" set cmdline "$d/cmdline"
+      python3 "$DOUBLE" --state "$d/rauc" set on_boot "$AGENT update health-commit --config $d/agent.yaml"
+      echo "      - {id: b$n, host: 10.79.$h.$i, agent_command: \"$d/agent\"}"
+    done
+  } > "$B/fleet.yaml"
+  local load0 rc wall rss cpu done_n
+  load0=$(cut -d' ' -f1 /proc/loadavg)
+  inns "$OP" env -u XDG_RUNTIME_DIR TMPDIR="$B/tmp" PATH="$T/oprauc:$PATH" /usr/bin/time -v "$FLEET" --config "$B/fleet.yaml" --db "$B/fleet.db" \
+    push update "$B/pfx-2.0.0.raucb" --site ubench --switch now --timeout 120s --poll-s 2 > "$B/out" 2> "$B/err"; rc=$?
+  wall=$(grep 'Elapsed (wall clock)' "$B/err" | awk '{print $NF}')
+  cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.1f", s}' "$B/err")
+  rss=$(grep 'Maximum resident set size' "$B/err" | awk '{print $NF}')
+  done_n=$(db_q "$B/fleet.db" "SELECT COUNT(*) FROM update_events WHERE state='done'")
+  echo "BENCH push update: $nunits units via $nhosts sshd (RAUC test double, 1 MiB bundle, --switch now, $(grep -o "waves \[[0-9, ]*\]" "$B/out")): wall $wall, operator peak RSS ${rss} KiB (GNU time -v, with its ssh children), operator CPU ${cpu} s, done $done_n/$nunits, exit $rc, commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null), $(date -u '+%F %H:%M') UTC, load before $load0"
+  check "update bench: all $nunits units committed" [ "$done_n" = "$nunits" ]
+  [ "$done_n" = "$nunits" ] || grep -v '^recorded .* done' "$B/err" | tail -5
+}
+if [ "${1:-}" = update-bench-only ]; then
+  PLAYER="${PFX_PLAYER:-$bin/pfx-player}"
+  mkdir -p "$T/oprauc"; python3 "$DOUBLE" --state "$T/oprauc/st" init x 0
+  printf '#!/bin/sh\nexec python3 %s --state %s "$@"\n' "$DOUBLE" "$T/oprauc/st" > "$T/oprauc/rauc"; chmod 755 "$T/oprauc/rauc"
+  run_update_bench
+  echo "fleet update bench: $fails failures, $(( $(date +%s) - start ))s"
+  [ $fails = 0 ]; exit
+fi
+if [ "${1:-}" = update-only ]; then
+  # prof (section 9c) reads a unit's /profile show section.
+  prof() { inns "$OP" python3 -c 'import json,sys,urllib.request; print(json.dumps(json.load(urllib.request.urlopen(sys.argv[1], timeout=2)).get("show")))' "http://10.77.0.1$1:8090/profile" 2>/dev/null; }
+  run_update_suite
+  echo "fleet update suite: $fails failures, $(( $(date +%s) - start ))s"
+  [ $fails = 0 ]; exit
+fi
 if [ "${1:-}" = bench-only ]; then
   run_bench
   echo "fleet bench: $fails failures, $(( $(date +%s) - start ))s"
@@ -915,6 +1116,8 @@ for _ in $(seq 50); do [ -z "$(ls -A "$ctl")" ] && ! pgrep -f "$ctl" > /dev/null
 check "SIGTERM mid-push: control directory removed, no shared connection left ($(ls -A "$ctl") $(pgrep -f "$ctl" | tr '\n' ' '))" [ $gone = 1 ]
 for i in 1 2; do agent_yaml "$T/u$i" "u$i"; done
 sleep 3.5 # let the agents cut off by the SIGTERM finish before anything else reads the units
+
+run_update_suite
 
 if [ "${1:-}" = bench ]; then run_bench; fi
 

@@ -23,7 +23,8 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,6 +45,15 @@ pub const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
 const RESERVED: [&str; 2] = ["show.yaml", "manifest.json"];
 /// Unreferenced blobs younger than this are kept: a push may be about to name them.
 const GC_GRACE: Duration = Duration::from_secs(3600);
+/// Shows made this recently are kept by `gc`: a push under way (its check takes up to
+/// [`CHECK_TIMEOUT`]) may be about to activate it.
+pub const SHOW_GRACE: Duration = Duration::from_secs(600);
+/// Quarantined files are kept this long for a look, then removed by `gc`.
+pub const QUARANTINE_KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Where stored files that do not match their names go.
+pub const QUARANTINE: &str = "quarantine";
+/// The record of stored files already hashed (see `Seen`).
+const CHECKED: &str = "store/checked";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -81,6 +91,25 @@ pub enum StoreError {
         "{key}: content hashes to {got}, expected {want}; the staged copy was dropped, send it again"
     )]
     HashMismatch { key: String, got: Hash, want: Hash },
+    #[error(
+        "{key}: another transfer of this file is under way on the unit ({} is locked by its writer); let it finish (or end it), then ask `show missing` again and send from where it stands",
+        path.display()
+    )]
+    Busy { key: String, path: PathBuf },
+    #[error(
+        "{key}: the unit holds {have} bytes of it, not {offset}: ask `show missing` again and send from there"
+    )]
+    WrongOffset { key: String, have: u64, offset: u64 },
+    #[error(
+        "{}: stored as {want} but its content hashes to {got}; quarantined (moved to {}) so that no show uses it; push the show again to resend it",
+        path.display(), to.display()
+    )]
+    Quarantined {
+        path: PathBuf,
+        want: Hash,
+        got: String,
+        to: PathBuf,
+    },
     #[error("{name}: sequence {hash} is not in the store; send it first")]
     MissingBlob { name: String, hash: Hash },
     #[error("show {0} is not in the store")]
@@ -192,8 +221,10 @@ pub struct Store {
     steps: AtomicU64,
 }
 
-/// A staged file being written. Dropping it leaves what was written in staging for a
-/// later resume.
+/// A staged file being written, held by this writer alone: its `.part` is locked
+/// (`flock`) from `begin` until the `Staged` is dropped or finished, so two transfers of the
+/// same file never append to it at once. Dropping it leaves what was written in staging
+/// for a later resume.
 #[derive(Debug)]
 pub struct Staged {
     key: String,
@@ -201,10 +232,6 @@ pub struct Staged {
     file: File,
     len: u64,
     total: u64,
-    /// The hash so far, when this process saw every byte from 0; a resumed file is hashed
-    /// from disk once, when it is finished (re-reading the prefix at every resume would
-    /// make a chunked transfer quadratic).
-    hasher: Option<Sha256>,
     pacer: Pacer,
 }
 
@@ -307,6 +334,10 @@ impl Store {
             }
         }
         s.clean_dead_tmp()?;
+        // A check that cannot finish (a file it may not move: the player's FPP Connect
+        // opens the store as another user) must not keep the store from opening; what it
+        // could not quarantine, `verify` and `verify_show` still refuse.
+        let _ = s.check_stored(false);
         Ok(s)
     }
 
@@ -463,37 +494,120 @@ impl Store {
     }
 
     /// Begins, or resumes, the staged file `key` that will be `total` bytes long. What is
-    /// staged already is kept and [`Staged::offset`] says where to go on. Refuses before writing anything when the
-    /// rest does not fit above the reserve.
+    /// staged already is kept and [`Staged::offset`] says where to go on. Refuses before
+    /// writing anything when the rest does not fit above the reserve, and with
+    /// [`StoreError::Busy`] while another writer holds the file.
     pub fn begin(&self, key: &str, total: u64) -> Result<Staged> {
+        self.begin_at(key, total, None)
+    }
+
+    /// Like [`Store::begin`], for a writer that sends from `offset`: refused with
+    /// [`StoreError::WrongOffset`] unless exactly `offset` bytes are staged. A refused
+    /// resume makes no file (nothing staged and `offset` > 0 leaves staging as it was).
+    pub fn resume(&self, key: &str, total: u64, offset: u64) -> Result<Staged> {
+        self.begin_at(key, total, Some(offset))
+    }
+
+    fn begin_at(&self, key: &str, total: u64, offset: Option<u64>) -> Result<Staged> {
         if !valid_key(key) {
             return Err(StoreError::BadKey(key.into()));
         }
         let path = self.part_path(key);
-        let have = self.staged_len(key)?;
+        // Before a byte is written (or a file made): the rest must fit above the reserve.
+        // (Checked again on the locked file below; this one keeps a refusal from making
+        // an empty file.)
+        let staged = self.staged_len(key)?;
+        if staged <= total {
+            self.room_for(total - staged)?;
+        }
+        // Only a transfer that starts at 0 makes the file.
+        let Some(file) = self.lock_part(key, offset.is_none_or(|o| o == 0))? else {
+            return Err(StoreError::WrongOffset {
+                key: key.into(),
+                have: 0,
+                offset: offset.unwrap_or(0),
+            });
+        };
+        // The length under the lock is the truth: another writer may have added to the
+        // file between the look above and the lock.
+        let have = file.metadata().map_err(io(&path))?.len();
         if have > total {
             fs::remove_file(&path).map_err(io(&path))?;
+            fsync_dir(&self.root.join("staging"))?;
             return Err(StoreError::TooLong {
                 key: key.into(),
                 have,
                 want: total,
             });
         }
-        // Before a byte is written (or a file made): the rest must fit above the reserve.
+        if let Some(o) = offset
+            && o != have
+        {
+            return Err(StoreError::WrongOffset {
+                key: key.into(),
+                have,
+                offset: o,
+            });
+        }
         self.room_for(total - have)?;
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(io(&path))?;
         Ok(Staged {
             key: key.into(),
             path,
             file,
             len: have,
             total,
-            hasher: (have == 0).then(Sha256::new),
             pacer: Pacer::new(self.rate),
+        })
+    }
+
+    /// Opens `staging/<key>.part` (making it when `create`) and takes its lock without
+    /// waiting. None: there is no such file and `create` is false. The lock is on the
+    /// file, so the path must still name the locked file afterwards: a writer that
+    /// finished meanwhile has moved its file into the store (or removed it), and locking
+    /// that one would let this writer append to a stored file.
+    fn lock_part(&self, key: &str, create: bool) -> Result<Option<File>> {
+        let path = self.part_path(key);
+        for _ in 0..8 {
+            let file = match OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create(create)
+                .open(&path)
+            {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => {
+                    return Ok(None);
+                }
+                Err(e) => return Err(io(&path)(e)),
+            };
+            // SAFETY: flock(2) on a descriptor this function owns.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                    return Err(StoreError::Busy {
+                        key: key.into(),
+                        path,
+                    });
+                }
+                return Err(io(&path)(e));
+            }
+            let held = file.metadata().map_err(io(&path))?;
+            match fs::metadata(&path) {
+                Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => {
+                    return Ok(Some(file));
+                }
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if !create {
+                        return Ok(None);
+                    }
+                }
+                Err(e) => return Err(io(&path)(e)),
+            }
+        }
+        Err(StoreError::Busy {
+            key: key.into(),
+            path,
         })
     }
 
@@ -508,9 +622,6 @@ impl Store {
         }
         self.room_for(buf.len() as u64)?;
         s.file.write_all(buf).map_err(io(&s.path))?;
-        if let Some(h) = s.hasher.as_mut() {
-            h.update(buf);
-        }
         s.len += buf.len() as u64;
         s.pacer.account(buf.len());
         Ok(())
@@ -522,22 +633,22 @@ impl Store {
     }
 
     /// Finishes a staged file: it must be complete; its hash must be `expect` when given.
-    /// Moves it into the store and returns its hash. A file whose hash does not match is
-    /// dropped.
+    /// Moves it into the store and returns its hash. The hash is of the whole file as it
+    /// is on disk, read back through the locked file, so the store holds a file under a
+    /// name only when its content has that sha256, whoever wrote it. A file whose hash
+    /// does not match is dropped.
     pub fn finish(&self, s: Staged, expect: Option<&Hash>) -> Result<Hash> {
-        if s.len != s.total {
+        let on_disk = s.file.metadata().map_err(io(&s.path))?.len();
+        if on_disk != s.total {
             return Err(StoreError::Incomplete {
                 key: s.key,
-                have: s.len,
+                have: on_disk,
                 want: s.total,
             });
         }
         s.file.sync_all().map_err(io(&s.path))?;
         self.step()?;
-        let got = match s.hasher {
-            Some(h) => Hash(h.finalize().into()),
-            None => hash_file(&s.path)?,
-        };
+        let got = hash_open_file(&s.file, &s.path)?;
         let staging = self.root.join("staging");
         if let Some(want) = expect
             && *want != got
@@ -557,6 +668,10 @@ impl Store {
             fs::rename(&s.path, &dest).map_err(io(&dest))?;
             self.step()?;
             fsync_dir(&self.root.join("store/sha256"))?;
+            // Hashed just now: later opens need not read it again.
+            if let Ok(m) = s.file.metadata() {
+                self.note_checked(&[(got, Seen::of(&m))], &[]);
+            }
         }
         self.step()?;
         fsync_dir(&staging)?;
@@ -617,6 +732,12 @@ impl Store {
         let id = ShowId::of(show_yaml, files);
         let dest = self.root.join("shows").join(id.as_str());
         if dest.join("manifest.json").is_file() {
+            self.relink_show(&id, files)?;
+            // Made again: young again, so that another push's clean-up keeps it while
+            // this push checks and activates it.
+            if let Ok(d) = File::open(&dest) {
+                let _ = d.set_modified(std::time::SystemTime::now());
+            }
             return Ok(id);
         }
         self.room_for(show_yaml.len() as u64 + 64 * 1024)?;
@@ -684,35 +805,16 @@ impl Store {
 
     /// A show's manifest.
     pub fn manifest(&self, id: &ShowId) -> Result<Manifest> {
-        let p = self.show_dir(id).join("manifest.json");
-        let text = match fs::read(&p) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(StoreError::NoSuchShow(id.clone()));
+        let m = read_manifest(&self.show_dir(id)).map_err(|e| match e {
+            StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                StoreError::NoSuchShow(id.clone())
             }
-            Err(e) => return Err(io(&p)(e)),
-        };
-        let m: Manifest = serde_json::from_slice(&text).map_err(|e| StoreError::Corrupt {
-            path: p.clone(),
-            why: format!("not a show manifest: {e}"),
+            e => e,
         })?;
         if m.id != *id {
             return Err(StoreError::Corrupt {
-                path: p,
+                path: self.show_dir(id).join("manifest.json"),
                 why: format!("says it is show {}", m.id),
-            });
-        }
-        // `make_show` writes only names `check_name` accepts; any other came from a
-        // corrupt or edited file, and joined to the show's directory it could name a file
-        // outside the show (`/etc/shadow`, `../../x`) that `verify_show` would then read.
-        if let Some((n, why)) = m
-            .files
-            .keys()
-            .find_map(|n| check_name(n).err().map(|why| (n, why)))
-        {
-            return Err(StoreError::Corrupt {
-                path: p.clone(),
-                why: format!("names the file {n:?}, which {why}"),
             });
         }
         Ok(m)
@@ -721,10 +823,23 @@ impl Store {
     /// Runs `PLAYER run --check --config shows/<id>/show.yaml`; Ok is its output, a
     /// refusal is [`StoreError::CheckFailed`] with what the player said.
     pub fn check_show(&self, id: &ShowId, player: &Path) -> Result<String> {
+        self.check_show_as(id, player, false)
+    }
+
+    /// [`Store::check_show`] for a show that came over the network (`pfx-fleet push
+    /// show`): `PLAYER run --check --pushed`, which refuses any path in it that leaves the
+    /// show (docs/show-store.md, "A pushed show is closed").
+    pub fn check_pushed_show(&self, id: &ShowId, player: &Path) -> Result<String> {
+        self.check_show_as(id, player, true)
+    }
+
+    fn check_show_as(&self, id: &ShowId, player: &Path, pushed: bool) -> Result<String> {
         self.manifest(id)?;
         let cfg = self.show_dir(id).join("show.yaml");
         let mut child = Command::new(player)
-            .args(["run", "--check", "--config"])
+            .args(["run", "--check"])
+            .args(pushed.then_some("--pushed"))
+            .arg("--config")
             .arg(&cfg)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -776,24 +891,59 @@ impl Store {
         }
     }
 
-    /// Makes `id` the active show: a new `active` link renamed over the old one.
+    /// Makes `id` the active show: a new `active` link renamed over the old one. The show
+    /// it replaces is recorded first as `previous`, so that a clean-up after an
+    /// interrupted and resumed activation still knows which show was the one before
+    /// (by then `active` already names the new one). One activation at a time.
     pub fn activate(&self, id: &ShowId) -> Result<()> {
+        let _one = self.lock_root()?;
+        // Under the lock: another push's clean-up cannot remove the show between this
+        // look and the switch (which would leave `active` naming no show).
         self.manifest(id)?;
-        let tmp = self.tmp_name("active");
+        // A corrupt `active` is no show to keep.
+        if let Some(cur) = self.active_id().ok().flatten().filter(|c| c != id) {
+            self.set_link("previous", &cur)?;
+        }
+        self.set_link("active", id)
+    }
+
+    /// `<root>/NAME` -> `shows/<id>`, replaced atomically (rename(2) over the old link).
+    fn set_link(&self, name: &str, id: &ShowId) -> Result<()> {
+        let tmp = self.tmp_name(name);
         let target = Path::new("shows").join(id.as_str());
         std::os::unix::fs::symlink(&target, &tmp).map_err(io(&tmp))?;
         self.step()?;
         fsync_dir(&self.root.join("staging"))?;
-        let active = self.root.join("active");
-        fs::rename(&tmp, &active).map_err(io(&active))?;
+        let link = self.root.join(name);
+        fs::rename(&tmp, &link).map_err(io(&link))?;
         self.step()?;
         fsync_dir(&self.root)?;
         self.step()
     }
 
+    /// An exclusive lock on the store's root directory: activations and clean-ups of
+    /// several processes (two pushes, FPP Connect) take turns.
+    fn lock_root(&self) -> Result<File> {
+        let f = File::open(&self.root).map_err(io(&self.root))?;
+        // SAFETY: flock(2) on a descriptor we own; blocks until the other holder is done.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(io(&self.root)(std::io::Error::last_os_error()));
+        }
+        Ok(f)
+    }
+
+    /// The show that was active before the last switch to another show, if recorded.
+    pub fn previous_id(&self) -> Result<Option<ShowId>> {
+        self.link_id("previous")
+    }
+
     /// The active show's id, if there is one.
     pub fn active_id(&self) -> Result<Option<ShowId>> {
-        let active = self.root.join("active");
+        self.link_id("active")
+    }
+
+    fn link_id(&self, name: &str) -> Result<Option<ShowId>> {
+        let active = self.root.join(name);
         let target = match fs::read_link(&active) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -831,6 +981,9 @@ impl Store {
     }
 
     /// Reads every file of a show back and checks its hash (slow: it reads everything).
+    /// A show file that is the stored file itself (the same inode) and does not hash to
+    /// its name means the stored file is bad: it is quarantined, so that `missing` asks
+    /// for it again and the next push repairs the show.
     pub fn verify_show(&self, id: &ShowId) -> Result<()> {
         let m = self.manifest(id)?;
         let dir = self.show_dir(id);
@@ -842,29 +995,58 @@ impl Store {
         }
         for (n, h) in &m.files {
             let p = dir.join(n);
-            let got = hash_file(&p)?;
-            if got != *h {
+            let meta = fs::symlink_metadata(&p).map_err(io(&p))?;
+            if !meta.is_file() {
                 return Err(StoreError::Corrupt {
                     path: p,
-                    why: format!("hashes to {got}, the manifest says {h}"),
+                    why: "not a regular file; push the show again".into(),
+                });
+            }
+            let got = hash_file(&p)?;
+            if got != *h {
+                let blob = self.blob_path(h);
+                let same = fs::symlink_metadata(&blob)
+                    .is_ok_and(|b| b.ino() == meta.ino() && b.dev() == meta.dev());
+                if same {
+                    return Err(self.quarantine(h, &got.to_string())?);
+                }
+                return Err(StoreError::Corrupt {
+                    path: p,
+                    why: format!("hashes to {got}, the manifest says {h}; push the show again"),
                 });
             }
         }
         Ok(())
     }
 
-    /// Removes every show but the active one and `keep`, then the sequences no show
-    /// names (older than an hour, so a push under way keeps what it sent).
+    /// Removes every show but the active one, the one before it (`previous`), `keep`, and
+    /// those made in the last [`SHOW_GRACE`] (a push under way may be about to activate
+    /// it), then the sequences no show names (older than an hour, so a push under way
+    /// keeps what it sent), and quarantined files older than [`QUARANTINE_KEEP`].
     pub fn gc(&self, keep: &[ShowId]) -> Result<GcReport> {
         let mut r = GcReport::default();
+        let _one = self.lock_root()?;
         let active = self.active_id()?;
+        // A `previous` that does not read as a show keeps every show: it may have named
+        // any of them.
+        let previous = self.previous_id();
         let shows = self.root.join("shows");
         for e in fs::read_dir(&shows).map_err(io(&shows))?.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             let Ok(id) = name.parse::<ShowId>() else {
                 continue;
             };
-            if active.as_ref() == Some(&id) || keep.contains(&id) {
+            let young = e
+                .metadata()
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.elapsed().ok())
+                .is_none_or(|a| a < SHOW_GRACE);
+            let kept = match &previous {
+                Ok(p) => p.as_ref() == Some(&id),
+                Err(_) => true,
+            };
+            if active.as_ref() == Some(&id) || keep.contains(&id) || kept || young {
                 continue;
             }
             // Out of shows/ in one rename first, so shows/ never holds a half-removed show.
@@ -889,8 +1071,357 @@ impl Store {
             }
         }
         fsync_dir(&blobs)?;
+        let q = self.root.join(QUARANTINE);
+        if let Ok(rd) = fs::read_dir(&q) {
+            for e in rd.flatten() {
+                let Ok(m) = e.metadata() else { continue };
+                let old = m
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|a| a > QUARANTINE_KEEP);
+                if old && m.is_file() {
+                    fs::remove_file(e.path()).map_err(io(&e.path()))?;
+                    r.bytes += m.len();
+                }
+            }
+        }
         Ok(r)
     }
+
+    /// Gives a show that already exists the stored files it names: a file of it that was
+    /// quarantined and sent again is a new stored file, and the show's link to the old
+    /// one is replaced (per file: a link made in staging, renamed over it). Its manifest's
+    /// sizes follow.
+    fn relink_show(&self, id: &ShowId, files: &BTreeMap<String, Hash>) -> Result<()> {
+        let dir = self.show_dir(id);
+        let mut changed = false;
+        for (n, h) in files {
+            let blob = self.blob_path(h);
+            let b = fs::metadata(&blob).map_err(io(&blob))?;
+            let link = dir.join(n);
+            if fs::symlink_metadata(&link).is_ok_and(|l| l.ino() == b.ino() && l.dev() == b.dev()) {
+                continue;
+            }
+            let parent = link.parent().unwrap_or(&dir).to_path_buf();
+            if !parent.is_dir() {
+                fs::create_dir_all(&parent).map_err(io(&parent))?;
+            }
+            let tmp = self.tmp_name("relink");
+            fs::hard_link(&blob, &tmp).map_err(io(&tmp))?;
+            self.step()?;
+            fs::rename(&tmp, &link).map_err(io(&link))?;
+            self.step()?;
+            fsync_dir(&parent)?;
+            changed = true;
+        }
+        if !changed {
+            return Ok(());
+        }
+        let mut m = self.manifest(id)?;
+        let mut sizes = BTreeMap::new();
+        for n in m.files.keys() {
+            let p = dir.join(n);
+            sizes.insert(n.clone(), fs::metadata(&p).map_err(io(&p))?.len());
+        }
+        if sizes != m.sizes {
+            m.sizes = sizes;
+            let p = dir.join("manifest.json");
+            let text = serde_json::to_vec_pretty(&m).map_err(|e| StoreError::Corrupt {
+                path: p.clone(),
+                why: e.to_string(),
+            })?;
+            let tmp = self.tmp_name("manifest");
+            self.write_durable(&tmp, &text)?;
+            fs::rename(&tmp, &p).map_err(io(&p))?;
+            self.step()?;
+            fsync_dir(&dir)?;
+        }
+        Ok(())
+    }
+
+    /// Moves the stored file `h`, whose content hashes to `got` (or could not be read: the
+    /// reason), out of the store into `quarantine/<hex>.<unix ms>`, with a `.why` file
+    /// beside it. No show can be made with it and `missing` asks for it again. Shows that
+    /// already hold it keep their link to it until a push sends it again
+    /// ([`Store::make_show`] relinks them) and `verify_show` refuses them meanwhile.
+    /// Returns the finding as an error to report.
+    pub fn quarantine(&self, h: &Hash, got: &str) -> Result<StoreError> {
+        let q = self.root.join(QUARANTINE);
+        if !q.is_dir() {
+            match fs::create_dir(&q) {
+                Ok(()) => fsync_dir(&self.root)?,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io(&q)(e)),
+            }
+        }
+        let ms = now_unix_ms();
+        let mut to = q.join(format!("{h}.{ms}"));
+        let mut n = 0;
+        while to.exists() || to.is_symlink() {
+            n += 1;
+            to = q.join(format!("{h}.{ms}.{n}"));
+        }
+        let blob = self.blob_path(h);
+        fs::rename(&blob, &to).map_err(io(&blob))?;
+        fsync_dir(&self.root.join("store/sha256"))?;
+        let why = format!(
+            "stored as {h}; its content hashes to {got}; quarantined at unix ms {ms} by pid {}\n",
+            std::process::id()
+        );
+        let mut why_path = to.clone().into_os_string();
+        why_path.push(".why");
+        let why_path = PathBuf::from(why_path);
+        self.write_durable(&why_path, why.as_bytes())?;
+        fsync_dir(&q)?;
+        self.note_checked(&[], &[*h]);
+        Ok(StoreError::Quarantined {
+            path: blob,
+            want: *h,
+            got: got.to_string(),
+            to,
+        })
+    }
+
+    /// Hashes the stored files that were not hashed since they last changed (`full`:
+    /// every one) and quarantines each whose content does not match its name, or that is
+    /// not a regular file. Returns what it found.
+    fn check_stored(&self, full: bool) -> Result<VerifyReport> {
+        let mut r = VerifyReport::default();
+        let dir = self.root.join("store/sha256");
+        let seen = self.read_checked();
+        let mut add = Vec::new();
+        let mut present = std::collections::BTreeSet::new();
+        for e in fs::read_dir(&dir).map_err(io(&dir))?.flatten() {
+            let Ok(h) = e.file_name().to_string_lossy().parse::<Hash>() else {
+                continue;
+            };
+            present.insert(h);
+            let Ok(meta) = e.path().symlink_metadata() else {
+                continue;
+            };
+            if !meta.is_file() {
+                r.quarantined.push(
+                    self.quarantine(&h, "nothing: it is not a regular file")?
+                        .to_string(),
+                );
+                continue;
+            }
+            if !full && seen.get(&h) == Some(&Seen::of(&meta)) {
+                continue;
+            }
+            r.files += 1;
+            r.bytes += meta.len();
+            match hash_file(&e.path()) {
+                Ok(got) if got == h => add.push((h, Seen::of(&meta))),
+                Ok(got) => r
+                    .quarantined
+                    .push(self.quarantine(&h, &got.to_string())?.to_string()),
+                Err(err) => r.quarantined.push(
+                    self.quarantine(&h, &format!("nothing: it cannot be read: {err}"))?
+                        .to_string(),
+                ),
+            }
+        }
+        let gone: Vec<Hash> = seen
+            .keys()
+            .filter(|h| !present.contains(h))
+            .copied()
+            .collect();
+        if !add.is_empty() || !gone.is_empty() {
+            self.note_checked(&add, &gone);
+        }
+        Ok(r)
+    }
+
+    /// Reads every stored file back and quarantines each whose content does not match
+    /// its name (slow: it reads everything). `open` does the same for the files that
+    /// changed since they were last hashed.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        self.check_stored(true)
+    }
+
+    fn read_checked(&self) -> BTreeMap<Hash, Seen> {
+        fs::read_to_string(self.root.join(CHECKED))
+            .map(|t| parse_checked(&t))
+            .unwrap_or_default()
+    }
+
+    /// Records stored files as hashed (`add`) or gone (`remove`). Only a cache: a failed
+    /// write costs a second hashing, never a wrong answer, so errors are not reported.
+    fn note_checked(&self, add: &[(Hash, Seen)], remove: &[Hash]) {
+        let dir = self.root.join("store");
+        let Ok(lock) = File::open(&dir) else { return };
+        // SAFETY: flock(2) on a descriptor we own; held until `lock` is dropped.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return;
+        }
+        let mut m = self.read_checked();
+        for (h, s) in add {
+            m.insert(*h, *s);
+        }
+        for h in remove {
+            m.remove(h);
+        }
+        let tmp = self.tmp_name("checked");
+        let dest = self.root.join(CHECKED);
+        let ok = (|| -> std::io::Result<()> {
+            let mut f = File::create(&tmp)?;
+            f.write_all(render_checked(&m).as_bytes())?;
+            f.sync_all()?;
+            fs::rename(&tmp, &dest)?;
+            File::open(&dir)?.sync_all()
+        })();
+        if ok.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+    }
+}
+
+/// A stored file as the store last hashed it. Every writer of the store replaces a file
+/// (rename: a new inode) or appends to it (a new size and modification time), so a file
+/// that still has these was not written since; `verify` reads everything regardless.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+}
+
+impl Seen {
+    fn of(m: &fs::Metadata) -> Seen {
+        Seen {
+            ino: m.ino(),
+            size: m.len(),
+            mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+        }
+    }
+}
+
+/// `store/checked`: one line `HEX INO SIZE MTIME_NS` per stored file hashed. Pure; a line
+/// that does not read is skipped (that file is hashed again).
+fn parse_checked(text: &str) -> BTreeMap<Hash, Seen> {
+    let mut m = BTreeMap::new();
+    for line in text.lines() {
+        let w: Vec<&str> = line.split(' ').collect();
+        if let [h, ino, size, mt] = w.as_slice()
+            && let (Ok(h), Ok(ino), Ok(size), Ok(mtime_ns)) =
+                (h.parse::<Hash>(), ino.parse(), size.parse(), mt.parse())
+        {
+            m.insert(
+                h,
+                Seen {
+                    ino,
+                    size,
+                    mtime_ns,
+                },
+            );
+        }
+    }
+    m
+}
+
+fn render_checked(m: &BTreeMap<Hash, Seen>) -> String {
+    m.iter()
+        .map(|(h, s)| format!("{h} {} {} {}\n", s.ino, s.size, s.mtime_ns))
+        .collect()
+}
+
+/// What [`Store::verify`] (or `open`) read and found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct VerifyReport {
+    /// Stored files hashed.
+    pub files: usize,
+    pub bytes: u64,
+    /// Each file quarantined, as a sentence.
+    pub quarantined: Vec<String>,
+}
+
+/// A stored file found not to match its name, kept in `quarantine/`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Quarantined {
+    pub path: PathBuf,
+    /// The name it was stored under.
+    pub hash: String,
+    /// What the store found (the `.why` file), or why that is not known.
+    pub why: String,
+}
+
+/// The files the store has quarantined, for `/health` and doctor. Reads only.
+pub fn quarantined(root: &Path) -> Result<Vec<Quarantined>> {
+    let q = root.join(QUARANTINE);
+    let rd = match fs::read_dir(&q) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(&q)(e)),
+    };
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".why") || name.ends_with(".tmp") {
+            continue;
+        }
+        let mut why_path = e.path().into_os_string();
+        why_path.push(".why");
+        let why = fs::read_to_string(&why_path)
+            .map(|t| t.trim().chars().take(400).collect())
+            .unwrap_or_else(|_| "no record of why".into());
+        out.push(Quarantined {
+            path: e.path(),
+            hash: name.split('.').next().unwrap_or("").to_string(),
+            why,
+        });
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// Reads the manifest of the show in `dir` (`<root>/shows/<id>`): it must parse, be the
+/// show of that directory's name, and name only files `make_show` would write.
+pub fn read_manifest(dir: &Path) -> Result<Manifest> {
+    let p = dir.join("manifest.json");
+    let text = fs::read(&p).map_err(io(&p))?;
+    let m: Manifest = serde_json::from_slice(&text).map_err(|e| StoreError::Corrupt {
+        path: p.clone(),
+        why: format!("not a show manifest: {e}"),
+    })?;
+    if dir.file_name().and_then(|n| n.to_str()) != Some(m.id.as_str()) {
+        return Err(StoreError::Corrupt {
+            path: p,
+            why: format!("says it is show {}", m.id),
+        });
+    }
+    // `make_show` writes only names `check_name` accepts; any other came from a
+    // corrupt or edited file, and joined to the show's directory it could name a file
+    // outside the show (`/etc/shadow`, `../../x`) that `verify_show` would then read.
+    if let Some((n, why)) = m
+        .files
+        .keys()
+        .find_map(|n| check_name(n).err().map(|why| (n, why)))
+    {
+        return Err(StoreError::Corrupt {
+            path: p.clone(),
+            why: format!("names the file {n:?}, which {why}"),
+        });
+    }
+    Ok(m)
+}
+
+/// The sha256 of an open file's whole content, read from its start (not from the
+/// descriptor's position).
+fn hash_open_file(f: &File, p: &Path) -> Result<Hash> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0u64;
+    loop {
+        let n = f.read_at(&mut buf, at).map_err(io(p))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(Hash(h.finalize().into()))
 }
 
 /// The sha256 of a file's content.

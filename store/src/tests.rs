@@ -22,6 +22,12 @@ impl Store {
     }
 }
 
+/// Sets a file's or directory's modification time `by` into the past.
+fn age(p: &Path, by: Duration) {
+    let f = File::open(p).unwrap();
+    f.set_modified(std::time::SystemTime::now() - by).unwrap();
+}
+
 /// Stages `bytes` under its hash in chunks, as a transfer would.
 fn send(s: &Store, bytes: &[u8]) -> Result<Hash> {
     let h = Hash::of(bytes);
@@ -276,6 +282,8 @@ fn gc_keeps_the_active_show_and_its_files() {
     let one = s.make_show("one", b"1", &files(&[("a.fseq", a)])).unwrap();
     let two = s.make_show("two", b"2", &files(&[("b.fseq", b)])).unwrap();
     s.activate(&two).unwrap();
+    // Young shows are kept (a push may be about to activate one): make `one` old.
+    age(&s.show_dir(&one), SHOW_GRACE * 2);
     let r = s.gc(&[]).unwrap();
     assert_eq!(r.shows, 1);
     assert!(s.manifest(&one).is_err());
@@ -381,4 +389,273 @@ fn the_default_reserve_is_five_percent_within_its_bounds() {
         "{r}"
     );
     assert_eq!(s.with_reserve(5).reserve().unwrap(), 5);
+}
+
+/// Issue 25: two `show put`s of the same new file at once appended to one `.part` and the
+/// store kept both copies under the file's hash. Now the second writer is refused while
+/// the first holds the file, and is let in once the first is done.
+#[test]
+fn a_staged_file_has_one_writer_at_a_time() {
+    let d = root();
+    let s = Store::open(d.path()).unwrap();
+    let data = vec![9u8; 3000];
+    let h = Hash::of(&data);
+    let key = h.to_string();
+    let mut first = s.resume(&key, 3000, 0).unwrap();
+    s.write(&mut first, &data[..1000]).unwrap();
+    for e in [
+        s.resume(&key, 3000, 0).unwrap_err(),
+        s.resume(&key, 3000, 1000).unwrap_err(),
+        s.begin(&key, 3000).unwrap_err(),
+    ] {
+        assert!(matches!(e, StoreError::Busy { .. }), "{e}");
+        assert!(e.to_string().contains("another transfer"), "{e}");
+    }
+    // A second store handle (another process's) is refused the same way.
+    let other = Store::open(d.path()).unwrap();
+    assert!(matches!(
+        other.resume(&key, 3000, 0),
+        Err(StoreError::Busy { .. })
+    ));
+    s.sync(&mut first).unwrap();
+    drop(first);
+    let e = other.resume(&key, 3000, 0).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            StoreError::WrongOffset {
+                have: 1000,
+                offset: 0,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let mut second = other.resume(&key, 3000, 1000).unwrap();
+    other.write(&mut second, &data[1000..]).unwrap();
+    assert_eq!(other.finish(second, Some(&h)).unwrap(), h);
+    assert_eq!(hash_file(&s.blob_path(&h)).unwrap(), h);
+    assert_eq!(fs::metadata(s.blob_path(&h)).unwrap().len(), 3000);
+}
+
+/// The hash that decides is the whole file's on disk: bytes another writer slipped in
+/// (one that ignores the lock) make the file fail, though this writer's own bytes hash
+/// right.
+#[test]
+fn a_file_is_stored_only_when_the_whole_file_on_disk_has_its_hash() {
+    let d = root();
+    let s = Store::open(d.path()).unwrap();
+    let data = b"exactly these bytes".to_vec();
+    let h = Hash::of(&data);
+    let mut st = s.resume(&h.to_string(), data.len() as u64, 0).unwrap();
+    s.write(&mut st, &data[..5]).unwrap();
+    // Another writer appends past the lock; then this one writes the rest.
+    let part = d.path().join("staging").join(format!("{h}.part"));
+    let mut sneaky = OpenOptions::new().append(true).open(&part).unwrap();
+    sneaky.write_all(b"XX").unwrap();
+    drop(sneaky);
+    s.write(&mut st, &data[5..data.len() - 2]).unwrap();
+    let e = s.finish(st, Some(&h)).unwrap_err();
+    assert!(matches!(e, StoreError::HashMismatch { .. }), "{e}");
+    assert!(!s.has(&h), "stored a file whose content is not its name");
+    assert!(!part.exists());
+}
+
+/// Issue 25: a put refused for its OFFSET with nothing staged left an empty `.part`.
+#[test]
+fn a_resume_refused_for_its_offset_makes_no_file() {
+    let d = root();
+    let s = Store::open(d.path()).unwrap();
+    let h = Hash::of(b"abc").to_string();
+    let e = s.resume(&h, 3, 2).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            StoreError::WrongOffset {
+                have: 0,
+                offset: 2,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("ask `show missing` again"), "{e}");
+    assert_eq!(fs::read_dir(d.path().join("staging")).unwrap().count(), 0);
+    // Refused for room: no file either.
+    let tight = Store::open(d.path()).unwrap().with_reserve(u64::MAX / 2);
+    assert!(matches!(
+        tight.resume(&h, 3, 0),
+        Err(StoreError::NoRoom { .. })
+    ));
+    assert_eq!(fs::read_dir(d.path().join("staging")).unwrap().count(), 0);
+}
+
+/// A stored file whose content does not match its name (as issue 25's double append
+/// left one) is found by `open`, quarantined, asked for again, and the show that held it
+/// is repaired by the next push of the file.
+#[test]
+fn open_quarantines_a_stored_file_that_does_not_match_its_name_and_a_push_repairs_the_show() {
+    let d = root();
+    let s = Store::open(d.path()).unwrap();
+    let good = b"the right sequence".to_vec();
+    let h = send(&s, &good).unwrap();
+    let id = s
+        .make_show("x", b"x: 1\n", &files(&[("a.fseq", h)]))
+        .unwrap();
+    s.activate(&id).unwrap();
+    // What the race left: both copies under the one name (the same inode as the show's).
+    let blob = s.blob_path(&h);
+    OpenOptions::new()
+        .append(true)
+        .open(&blob)
+        .unwrap()
+        .write_all(&good)
+        .unwrap();
+    assert!(quarantined(d.path()).unwrap().is_empty());
+    let s = Store::open(d.path()).unwrap();
+    assert!(!s.has(&h), "the bad file is still served under its name");
+    let q = quarantined(d.path()).unwrap();
+    assert_eq!(q.len(), 1, "{q:?}");
+    assert_eq!(q[0].hash, h.to_string());
+    assert!(q[0].why.contains("hashes to"), "{q:?}");
+    assert_eq!(fs::read(&q[0].path).unwrap().len(), 2 * good.len());
+    assert_eq!(s.missing(&[(h, good.len() as u64)]).unwrap().len(), 1);
+    // The show still links the bad file: verify says so, and no activation may claim it.
+    let e = s.verify_show(&id).unwrap_err();
+    assert!(e.to_string().contains("push the show again"), "{e}");
+    // The push sends it again and makes the show again: the show is whole.
+    send(&s, &good).unwrap();
+    assert_eq!(
+        s.make_show("x", b"x: 1\n", &files(&[("a.fseq", h)]))
+            .unwrap(),
+        id
+    );
+    s.verify_show(&id).unwrap();
+    assert_eq!(s.manifest(&id).unwrap().sizes["a.fseq"], good.len() as u64);
+    // Another open finds nothing more.
+    Store::open(d.path()).unwrap();
+    assert_eq!(quarantined(d.path()).unwrap().len(), 1);
+}
+
+/// `verify_show` finds a bad stored file that `open` does not look at again (changed in
+/// place with its size and time kept: the record says it was hashed), and quarantines it;
+/// `verify` reads every stored file.
+#[test]
+fn verify_reads_everything_and_quarantines_what_is_bad() {
+    let d = root();
+    let s = Store::open(d.path()).unwrap();
+    let a = send(&s, b"aaaa").unwrap();
+    let b = send(&s, b"bbbb").unwrap();
+    let id = s.make_show("x", b"x", &files(&[("a.fseq", a)])).unwrap();
+    let rot = |h: &Hash| {
+        let p = s.blob_path(h);
+        let t = fs::metadata(&p).unwrap().modified().unwrap();
+        let f = OpenOptions::new().write(true).open(&p).unwrap();
+        f.write_at(b"Z", 0).unwrap();
+        f.set_modified(t).unwrap();
+    };
+    rot(&a);
+    rot(&b);
+    let s = Store::open(d.path()).unwrap();
+    assert!(
+        s.has(&a) && s.has(&b),
+        "open re-hashed a file its record covers"
+    );
+    let e = s.verify_show(&id).unwrap_err();
+    assert!(matches!(e, StoreError::Quarantined { .. }), "{e}");
+    assert!(!s.has(&a));
+    let r = s.verify().unwrap();
+    assert_eq!((r.files, r.quarantined.len()), (1, 1), "{r:?}");
+    assert!(!s.has(&b));
+    assert_eq!(quarantined(d.path()).unwrap().len(), 2);
+    // A stored "file" that is a link (to anything) is no stored file.
+    let c = Hash::of(b"c");
+    std::os::unix::fs::symlink("/etc/hostname", s.blob_path(&c)).unwrap();
+    let s = Store::open(d.path()).unwrap();
+    assert!(!s.has(&c));
+    assert_eq!(quarantined(d.path()).unwrap().len(), 3);
+}
+
+#[test]
+fn the_record_of_hashed_files_reads_back_and_skips_junk() {
+    let mut m = BTreeMap::new();
+    m.insert(
+        Hash::of(b"1"),
+        Seen {
+            ino: 7,
+            size: 9,
+            mtime_ns: -5,
+        },
+    );
+    let text = render_checked(&m);
+    assert_eq!(parse_checked(&text), m);
+    let junk = format!(
+        "{text}x y z\n\n{} 1 2\n{} a 2 3\n\0",
+        Hash::of(b"2"),
+        Hash::of(b"3")
+    );
+    assert_eq!(parse_checked(&junk), m);
+}
+
+/// Issue 25: a push killed after the switch and resumed removed the show before it (the
+/// resumed activation took the new show for "the one before"). `previous` records it.
+#[test]
+fn a_resumed_activation_keeps_the_show_before_it() {
+    let d = root();
+    let s = Store::open(d.path()).unwrap();
+    let a = send(&s, b"a").unwrap();
+    let b = send(&s, b"b").unwrap();
+    let old = s.make_show("old", b"1", &files(&[("a.fseq", a)])).unwrap();
+    let new = s.make_show("new", b"2", &files(&[("b.fseq", b)])).unwrap();
+    s.activate(&old).unwrap();
+    assert_eq!(s.previous_id().unwrap(), None);
+    s.activate(&new).unwrap();
+    assert_eq!(s.previous_id().unwrap(), Some(old.clone()));
+    // The resumed push activates the same show again, then cleans up.
+    s.activate(&new).unwrap();
+    assert_eq!(s.previous_id().unwrap(), Some(old.clone()));
+    age(&s.show_dir(&old), SHOW_GRACE * 2);
+    age(&s.show_dir(&new), SHOW_GRACE * 2);
+    assert_eq!(s.gc(&[]).unwrap().shows, 0);
+    s.verify_show(&old).unwrap();
+    // A third show: the oldest goes.
+    let c = s
+        .make_show("third", b"3", &files(&[("a.fseq", a)]))
+        .unwrap();
+    s.activate(&c).unwrap();
+    assert_eq!(s.gc(&[]).unwrap().shows, 1);
+    assert!(s.manifest(&old).is_err());
+    s.verify_show(&new).unwrap();
+    // `previous` unreadable: every show is kept.
+    fs::remove_file(d.path().join("previous")).unwrap();
+    fs::write(d.path().join("previous"), b"junk").unwrap();
+    age(&s.show_dir(&new), SHOW_GRACE * 2);
+    assert_eq!(s.gc(&[]).unwrap().shows, 0);
+}
+
+/// Found by 71-store.sh's two pushes at once: one push's clean-up removed the (old) show
+/// the other was about to activate, whose switch then left `active` naming no show. A
+/// show made again is young again, and `activate` looks for the show under the lock
+/// that clean-ups take.
+#[test]
+fn a_show_made_again_is_kept_by_another_pushs_clean_up() {
+    let d = root();
+    let s = Store::open(d.path()).unwrap();
+    let a = send(&s, b"a").unwrap();
+    let b = send(&s, b"b").unwrap();
+    let x = s.make_show("x", b"1", &files(&[("a.fseq", a)])).unwrap();
+    let y = s.make_show("y", b"2", &files(&[("b.fseq", b)])).unwrap();
+    s.activate(&y).unwrap();
+    age(&s.show_dir(&x), SHOW_GRACE * 2);
+    // The second push makes x again (it exists), then the first push cleans up.
+    assert_eq!(s.make_show("x", b"1", &files(&[("a.fseq", a)])).unwrap(), x);
+    assert_eq!(s.gc(&[]).unwrap().shows, 0);
+    s.activate(&x).unwrap();
+    s.verify_show(&s.active().unwrap().unwrap().id).unwrap();
+    // A show that is gone is refused, and `active` stays on a show that exists.
+    age(&s.show_dir(&y), SHOW_GRACE * 2);
+    fs::remove_file(d.path().join("previous")).unwrap();
+    assert_eq!(s.gc(&[]).unwrap().shows, 1);
+    assert!(matches!(s.activate(&y), Err(StoreError::NoSuchShow(_))));
+    assert_eq!(s.active_id().unwrap(), Some(x));
 }

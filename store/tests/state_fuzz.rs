@@ -13,6 +13,8 @@
 //!   bytes that are no id). Read through `active_id`, `active` and `gc`.
 //! - `staging/`: 1 500 rounds of names a dead writer may have left. `Store::open` cleans
 //!   `*.tmp` without touching a resumable `*.part` or anything outside `staging/`.
+//! - `store/checked`: 400 rounds of junk records of hashed files. `Store::open` neither
+//!   refuses nor quarantines a stored file whose content is its name.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -378,4 +380,68 @@ fn open_cleans_dead_leftovers_and_nothing_else() {
         }
     }
     let _ = id;
+}
+
+/// `store/checked` (the record of stored files already hashed) is a cache anyone in the
+/// data partition's group can write: whatever it holds, `open` never panics, never
+/// refuses, and never quarantines a stored file whose content is its name.
+#[test]
+fn a_junk_record_of_hashed_files_never_costs_a_good_file() {
+    let (d, s, id, _dir) = store_with_a_show();
+    let rec = d.path().join("store/checked");
+    let good = fs::read_to_string(&rec).unwrap_or_default();
+    let hashes: Vec<String> = fs::read_dir(d.path().join("store/sha256"))
+        .expect("dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut rng = Rng(0xc4ec_4ed0);
+    let words = [
+        "0",
+        "1",
+        "-1",
+        "18446744073709551615",
+        "x",
+        "",
+        " ",
+        "\n",
+        "\0",
+    ];
+    for round in 0..400 {
+        let mut text = if rng.below(2) == 0 {
+            good.clone()
+        } else {
+            String::new()
+        };
+        for _ in 0..rng.below(6) {
+            let h = match rng.below(3) {
+                0 => hashes[rng.below(hashes.len())].clone(),
+                1 => "f".repeat(64),
+                _ => words[rng.below(words.len())].to_string(),
+            };
+            let mut line = h;
+            for _ in 0..rng.below(5) {
+                line.push(' ');
+                line.push_str(words[rng.below(words.len())]);
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        if rng.below(4) == 0 && !text.is_empty() {
+            text.truncate(rng.below(text.len()));
+        }
+        fs::write(&rec, &text).expect("write");
+        let input = format!("round {round}: store/checked = {text:?}");
+        match std::panic::catch_unwind(|| Store::open(d.path())) {
+            Err(_) => panic!("Store::open panicked: {input}"),
+            Ok(Err(e)) => panic!("Store::open refused: {e}: {input}"),
+            Ok(Ok(_)) => {}
+        }
+        s.verify_show(&id)
+            .unwrap_or_else(|e| panic!("{e}: {input}"));
+        assert!(
+            pfx_store::quarantined(d.path()).expect("q").is_empty(),
+            "a good file was quarantined: {input}"
+        );
+    }
 }

@@ -91,9 +91,10 @@ enum Cmd {
         #[arg(long, default_value_t = 1000)]
         rate_interval_ms: u64,
     },
-    /// The fleet account's forced command (authorized_keys `command=`): runs only the
-    /// verb in SSH_ORIGINAL_COMMAND (`apply pause-off`, `status`), every setting from the
-    /// root-owned --config; refuses anything else (exit 126) and logs it.
+    /// The fleet account's forced command: runs one verb from SSH_ORIGINAL_COMMAND
+    /// (`apply pause-off`, `status`, `show missing|put|activate|status`), every setting
+    /// from the root-owned --config; refuses anything else (exit 126) and logs it.
+    #[command(long_about = pfx_fleet::dispatch::VERBS_HELP)]
     Dispatch {
         #[arg(long, default_value = pfx_fleet::dispatch::DEFAULT_CONFIG)]
         config: PathBuf,
@@ -101,6 +102,43 @@ enum Cmd {
     /// Internal: keeps the lower root read-only if the agent dies inside the rw window.
     #[command(hide = true)]
     GuardRo {},
+    /// The boot environment that chooses the root slot (pfxenv.a, pfxenv.b on the FAT boot
+    /// partition): RAUC's custom bootloader backend, print, init.
+    ///
+    /// U-Boot's boot script reads both copies on every boot, uses the newest valid one, boots
+    /// the first slot of BOOT_ORDER with attempts left and writes the count down into the
+    /// other copy. Every write here also goes into the copy that is not the newest, so a
+    /// power cut during a write leaves the state from before it.
+    Bootenv(pfx_fleet::bootenv::BootenvArgs),
+    /// A/B updates on this unit, run by systemd as root (never over SSH; the fleet's
+    /// update verbs go through `dispatch`). Every setting comes from the root-owned
+    /// --config. See docs/update.md.
+    Update {
+        #[command(subcommand)]
+        cmd: UpdateCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum UpdateCmd {
+    /// The boot's health check (pfx-update-health.service): the player's first frame and
+    /// /health ok for health_ok_s, the data partition, PAUSE off, sshd, `pfx-agent
+    /// status`. Pass: `rauc status mark-good`; a trial boot that fails or runs out of
+    /// health_deadline_s: `rauc status mark-bad` and a reboot into the other slot.
+    /// Writes <store_root>/update/health.json and prints it. Exit 0 healthy, 1 not.
+    HealthCommit {
+        #[arg(long, default_value = pfx_fleet::dispatch::DEFAULT_CONFIG)]
+        config: PathBuf,
+    },
+    /// Internal: a pending switch's timer fired (`update switch idle|at`).
+    #[command(hide = true)]
+    SwitchDue {
+        #[arg(long, default_value = pfx_fleet::dispatch::DEFAULT_CONFIG)]
+        config: PathBuf,
+        /// The request (its time, Unix ms) the timer was set for.
+        #[arg(long)]
+        token: u64,
+    },
 }
 
 fn unit_id(cli: &Cli) -> String {
@@ -129,6 +167,9 @@ fn main() -> ExitCode {
     if let Cmd::Dispatch { config } = &cli.cmd {
         let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
         return ExitCode::from(pfx_fleet::dispatch::run(&argv, config, stop));
+    }
+    if let Cmd::Update { cmd } = &cli.cmd {
+        return ExitCode::from(update_local(cmd));
     }
     let test_only = matches!(cli.nic_backend, NicBackendKind::Mock)
         || cli.test_hold_in_write_ms.is_some()
@@ -188,7 +229,8 @@ fn main() -> ExitCode {
             let good = r.errors.is_empty();
             (serde_json::to_string_pretty(&r), good)
         }
-        Cmd::GuardRo {} | Cmd::Dispatch { .. } => return ExitCode::SUCCESS,
+        Cmd::Bootenv(args) => return pfx_fleet::bootenv::run(args, cli.json),
+        Cmd::GuardRo {} | Cmd::Dispatch { .. } | Cmd::Update { .. } => return ExitCode::SUCCESS,
     };
     match text {
         Ok(t) => println!("{t}"),
@@ -199,6 +241,37 @@ fn main() -> ExitCode {
         return ExitCode::from(exit::signal(sig));
     }
     ExitCode::from(if good { exit::SUCCESS } else { exit::NO })
+}
+
+/// `pfx-agent update ...` on the unit itself.
+fn update_local(cmd: &UpdateCmd) -> u8 {
+    let (UpdateCmd::HealthCommit { config } | UpdateCmd::SwitchDue { config, .. }) = cmd;
+    let cfg = match pfx_fleet::dispatch::load_config(config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("pfx-agent update: agent config refused: {e}");
+            return exit::ERROR;
+        }
+    };
+    let unit = cfg
+        .unit_id
+        .clone()
+        .unwrap_or_else(pfx_fleet::dispatch::default_unit_id);
+    match cmd {
+        UpdateCmd::HealthCommit { .. } => {
+            let o = pfx_fleet::health::HealthOpts::from_config(&cfg, config, &unit);
+            let (r, code) = pfx_fleet::health::commit(&o);
+            match serde_json::to_string_pretty(&r) {
+                Ok(t) => println!("{t}"),
+                Err(e) => eprintln!("pfx-agent update health-commit: encoding the report: {e}"),
+            }
+            code
+        }
+        UpdateCmd::SwitchDue { token, .. } => {
+            let o = pfx_fleet::dispatch::update_opts(&cfg, config, &unit);
+            pfx_fleet::updateagent::switch_due(&o, *token)
+        }
+    }
 }
 
 fn fail(e: anyhow::Error) -> ExitCode {

@@ -8,23 +8,29 @@ use serde::Serialize;
 use super::{Partition, Stat};
 use crate::plan::{DATA_LABEL, DATA_MARKER, DATA_MARKER_TEXT, DATA_MOUNT, DATA_ROOT_MODE};
 
-/// The partition table every image has: FAT boot (bootable), Linux root, Linux data, in
-/// that order, not overlapping, inside the image; data last, so it can grow to the card.
+/// The partition table every image has: FAT boot (bootable), Linux root slot A, Linux root
+/// slot B (the same size: either holds any bundle), Linux data, in that order, not
+/// overlapping, inside the image; data last, so it can grow to the card.
 pub fn check_partition_table(parts: &[Partition], image_bytes: u64) -> Result<Partition, String> {
     let kinds: Vec<(u8, u8)> = parts.iter().map(|p| (p.index, p.kind)).collect();
     let fat = |k: u8| k == 0x0c || k == 0x0b;
-    let shape_ok = parts.len() == 3
+    let shape_ok = parts.len() == 4
         && fat(parts[0].kind)
         && parts[0].bootable
-        && parts[1].kind == 0x83
-        && parts[2].kind == 0x83
+        && parts[1..].iter().all(|p| p.kind == 0x83)
         && parts.iter().zip(1u8..).all(|(p, i)| p.index == i);
     if !shape_ok {
         return Err(format!(
-            "expected partitions 1 FAT (0x0c, bootable), 2 Linux root (0x83), 3 Linux data (0x83); found (index, type) {kinds:x?}"
+            "expected partitions 1 FAT (0x0c, bootable), 2 root slot A (0x83), 3 root slot B (0x83), 4 Linux data (0x83); found (index, type) {kinds:x?}; an image of the single-root layout cannot take updates: rebuild it"
         ));
     }
     let mut errors = Vec::new();
+    if parts[1].sectors != parts[2].sectors {
+        errors.push(format!(
+            "root slot A has {} sectors and slot B {}: the slots must be the same size, or a bundle made from A may not fit B",
+            parts[1].sectors, parts[2].sectors
+        ));
+    }
     for w in parts.windows(2) {
         if w[0].start_sector + w[0].sectors > w[1].start_sector {
             errors.push(format!(
@@ -37,7 +43,7 @@ pub fn check_partition_table(parts: &[Partition], image_bytes: u64) -> Result<Pa
             ));
         }
     }
-    let data = parts[2];
+    let data = parts[3];
     let end = (data.start_sector + data.sectors) * 512;
     if end > image_bytes {
         errors.push(format!(
@@ -399,19 +405,27 @@ mod tests {
     }
 
     fn table() -> Vec<Partition> {
-        let l = crate::disk::Layout::new(2048, 256, 256).unwrap();
+        let l = crate::disk::Layout::new(3072, 256, 256).unwrap();
         vec![
             part(1, 0x0c, l.boot_start, l.boot_sectors),
             part(2, 0x83, l.root_start, l.root_sectors),
-            part(3, 0x83, l.data_start, l.data_sectors),
+            part(3, 0x83, l.root_b_start, l.root_sectors),
+            part(4, 0x83, l.data_start, l.data_sectors),
         ]
     }
 
     #[test]
     fn the_builders_layout_passes_and_faults_fail() {
-        let bytes = 2048 * 1024 * 1024;
+        let bytes = 3072 * 1024 * 1024;
         let d = check_partition_table(&table(), bytes).unwrap();
-        assert_eq!(d.index, 3);
+        assert_eq!(d.index, 4);
+        let mut t = table();
+        t[2].sectors -= 2048;
+        assert!(
+            check_partition_table(&t, bytes)
+                .unwrap_err()
+                .contains("same size")
+        );
         let mut t = table();
         t.pop();
         assert!(
@@ -430,7 +444,7 @@ mod tests {
                 .contains("overlaps")
         );
         let mut t = table();
-        t[2].sectors += 1;
+        t[3].sectors += 1;
         assert!(
             check_partition_table(&t, bytes)
                 .unwrap_err()

@@ -84,10 +84,20 @@ pub fn play(mut show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
                             if on_end(&new_follower, &new_show) != on_end(&follower, &show) {
                                 handle.set_on_end(on_end(&new_follower, &new_show));
                             }
-                            handle.reload(engine);
+                            // FPP Connect's switch waits for the item's end.
+                            let graceful = crate::sys::host::take_graceful_reload();
+                            if graceful {
+                                handle.after_item(engine);
+                            } else {
+                                handle.reload(engine);
+                            }
                             show = new_show;
                             follower = new_follower;
-                            tracing::info!(config = %p.display(), "SIGHUP: new show accepted");
+                            tracing::info!(
+                                config = %p.display(),
+                                "SIGHUP: new show accepted{}",
+                                if graceful { "; it starts when the current item ends" } else { "" }
+                            );
                         }
                         Err(e) => tracing::error!(
                             "SIGHUP: new config refused, the current show keeps playing: {e:#}"

@@ -59,7 +59,13 @@ pub fn start(show: &Show, engine: &Engine, opts: &RunOptions) -> anyhow::Result<
     );
     let unit = super::build::unit_id(show);
     let addr = opts.http.unwrap_or(show.config.http);
-    let http = start_http(addr, handle.clone(), unit.clone(), opts.show_state.clone())?;
+    let http = start_http(
+        addr,
+        handle.clone(),
+        unit.clone(),
+        opts.show_state.clone(),
+        opts.store.clone(),
+    )?;
     let fpp_cfg = show.config.fpp_connect.clone().filter(|f| f.enabled);
     let mut mdns = if !opts.mdns {
         None
@@ -127,6 +133,7 @@ fn start_http(
     profiler: ProfilerHandle,
     unit_id: String,
     show: super::showpick::ShowState,
+    store: Option<std::path::PathBuf>,
 ) -> anyhow::Result<HttpThread> {
     let std_listener = std::net::TcpListener::bind(addr).with_context(|| {
         format!("cannot serve HTTP on {addr}; choose another address with --http ADDR:PORT")
@@ -159,6 +166,7 @@ fn start_http(
                     unit_id,
                     version: VERSION,
                     show,
+                    store,
                 };
                 if let Err(e) = crate::http::serve(listener, state, async move {
                     let _ = rx.await;

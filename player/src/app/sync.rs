@@ -61,15 +61,20 @@ pub struct Prepared {
     settings: SyncSettings,
     listen: Socket,
     ping: Ping,
+    /// Who this unit is, for discover answers (the same identity as `ping`).
+    unit: crate::fppconnect::info::UnitInfo,
     timeline: Arc<Timeline>,
     pub status: Arc<Status>,
 }
 
 /// FPP's ping view of this unit: the same identity FPP Connect gives xLights (host name,
 /// version, the outputs' zero-based channel ranges), with the sync role as its mode.
+fn our_unit(show: &Show) -> crate::fppconnect::info::UnitInfo {
+    crate::fppconnect::unit_info(show, &unit_id(show), env!("CARGO_PKG_VERSION"))
+}
+
 fn our_ping(show: &Show, _s: &SyncSettings, ip: Ipv4Addr) -> Ping {
-    let unit = crate::fppconnect::unit_info(show, &unit_id(show), env!("CARGO_PKG_VERSION"));
-    crate::fppconnect::info::ping(&unit, ip)
+    crate::fppconnect::info::ping(&our_unit(show), ip)
 }
 
 /// Opens the sync sockets and makes the render loop's link. Errors name the setting.
@@ -109,6 +114,7 @@ pub fn prepare(show: &Show, s: &SyncSettings) -> anyhow::Result<(Prepared, SyncL
             settings: s.clone(),
             listen,
             ping,
+            unit: our_unit(show),
             timeline,
             status,
         },
@@ -322,7 +328,16 @@ fn receiver(p: Prepared, actions: Sender<Do>, stop: Arc<AtomicBool>) {
         },
         s.offset_ms,
     );
-    let answer = packet::encode_ping_v3(&p.ping);
+    // Answers go out from their own thread after FPP's random delay; this one keeps
+    // timestamping packets meanwhile.
+    let unit = p.unit.clone();
+    let answerer = match crate::fppconnect::spawn_answerer(unit) {
+        Ok((tx, t)) => Some((tx, t)),
+        Err(e) => {
+            tracing::warn!("sync: cannot start the discover answerer, pings go unanswered: {e}");
+            None
+        }
+    };
     let mut buf = [0u8; 1500];
     let mut warned_other_master = false;
     let mut published_gen = u64::MAX;
@@ -344,9 +359,13 @@ fn receiver(p: Prepared, actions: Sender<Do>, stop: Arc<AtomicBool>) {
                         if ping.discover
                             && !ours
                             && let Some(f) = from
+                            && let Some((tx, _)) = &answerer
                         {
-                            let to = SocketAddrV4::new(*f.ip(), s.port);
-                            let _ = p.listen.send_to(&answer, &to.into());
+                            let _ = tx.try_send(crate::fppconnect::Discover {
+                                source: *f.ip(),
+                                carried: ping.ipv4,
+                                port: s.port,
+                            });
                         }
                     }
                     Ok(Packet::Sync(sync)) if s.role == SyncRole::Remote => {

@@ -24,6 +24,10 @@ pub struct DoctorArgs {
     /// The show store (the data partition) whose active show the player would play.
     #[arg(long, value_name = "DIR", default_value = pfx_store::DEFAULT_ROOT)]
     pub store: std::path::PathBuf,
+    /// Also read every stored file back and quarantine each whose content does not
+    /// match its name (slow: reads the whole store; a push then sends those again).
+    #[arg(long)]
+    pub verify_store: bool,
 }
 
 /// Which show `pfx-player run --store` would play, and why not the store's: the store's
@@ -52,6 +56,86 @@ pub fn store_show(root: &std::path::Path) -> pfx_api::show::ShowInfo {
         },
         Err(e) => config(e.to_string()),
     }
+}
+
+/// What FPP Connect left beside the show (docs/fpp-connect.md 2.7, 2.8): media it kept
+/// and does not play, and where xLights' posted output table disagrees with the active
+/// show's outputs. Lines to print, and whether any of them is a finding.
+pub fn fpp_connect_text(root: &std::path::Path) -> (String, serde_json::Value, bool) {
+    use crate::fppconnect::{outputs, store};
+    let media = store::kept_media(root);
+    let mut text = store::media_line(&media);
+    let table = store::universe_outputs_path(root);
+    let mut found = false;
+    let mut lines: Vec<String> = Vec::new();
+    let mut state = "none posted";
+    if let Ok(bytes) = std::fs::read(&table) {
+        let posted = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .map_err(|e| e.to_string())
+            .and_then(|v| outputs::posted_pieces(&v));
+        let ours = pfx_store::active_show_yaml(root)
+            .map_err(|e| e.to_string())
+            .and_then(|a| {
+                crate::config::show::ShowConfig::load(&a.show_yaml).map_err(|e| e.to_string())
+            });
+        match (posted, ours) {
+            (Err(e), _) => {
+                state = "unreadable";
+                lines.push(format!("{}: {e}", table.display()));
+                found = true;
+            }
+            (_, Err(e)) => {
+                state = "not compared";
+                lines.push(format!("no store show to compare it with: {e}"));
+            }
+            (Ok(p), Ok(show)) => {
+                lines = outputs::disagreements(&outputs::our_pieces(&show.outputs), &p);
+                found = !lines.is_empty();
+                state = if found { "disagrees" } else { "agrees" };
+            }
+        }
+        text.push_str(&format!(
+            "fpp-connect: xLights' output table ({}) {state} with the show's outputs; it is never applied\n",
+            table.display()
+        ));
+        for l in lines.iter().take(20) {
+            text.push_str(&format!("  {l}\n"));
+        }
+        if lines.len() > 20 {
+            text.push_str(&format!("  ... and {} more\n", lines.len() - 20));
+        }
+        if found {
+            text.push_str("  fix: change the show's outputs, or the controllers in xLights, so both send the same channels to the same poles\n");
+        }
+    }
+    let json = serde_json::json!({
+        "media_kept": media,
+        "plays_audio": false,
+        "universe_outputs": {"file": table, "state": state, "disagreements": lines},
+    });
+    (text, json, found)
+}
+
+/// The store's quarantined files (stored files whose content did not match their names),
+/// one sentence each, for doctor's text and JSON.
+pub fn store_findings(root: &std::path::Path) -> Vec<String> {
+    match pfx_store::quarantined(root) {
+        Ok(q) => q
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} was quarantined: {}; push the show again to resend it",
+                    f.path.display(),
+                    f.why
+                )
+            })
+            .collect(),
+        Err(e) => vec![format!("cannot read the store's quarantine: {e}")],
+    }
+}
+
+fn store_text(findings: &[String]) -> String {
+    findings.iter().map(|f| format!("store: {f}\n")).collect()
 }
 
 fn show_text(s: &pfx_api::show::ShowInfo) -> String {
@@ -87,18 +171,44 @@ pub fn run_code(args: DoctorArgs) -> anyhow::Result<u8> {
         Ok(doctor::diagnose(&ev))
     })();
     let show = store_show(&args.store);
+    let (fpp_text, fpp_json, fpp_found) = fpp_connect_text(&args.store);
+    if args.verify_store {
+        let r = pfx_store::Store::open(&args.store).and_then(|s| s.verify());
+        match r {
+            Ok(r) => eprintln!(
+                "store: read {} stored files ({} bytes) back, {} quarantined",
+                r.files,
+                r.bytes,
+                r.quarantined.len()
+            ),
+            Err(e) => eprintln!("store: --verify-store: {e}"),
+        }
+    }
+    let store = store_findings(&args.store);
     match measured {
         Ok(report) => {
             if args.json {
                 let mut v = serde_json::to_value(&report)?;
                 if let Some(m) = v.as_object_mut() {
                     m.insert("show".into(), serde_json::to_value(&show)?);
+                    m.insert("fpp_connect".into(), fpp_json);
+                    m.insert("store_quarantined".into(), serde_json::to_value(&store)?);
                 }
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
-                print!("{}{}", render(&report), show_text(&show));
+                print!(
+                    "{}{}{fpp_text}{}",
+                    render(&report),
+                    show_text(&show),
+                    store_text(&store)
+                );
             }
-            Ok(report.exit_code())
+            // A stored file found bad is a finding: the unit is not as pushed.
+            let store_found = !store.is_empty();
+            Ok(report
+                .exit_code()
+                .max(u8::from(fpp_found))
+                .max(u8::from(store_found)))
         }
         Err(e) => {
             if args.json {
@@ -108,10 +218,11 @@ pub fn run_code(args: DoctorArgs) -> anyhow::Result<u8> {
                     "error": e.to_string(),
                     "findings": [],
                     "show": show,
+                    "store_quarantined": store,
                 });
                 println!("{}", serde_json::to_string_pretty(&v)?);
             }
-            eprint!("{}", show_text(&show));
+            eprint!("{}{fpp_text}{}", show_text(&show), store_text(&store));
             eprintln!("pfx-player doctor: could not measure: {e}");
             Ok(2)
         }
@@ -151,6 +262,7 @@ mod tests {
             json: true,
             player: "http://127.0.0.1:1".into(),
             store: "/nonexistent".into(),
+            verify_store: false,
         })
         .unwrap();
         assert_eq!(code, 2);
@@ -164,9 +276,52 @@ mod tests {
             json: false,
             player: "http://127.0.0.1:1".into(),
             store: "/nonexistent".into(),
+            verify_store: false,
         })
         .unwrap();
         assert_eq!(code, 2);
+    }
+
+    #[test]
+    fn doctor_names_where_xlights_table_disagrees_and_the_media_it_does_not_play() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(pfx_store::MARKER), b"").unwrap();
+        let st = pfx_store::Store::open(d.path()).unwrap();
+        let profiles = concat!(env!("CARGO_MANIFEST_DIR"), "/../profiles");
+        let yaml = format!(
+            "interface: lo\nprofiles_dir: {profiles}\noutputs:\n  - {{name: a, profile: bench-ddp, destination: \"10.0.0.5:4048\"}}\ncontent:\n  playlist:\n    - pattern: id\n"
+        );
+        let id = st
+            .make_show("evening", yaml.as_bytes(), &Default::default())
+            .unwrap();
+        st.activate(&id).unwrap();
+        let (text, _, found) = fpp_connect_text(d.path());
+        assert!(
+            !found && text.is_empty(),
+            "nothing posted, nothing kept: {text}"
+        );
+        std::fs::create_dir_all(d.path().join("fpp-connect/media/music")).unwrap();
+        std::fs::write(d.path().join("fpp-connect/media/music/song.mp3"), b"ID3").unwrap();
+        let table = serde_json::json!({"channelOutputs": [{"type": "universes", "enabled": 1, "universes": [
+            {"active": 1, "description": "Pole A", "startChannel": 1, "channelCount": 900, "type": 5, "address": "10.0.0.6"}]}]});
+        std::fs::write(
+            crate::fppconnect::store::universe_outputs_path(d.path()),
+            table.to_string(),
+        )
+        .unwrap();
+        let (text, json, found) = fpp_connect_text(d.path());
+        assert!(found, "{text}");
+        assert!(
+            text.contains("music/song.mp3") && text.contains("pfx plays no audio"),
+            "{text}"
+        );
+        assert!(text.contains("disagrees"), "{text}");
+        assert!(
+            text.contains("`a` sends channels 1-900 (DDP to 10.0.0.5); xLights' table says channels 1-900 (DDP to 10.0.0.6, `Pole A`)"),
+            "{text}"
+        );
+        assert_eq!(json["plays_audio"], false);
+        assert_eq!(json["universe_outputs"]["state"], "disagrees");
     }
 
     #[test]
@@ -191,5 +346,17 @@ mod tests {
         let s = store_show(d.path());
         assert_eq!((s.name.as_str(), s.reason), ("evening", None));
         assert!(show_text(&store_show(d.path())).contains("evening"));
+        assert!(store_findings(d.path()).is_empty());
+        // A stored file that does not match its name: found by the store, told by doctor.
+        let h = st.put_bytes("k", b"right").unwrap();
+        std::fs::write(st.blob_path(&h), b"wrong").unwrap();
+        pfx_store::Store::open(d.path()).unwrap();
+        let f = store_findings(d.path());
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(
+            f[0].contains("was quarantined") && f[0].contains("hashes to"),
+            "{f:?}"
+        );
+        assert!(store_text(&f).starts_with("store: "));
     }
 }

@@ -24,6 +24,12 @@ pub struct RunArgs {
     /// and why. SIGHUP looks again.
     #[arg(long, value_name = "DIR")]
     pub store: Option<PathBuf>,
+    /// The config is a pushed show (`shows/<id>/show.yaml` in a store, its manifest.json
+    /// beside it): refuse `profiles_dir`, absolute and `..` paths, and any file that is
+    /// not one of the show's own; named profiles come only from the show's own
+    /// `profiles/` and the image's. What the unit's agent checks a pushed show with.
+    #[arg(long, conflicts_with = "store")]
+    pub pushed: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -95,7 +101,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .options(Some(args.config.clone()), args.store.clone())?;
     let show = match &args.store {
         None => {
-            let show = ShowConfig::load(&args.config)?;
+            let show = if args.pushed {
+                ShowConfig::load_pushed(&args.config)?
+            } else {
+                ShowConfig::load(&args.config)?
+            };
             app::showpick::set(
                 &opts.show_state,
                 app::showpick::config_info(&args.config, None),

@@ -92,6 +92,21 @@ pub struct FppConnectConfig {
     /// Upper bound on how fast uploads are written to the card.
     #[serde(default = "default_write_rate")]
     pub write_rate_mib_s: u32,
+    /// When a posted playlist that changes the show takes over: when the item playing now
+    /// ends (as a graceful stop), or at once.
+    #[serde(default)]
+    pub switch: FppSwitch,
+}
+
+/// `fpp_connect.switch`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FppSwitch {
+    /// When the item playing now ends.
+    #[default]
+    ItemEnd,
+    /// At the next frame boundary (the show starts again from its first item).
+    Now,
 }
 
 fn default_fpp_user() -> String {
@@ -502,9 +517,116 @@ pub fn parse_color(s: &str) -> Option<[u8; 3]> {
     Some([(v >> 16) as u8, (v >> 8) as u8, v as u8])
 }
 
+/// What a pushed show (one that came over the network into the unit's store) may read:
+/// its own files, the names in its `manifest.json`. Named profiles come from the show's
+/// own `profiles/NAME.yaml` when it holds one, else the image's profile directory, else
+/// the built-ins. Nothing else: no `profiles_dir`, no absolute or `..` path, no file the
+/// show does not hold (docs/show-store.md, "A pushed show is closed").
+#[derive(Debug, Clone, Default)]
+pub struct Closed {
+    pub files: std::collections::BTreeSet<String>,
+}
+
+/// The image's named profiles.
+pub const IMAGE_PROFILES: &str = "/usr/share/pfx/profiles";
+
 impl ShowConfig {
     pub fn load(path: &Path) -> Result<Show, ConfigError> {
         Self::from_str(&super::yaml::read_text(path)?, path)
+    }
+
+    /// Loads `path` as a pushed show: it must be the `show.yaml` of a show in a store
+    /// (`<root>/shows/<id>/`, its manifest beside it), and is held to [`Closed`].
+    pub fn load_pushed(path: &Path) -> Result<Show, ConfigError> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        if path.file_name() != Some(std::ffi::OsStr::new("show.yaml")) {
+            return Err(ConfigError::invalid(
+                path,
+                "a pushed show is checked as the show.yaml of its directory in the store (shows/<id>/show.yaml)",
+            ));
+        }
+        let canon = std::fs::canonicalize(dir).map_err(|error| ConfigError::Read {
+            path: dir.to_path_buf(),
+            error,
+        })?;
+        let m = pfx_store::read_manifest(&canon).map_err(|e| {
+            ConfigError::invalid(
+                path,
+                format!(
+                    "not a show of a store ({e}); a pushed show is checked where the store made it, shows/<id>/show.yaml beside its manifest.json"
+                ),
+            )
+        })?;
+        let closed = Closed {
+            files: m.files.into_keys().collect(),
+        };
+        let text = super::yaml::read_text(path)?;
+        let config: ShowConfig = super::from_yaml_str(&text, path)?;
+        config
+            .check_closed(&closed)
+            .map_err(|m| ConfigError::invalid(path, m).located(&text, path))?;
+        config
+            .resolve_in(path, Some(&closed))
+            .map_err(|e| e.located(&text, path))
+    }
+
+    /// The paths of a pushed show, checked against what it holds (see [`Closed`]). Pure.
+    pub fn check_closed(&self, c: &Closed) -> Result<(), String> {
+        const WHY: &str = "a pushed show reads only its own files (put the file in the show directory and name it relative to show.yaml) and the image's named profiles";
+        if let Some(d) = &self.profiles_dir {
+            return Err(format!(
+                "profiles_dir: {} is refused in a pushed show; name an image profile (`profile: gen3-bigpacket`) or put the profile file in the show (`profile: mine.yaml`)",
+                d.display()
+            ));
+        }
+        let own = |p: &Path| -> Result<(), String> {
+            let s = p
+                .to_str()
+                .ok_or_else(|| format!("{} is not UTF-8", p.display()))?;
+            pfx_store::check_name(s).map_err(|why| format!("`{s}` {why}; {WHY}"))?;
+            if c.files.contains(s) {
+                Ok(())
+            } else {
+                Err(format!("`{s}` is not a file of this show; {WHY}"))
+            }
+        };
+        for (i, o) in self.outputs.iter().enumerate() {
+            if is_profile_path(&o.profile) {
+                own(Path::new(&o.profile)).map_err(|m| format!("outputs[{i}].profile: {m}"))?;
+            }
+        }
+        let items = |list: &[ContentItem], key: &str| -> Result<(), String> {
+            for (i, it) in list.iter().enumerate() {
+                if let Some(p) = &it.fseq {
+                    own(p).map_err(|m| format!("{key}[{i}].fseq: {m}"))?;
+                }
+            }
+            Ok(())
+        };
+        items(&self.content.playlist, "content.playlist")?;
+        for (name, list) in &self.playlists {
+            items(list, &format!("playlists.{name}"))?;
+        }
+        if let Some(d) = self.sync.as_ref().and_then(|s| s.sequences.as_ref()) {
+            let s = d
+                .to_str()
+                .ok_or_else(|| format!("sync.sequences: {} is not UTF-8", d.display()))?;
+            pfx_store::check_name(s).map_err(|why| {
+                format!("sync.sequences: `{s}` {why}; in a pushed show it is a directory of the show's own files (leave it out for the show's directory)")
+            })?;
+            let prefix = format!("{s}/");
+            if !c.files.iter().any(|f| f.starts_with(&prefix)) {
+                return Err(format!(
+                    "sync.sequences: `{s}` holds no file of this show; in a pushed show it is a directory of the show's own files (leave it out for the show's directory)"
+                ));
+            }
+        }
+        Ok(())
     }
 
     pub fn from_str(text: &str, origin: &Path) -> Result<Show, ConfigError> {
@@ -515,6 +637,12 @@ impl ShowConfig {
     /// Checks values and loads what the config refers to. `origin` is the config file's
     /// path; relative paths are taken from its directory.
     pub fn resolve(self, origin: &Path) -> Result<Show, ConfigError> {
+        self.resolve_in(origin, None)
+    }
+
+    /// [`ShowConfig::resolve`]; `closed`: a pushed show's, whose named profiles are
+    /// looked up only where [`Closed`] says.
+    pub fn resolve_in(self, origin: &Path, closed: Option<&Closed>) -> Result<Show, ConfigError> {
         let bad = |m: String| Err(ConfigError::invalid(origin, m));
         if !(1..=240).contains(&self.fps) {
             return bad(format!("fps: {} is outside 1..=240", self.fps));
@@ -574,7 +702,7 @@ impl ShowConfig {
                     "outputs[{i}].start_channel: channels are 1-based, as in xLights"
                 ));
             }
-            let profile = load_profile(&o.profile, base, profiles_dir.as_deref())
+            let profile = load_profile(&o.profile, base, profiles_dir.as_deref(), closed)
                 .map_err(|e| ConfigError::invalid(origin, format!("outputs[{i}].profile: {e}")))?;
             let destination = o.destination.unwrap_or(profile.destination);
             outputs.push(ResolvedOutput {
@@ -813,19 +941,41 @@ pub fn profile_file(name: &str, base: &Path, dir: Option<&Path>) -> Option<PathB
         .find(|p| p.is_file())
 }
 
-fn load_profile(name: &str, base: &Path, dir: Option<&Path>) -> Result<DeviceProfile, ConfigError> {
-    if name.contains('/') || name.ends_with(".yaml") {
+/// Whether `profile:` names a file (else a profile by name).
+fn is_profile_path(name: &str) -> bool {
+    name.contains('/') || name.ends_with(".yaml")
+}
+
+fn load_profile(
+    name: &str,
+    base: &Path,
+    dir: Option<&Path>,
+    closed: Option<&Closed>,
+) -> Result<DeviceProfile, ConfigError> {
+    if is_profile_path(name) {
         return DeviceProfile::load(&base.join(name));
     }
     let mut tried = Vec::new();
     let defaults = [
         base.join("profiles"),
         base.join("../profiles"),
-        PathBuf::from("/usr/share/pfx/profiles"),
+        PathBuf::from(IMAGE_PROFILES),
     ];
-    let dirs: Vec<&Path> = match dir {
-        Some(d) => vec![d],
-        None => defaults.iter().map(PathBuf::as_path).collect(),
+    // A pushed show: its own profiles/NAME.yaml if it holds one, then the image's; never
+    // beside the show's directory (that is the store, not the show).
+    let own = closed.and_then(|c| {
+        c.files
+            .contains(&format!("profiles/{name}.yaml"))
+            .then(|| base.join("profiles"))
+    });
+    let dirs: Vec<&Path> = match (dir, closed) {
+        (_, Some(_)) => own
+            .iter()
+            .map(PathBuf::as_path)
+            .chain([Path::new(IMAGE_PROFILES)])
+            .collect(),
+        (Some(d), None) => vec![d],
+        (None, None) => defaults.iter().map(PathBuf::as_path).collect(),
     };
     for d in dirs {
         let p = d.join(format!("{name}.yaml"));

@@ -540,6 +540,11 @@ fn run(
     // A remote's plan for this frame, and the sequence frame it played last.
     let mut followed: Option<Followed> = None;
     let mut last_tick: Option<u64> = None;
+    // A frame went out on the master's timeline since the unit's own clock was last laid:
+    // that clock stood still meanwhile, and going back to it restarts it from now (its
+    // ticks passed while following were played, not skipped). A reload between the two
+    // (the master's stop hands over a black show) must not hide that.
+    let mut own_clock_stale = false;
     loop {
         let deadline = followed.map_or_else(|| clock.deadline(ctick), |f| f.deadline());
         sleep_until(deadline);
@@ -745,9 +750,9 @@ fn run(
             source,
         });
         let now = mono_ns();
-        let was_following = followed.is_some();
         if let Some(f) = followed {
             last_tick = Some(f.tick);
+            own_clock_stale = true;
         }
         followed = match &mut sync {
             SyncLink::Remote(r) => follow_next(r, &show, last_tick, now),
@@ -764,12 +769,13 @@ fn run(
                 tick += 1 + skipped;
             }
             None => {
-                if was_following {
+                if own_clock_stale {
                     // Back on the unit's own clock: it starts again from now.
                     clock = FrameClock::new(now, show.engine.fps);
                     ctick = 0;
                     skipped = 0;
                     tick += 1;
+                    own_clock_stale = false;
                 } else {
                     let next = clock.next(ctick, now);
                     tick += next.tick - ctick;

@@ -112,9 +112,11 @@ pub fn ranges_text(ranges: &[(u32, u32)], limit: usize) -> String {
     }
 }
 
-/// `GET /api/system/info`.
+/// `GET /api/system/info`. `channelRanges` only when the unit has outputs: xLights'
+/// `UpdateChannelRanges` asks again, without a pause or a count, for as long as the key
+/// is there but empty; without the key it gives up after 20 tries.
 pub fn system_info(u: &UnitInfo, media_free: u64, media_total: u64) -> Value {
-    json!({
+    let mut v = json!({
         "HostName": u.hostname,
         "HostDescription": "",
         "Platform": "pfx",
@@ -127,9 +129,13 @@ pub fn system_info(u: &UnitInfo, media_free: u64, media_total: u64) -> Value {
         "minorVersion": API_MINOR,
         "typeId": SYSTEM_TYPE,
         "uuid": u.uuid,
-        "channelRanges": ranges_text(&u.ranges, usize::MAX),
         "Utilization": {"Disk": {"Media": {"Free": media_free, "Total": media_total}}},
-    })
+    });
+    let ranges = ranges_text(&u.ranges, usize::MAX);
+    if !ranges.is_empty() {
+        v["channelRanges"] = json!(ranges);
+    }
+    v
 }
 
 /// `GET /api/fppd/multiSyncSystems`: only this unit; `address` is where the request came in.
@@ -202,6 +208,46 @@ pub fn sequence_meta(name: &str, h: &Header) -> Value {
         m["variableHeaders"] = Value::Object(vars);
     }
     m
+}
+
+/// Where a discover answer goes, in order (docs/fpp-connect.md 2.1, after FPP's
+/// MultiSync ping handling): the broadcast address of the interface the ping came in on
+/// (when it has one; loopback has none), then the address the ping carries (unless it is
+/// 0.0.0.0, as xLights sends, or this unit's own), then the datagram's source when that
+/// differs. All on `port`.
+pub fn answer_targets(
+    source: std::net::Ipv4Addr,
+    carried: std::net::Ipv4Addr,
+    local: std::net::Ipv4Addr,
+    broadcast: Option<std::net::Ipv4Addr>,
+    port: u16,
+) -> Vec<std::net::SocketAddrV4> {
+    let mut out: Vec<std::net::SocketAddrV4> = Vec::with_capacity(3);
+    let mut add = |a: std::net::Ipv4Addr| {
+        let t = std::net::SocketAddrV4::new(a, port);
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    };
+    if let Some(b) = broadcast {
+        add(b);
+    }
+    if !carried.is_unspecified() && carried != local {
+        add(carried);
+    }
+    add(source);
+    out
+}
+
+/// The delay before an answer: uniform below 5 ms (FPP's), from `seed` (any varying
+/// number, e.g. the monotonic clock's nanoseconds), so many units do not answer in one
+/// burst.
+pub fn answer_delay_ns(seed: u64) -> u64 {
+    // splitmix64: the clock's low bits alone repeat at a steady ping rate.
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) % 5_000_000
 }
 
 /// A discover request we answer: an `FPPD` ping (any version) with the discover flag.
@@ -280,6 +326,55 @@ mod tests {
         assert!(
             !is_discover_ping(&p),
             "our answer is not a discover request"
+        );
+    }
+
+    #[test]
+    fn an_answer_goes_to_the_broadcast_then_the_carried_address_then_the_source() {
+        use std::net::{Ipv4Addr, SocketAddrV4};
+        let (src, me, bc) = (
+            Ipv4Addr::new(10, 0, 0, 9),
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(10, 0, 0, 255),
+        );
+        let at = |a| SocketAddrV4::new(a, 32320);
+        // xLights: address 0.0.0.0 in the ping.
+        assert_eq!(
+            answer_targets(src, Ipv4Addr::UNSPECIFIED, me, Some(bc), 32320),
+            vec![at(bc), at(src)]
+        );
+        // An FPP unit behind a relay: its own address and the relay's.
+        let fpp = Ipv4Addr::new(10, 0, 1, 7);
+        assert_eq!(
+            answer_targets(src, fpp, me, Some(bc), 32320),
+            vec![at(bc), at(fpp), at(src)]
+        );
+        // Loopback: no broadcast; the source once.
+        assert_eq!(
+            answer_targets(Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST, me, None, 32320),
+            vec![at(Ipv4Addr::LOCALHOST)]
+        );
+        let d: Vec<u64> = (0..1000u64)
+            .map(|i| answer_delay_ns(i * 1_000_000))
+            .collect();
+        assert!(d.iter().all(|&x| x < 5_000_000));
+        assert!(d.iter().any(|&x| x < 1_000_000) && d.iter().any(|&x| x > 4_000_000));
+    }
+
+    #[test]
+    fn system_info_never_carries_empty_channel_ranges() {
+        let mut u = unit();
+        assert_eq!(system_info(&u, 1, 2)["channelRanges"], "0-899,1800-2699");
+        assert!(
+            !system_info(&u, 1, 2)["uuid"]
+                .as_str()
+                .unwrap_or("")
+                .is_empty()
+        );
+        u.ranges.clear();
+        assert!(
+            system_info(&u, 1, 2).get("channelRanges").is_none(),
+            "xLights loops forever on an empty one"
         );
     }
 

@@ -7,15 +7,19 @@
 //! - `upload`: checks before a byte is written, staging, hashing, hand-over to the store.
 //! - `store`: the interface to the show store, and a plain one on the data directory.
 //! - `showmap`: an FPP playlist → the unit's next show config (pure).
+//! - `outputs`: the show's outputs in FPP's universe-output layout, the checks on a table
+//!   xLights posts, and where the two disagree (pure).
 //! - `server`: the HTTP routes.
 //!
 //! Everything runs on its own threads at background priority (nice 19, idle I/O): the
-//! HTTP server and its blocking pool, and the discover-ping responder. Nothing here
+//! HTTP server and its blocking pool, the discover-ping listener and the answerer
+//! (`spawn_answerer`, which the sync socket uses too). Nothing here
 //! touches the render thread; a new show reaches it through the supervisor's reload.
 
 pub mod auth;
 pub mod info;
 pub mod names;
+pub mod outputs;
 pub mod server;
 pub mod showmap;
 pub mod store;
@@ -24,7 +28,7 @@ pub mod upload;
 #[cfg(test)]
 mod tests;
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -126,6 +130,7 @@ pub fn start(
     unsafe {
         libc::umask(0o002);
     }
+    st.publish_to_health();
     let playlist_file = st.root().join("fpp-connect/playlist.json");
     let std_listener = std::net::TcpListener::bind(cfg.http).with_context(|| {
         format!(
@@ -142,7 +147,7 @@ pub fn start(
                 .context("FPP Connect: cannot listen for discover pings on UDP 32320")?,
         )
     };
-    let state = server::FppState::new(
+    let mut state = server::FppState::new(
         cfg.user.clone(),
         hash,
         unit.clone(),
@@ -151,6 +156,11 @@ pub fn start(
         u64::from(cfg.write_rate_mib_s) * 1024 * 1024,
         playlist_file,
     );
+    if let Some(inner) = Arc::get_mut(&mut state.0) {
+        inner.switch_now = cfg.switch == crate::config::show::FppSwitch::Now;
+        inner.outputs_json = outputs::universe_outputs(&show.outputs);
+        inner.our_pieces = outputs::our_pieces(&show.outputs);
+    }
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let http = std::thread::Builder::new()
         .name("pfx-fppconnect".into())
@@ -252,31 +262,88 @@ fn local_addr_towards(peer: Ipv4Addr) -> Option<Ipv4Addr> {
     }
 }
 
-/// Answers each discover ping with a v3 ping, to the group and to the sender, after a
-/// random delay under 5 ms (docs/fpp-connect.md 2.1).
+/// The broadcast address of the interface that holds `local`, if it has one.
+fn broadcast_of(local: Ipv4Addr) -> Option<Ipv4Addr> {
+    crate::sys::net::interface_names()
+        .iter()
+        .filter(|n| !crate::sys::net::is_loopback(n))
+        .filter_map(|n| crate::sys::net::ipv4_of(n))
+        .find(|(a, _)| *a == local)
+        .and_then(|(_, b)| b)
+}
+
+/// One discover ping to answer: who sent it, the address it carries, and the port.
+#[derive(Debug, Clone, Copy)]
+pub struct Discover {
+    pub source: Ipv4Addr,
+    pub carried: Ipv4Addr,
+    pub port: u16,
+}
+
+/// Sends discover answers on its own thread, so the delay before each answer never holds
+/// up the thread that heard the ping (on a remote, that one timestamps sync packets).
+/// After a random delay under 5 ms: this unit's v3 ping to the broadcast address of the
+/// interface toward the sender, then to the ping's own address and to its source
+/// (`info::answer_targets`), as FPP answers.
+pub fn spawn_answerer(
+    unit: UnitInfo,
+) -> std::io::Result<(std::sync::mpsc::SyncSender<Discover>, JoinHandle<()>)> {
+    // A flood of pings fills this and the rest are dropped, not queued.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Discover>(16);
+    let t = std::thread::Builder::new()
+        .name("pfx-ping-answer".into())
+        .spawn(move || {
+            background("pfx-ping-answer");
+            while let Ok(d) = rx.recv() {
+                let Some(local) = local_addr_towards(d.source) else {
+                    continue;
+                };
+                let now = crate::sys::time::mono_ns();
+                crate::sys::time::sleep_until(now + info::answer_delay_ns(now));
+                let pkt = info::ping_v3(&unit, local);
+                let targets =
+                    info::answer_targets(d.source, d.carried, local, broadcast_of(local), d.port);
+                if let Ok(out) = UdpSocket::bind((local, 0)) {
+                    let _ = out.set_broadcast(true);
+                    for t in targets {
+                        if let Err(e) = out.send_to(&pkt, t) {
+                            tracing::debug!("discover answer to {t}: {e}");
+                        }
+                    }
+                }
+            }
+        })?;
+    Ok((tx, t))
+}
+
+/// Hands each discover ping to the answerer (docs/fpp-connect.md 2.1).
 fn answer_pings(sock: UdpSocket, unit: UnitInfo, stop: Arc<AtomicBool>) {
+    let (tx, answerer) = match spawn_answerer(unit) {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::error!("FPP Connect: cannot start the discover answerer: {e}");
+            return;
+        }
+    };
     let mut buf = [0u8; 1500];
     while !stop.load(Ordering::Relaxed) {
         let (n, from) = match sock.recv_from(&mut buf) {
             Ok(x) => x,
             Err(_) => continue,
         };
-        if !info::is_discover_ping(&buf[..n]) {
-            continue;
-        }
-        let SocketAddr::V4(from) = from else { continue };
-        let Some(local) = local_addr_towards(*from.ip()) else {
+        let Ok(crate::sync::packet::Packet::Ping(p)) = crate::sync::packet::decode(&buf[..n])
+        else {
             continue;
         };
-        let jitter_ns = crate::sys::time::mono_ns() % 5_000_000;
-        crate::sys::time::sleep_until(crate::sys::time::mono_ns() + jitter_ns);
-        let pkt = info::ping_v3(&unit, local);
-        let group = SocketAddrV4::new(info::PING_GROUP, info::PING_PORT);
-        let back = SocketAddrV4::new(*from.ip(), info::PING_PORT);
-        if let Ok(out) = UdpSocket::bind((local, 0)) {
-            let _ = socket2::SockRef::from(&out).set_multicast_if_v4(&local);
-            let _ = out.send_to(&pkt, group);
-            let _ = out.send_to(&pkt, back);
+        let SocketAddr::V4(from) = from else { continue };
+        if p.discover {
+            let _ = tx.try_send(Discover {
+                source: *from.ip(),
+                carried: p.ipv4,
+                port: info::PING_PORT,
+            });
         }
     }
+    drop(tx);
+    let _ = answerer.join();
 }

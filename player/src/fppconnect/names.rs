@@ -3,6 +3,40 @@
 
 use std::fmt;
 
+/// Where an upload goes: FPP's upload directories pfx takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dir {
+    Sequences,
+    /// Media: kept (so xLights' next push sees it there), never played.
+    Music,
+    Videos,
+}
+
+impl Dir {
+    pub fn parse(s: &str) -> Option<Dir> {
+        match s {
+            "sequences" => Some(Dir::Sequences),
+            "music" => Some(Dir::Music),
+            "videos" => Some(Dir::Videos),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Dir::Sequences => "sequences",
+            Dir::Music => "music",
+            Dir::Videos => "videos",
+        }
+    }
+    /// The key an upload is staged under: one name may be a sequence and a song.
+    pub(crate) fn key(self, name: &str) -> String {
+        match self {
+            Dir::Sequences => name.to_string(),
+            _ => format!("{}-{name}", self.name()),
+        }
+    }
+}
+
 /// Longest `Upload-Name` accepted, in bytes. ext4 allows 255; staging adds a suffix.
 pub const MAX_NAME: usize = 200;
 
@@ -39,6 +73,16 @@ impl fmt::Display for NameError {
 /// A sequence file name that is safe to join to a directory: one path component, no
 /// `..`, no separators or control bytes, not hidden, UTF-8, ending in `.fseq`.
 pub fn check_name(raw: &[u8]) -> Result<&str, NameError> {
+    let s = check_plain(raw)?;
+    if !s.ends_with(".fseq") || s.len() == ".fseq".len() {
+        return Err(NameError::NotFseq);
+    }
+    Ok(s)
+}
+
+/// A media file name (`PATCH /api/file/music`, `videos`): the rules of `check_name`
+/// but any suffix.
+pub fn check_plain(raw: &[u8]) -> Result<&str, NameError> {
     if raw.is_empty() {
         return Err(NameError::Empty);
     }
@@ -60,9 +104,6 @@ pub fn check_name(raw: &[u8]) -> Result<&str, NameError> {
     }
     if s.starts_with('.') {
         return Err(NameError::Hidden);
-    }
-    if !s.ends_with(".fseq") || s.len() == ".fseq".len() {
-        return Err(NameError::NotFseq);
     }
     Ok(s)
 }

@@ -20,8 +20,8 @@ use super::auth::{self, Limiter, Verdict};
 use super::info::{self, UnitInfo};
 use super::names;
 use super::showmap;
-use super::store::ShowStore;
-use super::upload::{Done, Refusal, Uploads};
+use super::store::{Activated, ShowStore};
+use super::upload::{Dir, Done, Refusal, Uploads};
 use crate::http::timed_io::TimedListener;
 use crate::profiler::ProfilerHandle;
 
@@ -72,6 +72,12 @@ pub struct Inner {
     upload_gate: tokio::sync::Semaphore,
     /// One show switch at a time.
     activate_gate: tokio::sync::Mutex<()>,
+    /// `fpp_connect.switch: now`: a new show starts at once, not at the item's end.
+    pub switch_now: bool,
+    /// The show's outputs in FPP's layout (`GET .../universeOutputs`), and as pieces to
+    /// compare a posted table with.
+    pub outputs_json: Value,
+    pub our_pieces: Vec<super::outputs::Piece>,
 }
 
 #[derive(Clone)]
@@ -116,6 +122,9 @@ impl FppState {
             playlist_file,
             upload_gate: tokio::sync::Semaphore::new(1),
             activate_gate: tokio::sync::Mutex::new(()),
+            switch_now: false,
+            outputs_json: super::outputs::universe_outputs(&[]),
+            our_pieces: Vec::new(),
         }))
     }
 }
@@ -127,6 +136,11 @@ pub fn router(state: FppState) -> Router {
         .route("/api/fppd/status", get(status))
         .route("/api/playlists", get(playlists))
         .route("/api/sequence/{name}/meta", get(sequence_meta))
+        .route("/api/media/{name}/meta", get(media_meta))
+        .route(
+            "/api/channel/output/{file}",
+            get(get_channel_output).post(post_channel_output),
+        )
         .route("/api/file/{dir}", patch(upload))
         .route(
             "/api/playlist/{name}",
@@ -340,18 +354,23 @@ async fn upload(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if dir != "sequences" {
+    let Some(kind) = Dir::parse(&dir) else {
         return text(
             StatusCode::BAD_REQUEST,
             format!(
-                "{dir}: pfx stores sequences only (no media, effects or other files); untick Media in FPP Connect"
+                "{dir}: pfx takes sequences, and music and videos (kept, not played), but no effects or other files"
             ),
         );
-    }
+    };
     let Some(raw_name) = headers.get("upload-name") else {
         return text(StatusCode::BAD_REQUEST, "Upload-Name: missing");
     };
-    let name = match names::check_name(raw_name.as_bytes()) {
+    let checked = if kind == Dir::Sequences {
+        names::check_name(raw_name.as_bytes())
+    } else {
+        names::check_plain(raw_name.as_bytes())
+    };
+    let name = match checked {
         Ok(n) => n.to_string(),
         Err(e) => return text(StatusCode::BAD_REQUEST, format!("Upload-Name: {e}")),
     };
@@ -388,7 +407,7 @@ async fn upload(
             );
         }
     };
-    if let Err(r) = lock(&s.0.uploads).check(&name, offset, length, chunk, room, now_ms()) {
+    if let Err(r) = lock(&s.0.uploads).check((kind, &name), offset, length, chunk, room, now_ms()) {
         return refusal(r);
     }
     // Content-Length was checked against the chunk limit above, so this bounds memory.
@@ -405,7 +424,7 @@ async fn upload(
     let uploads = s.0.uploads.clone();
     let n = name.clone();
     let res = tokio::task::spawn_blocking(move || {
-        lock(&uploads).write(store.as_ref(), &n, &data, now_ms())
+        lock(&uploads).write(store.as_ref(), kind, &n, &data, now_ms())
     })
     .await;
     match res {
@@ -414,7 +433,16 @@ async fn upload(
         }
         Ok(Ok(Done::Stored { size, sha256 })) => {
             let hex: String = sha256.iter().map(|b| format!("{b:02x}")).collect();
-            tracing::info!(file = %name, size, sha256 = %hex, "FPP Connect: sequence stored");
+            if kind == Dir::Sequences {
+                tracing::info!(file = %name, size, sha256 = %hex, "FPP Connect: sequence stored");
+            } else {
+                tracing::warn!(
+                    file = %name,
+                    size,
+                    "FPP Connect: {} file kept, not played: pfx plays no audio (the lights run on their own clock)",
+                    kind.name()
+                );
+            }
             Json(json!({"status": "OK", "file": name, "dir": dir, "size": size})).into_response()
         }
         Ok(Err(r)) => refusal(r),
@@ -440,11 +468,20 @@ fn error_json(code: StatusCode, msg: String) -> Response {
     (code, Json(json!({"Status": "Error", "Message": msg}))).into_response()
 }
 
+/// `?switch=now` on a playlist POST: the operator (a script, `curl`) asks for the new show
+/// at once rather than at the current item's end.
+fn asks_for_now(uri: &axum::http::Uri) -> bool {
+    uri.query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "switch=now"))
+}
+
 async fn post_playlist(
     State(s): State<FppState>,
     Path(name): Path<String>,
+    uri: axum::http::Uri,
     body: Bytes,
 ) -> Response {
+    let now = s.0.switch_now || asks_for_now(&uri);
     let name = match names::playlist_name(&name) {
         Ok(n) => n.to_string(),
         Err(e) => return error_json(StatusCode::BAD_REQUEST, format!("playlist name: {e}")),
@@ -485,23 +522,151 @@ async fn post_playlist(
         };
         let refs: Vec<PathBuf> = wanted.iter().map(|q| store.sequence_ref(q)).collect();
         let next = showmap::with_playlist(cfg, &pl, &refs);
-        store.activate(&pl, &next, &wanted)
+        store.activate(&pl, &next, &wanted, now)
     })
     .await
     .unwrap_or_else(|_| Err("the show switch failed".into()));
-    if let Err(e) = res {
-        tracing::error!(playlist = %name, "FPP Connect: new show refused, the old one keeps playing: {e}");
-        return error_json(StatusCode::UNPROCESSABLE_ENTITY, e);
-    }
+    let outcome = match res {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::error!(playlist = %name, "FPP Connect: new show refused, the old one keeps playing: {e}");
+            return error_json(StatusCode::UNPROCESSABLE_ENTITY, e);
+        }
+    };
     v["name"] = json!(name);
     let record = serde_json::to_vec_pretty(&v).unwrap_or_default();
     let file = s.0.playlist_file.clone();
     let _ = tokio::task::spawn_blocking(move || super::store::write_atomic(&file, &record)).await;
-    tracing::info!(playlist = %name, sequences = ?seqs, "FPP Connect: new show active");
+    match outcome {
+        Activated::Unchanged => tracing::info!(
+            playlist = %name,
+            sequences = ?seqs,
+            "FPP Connect: the posted playlist is the show playing now; nothing changes"
+        ),
+        Activated::Switched => tracing::info!(
+            playlist = %name,
+            sequences = ?seqs,
+            "FPP Connect: new show active; it starts {}",
+            if now { "now" } else { "when the current item ends" }
+        ),
+    }
     *lock(&s.0.current) = Current {
         playlist: Some(name),
         json: Some(v.clone()),
         sequences: seqs,
     };
+    Json(v).into_response()
+}
+
+/// `GET /api/media/NAME/meta`: what xLights compares before it sends media again (the
+/// size, in `format.size`, a string as FPP's ffprobe writes it).
+async fn media_meta(State(s): State<FppState>, Path(name): Path<String>) -> Response {
+    let name = match names::check_plain(name.as_bytes()) {
+        Ok(n) => n.to_string(),
+        Err(e) => return text(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let Some(path) = s.0.store.media(&name) else {
+        return text(StatusCode::NOT_FOUND, format!("{name}: not on this unit"));
+    };
+    match std::fs::metadata(&path) {
+        Ok(m) => Json(json!({
+            "format": {"filename": name, "size": m.len().to_string()},
+            "pfx": "kept, not played: pfx plays no audio",
+        }))
+        .into_response(),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{name}: {e}")),
+    }
+}
+
+/// The output files xLights asks for while it discovers (its pixel-string probe) and
+/// before it posts its table: pfx drives no local strings, so those are empty lists.
+const EMPTY_OUTPUT_FILES: [&str; 4] = [
+    "co-pixelStrings",
+    "co-bbbStrings",
+    "co-other",
+    "channelOutputsJSON",
+];
+
+async fn get_channel_output(State(s): State<FppState>, Path(file): Path<String>) -> Response {
+    if file == "universeOutputs" {
+        return Json(s.0.outputs_json.clone()).into_response();
+    }
+    if EMPTY_OUTPUT_FILES.contains(&file.as_str()) {
+        return Json(json!({"channelOutputs": [], "status": "OK"})).into_response();
+    }
+    (
+        StatusCode::NOT_FOUND,
+        Json(json!({"status": format!("ERROR: {file}: pfx keeps no such file")})),
+    )
+        .into_response()
+}
+
+/// `POST /api/channel/output/universeOutputs`: xLights' controller table, checked and
+/// kept beside the show (`fpp-connect/universeOutputs.json`). It is never applied: the
+/// show config says where frames go; `doctor` names where the two disagree.
+async fn post_channel_output(
+    State(s): State<FppState>,
+    Path(file): Path<String>,
+    body: Bytes,
+) -> Response {
+    if file != "universeOutputs" {
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"status": format!("ERROR file not supported: {file}")})),
+        )
+            .into_response();
+    }
+    let mut v: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(json!({"status": format!("ERROR: not JSON: {e}")})),
+            )
+                .into_response();
+        }
+    };
+    let posted = match super::outputs::posted_pieces(&v) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!("FPP Connect: universeOutputs refused: {e}");
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(json!({"status": format!("ERROR: {e}")})),
+            )
+                .into_response();
+        }
+    };
+    let record = serde_json::to_vec_pretty(&v).unwrap_or_default();
+    let path = s.0.store.universe_outputs_file();
+    let p2 = path.clone();
+    match tokio::task::spawn_blocking(move || super::store::write_atomic(&p2, &record)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            return text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("{}: {e}", path.display()),
+            );
+        }
+        Err(_) => {
+            return text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "writing the table failed",
+            );
+        }
+    }
+    let d = super::outputs::disagreements(&s.0.our_pieces, &posted);
+    if d.is_empty() {
+        tracing::info!(
+            "FPP Connect: xLights' output table kept; it agrees with the show's outputs"
+        );
+    } else {
+        tracing::warn!(
+            "FPP Connect: xLights' output table kept, not applied; it disagrees with the show's outputs in {} place(s) (pfx-player doctor lists them): {}",
+            d.len(),
+            d.first().cloned().unwrap_or_default()
+        );
+    }
+    v["status"] = json!("OK");
     Json(v).into_response()
 }

@@ -16,7 +16,8 @@ pub fn sequences_of(playlist: &Value) -> Result<Vec<String>, String> {
     }
     let mut out = Vec::new();
     for section in ["leadIn", "mainPlaylist", "leadOut"] {
-        let Some(entries) = playlist.get(section) else {
+        // xLights posts a new playlist before its uploads with `"mainPlaylist": null`.
+        let Some(entries) = playlist.get(section).filter(|v| !v.is_null()) else {
             continue;
         };
         let Some(entries) = entries.as_array() else {
@@ -116,6 +117,11 @@ mod tests {
         assert!(sequences_of(&json!([1])).is_err());
         assert!(sequences_of(&json!({"mainPlaylist": [{"type": "sequence"}]})).is_err());
         assert!(sequences_of(&json!({"mainPlaylist": 3})).is_err());
+        // xLights' first POST of a new playlist, before any upload.
+        assert_eq!(
+            sequences_of(&json!({"name": "New", "mainPlaylist": null})),
+            Err("the playlist names no sequence (pfx plays sequences only)".into())
+        );
     }
 
     fn cfg(v: Value) -> ShowConfig {

@@ -32,20 +32,42 @@ pub trait ShowStore: Send + Sync + 'static {
     fn commit_sequence(&self, name: &str, staged: &Path, sha256: &[u8; 32]) -> Result<(), String>;
     /// The stored file `name` holds now.
     fn sequence(&self, name: &str) -> Option<PathBuf>;
+    /// Keeps a finished media upload (`fpp-connect/media/<dir>/<name>`): pfx plays no
+    /// audio, but xLights' next push finds it there and does not send it again.
+    fn commit_media(&self, dir: super::names::Dir, name: &str, staged: &Path)
+    -> Result<(), String>;
+    /// A kept media file called `name` (music first, then videos).
+    fn media(&self, name: &str) -> Option<PathBuf>;
+    /// Where xLights' posted output table (`POST /api/channel/output/universeOutputs`) is
+    /// kept: beside the show, never applied.
+    fn universe_outputs_file(&self) -> PathBuf;
     /// How a show config names the stored sequence `name`.
     fn sequence_ref(&self, name: &str) -> PathBuf;
-    /// Makes a show called `show_name` from `config` and the stored sequences it names,
-    /// checks it with the unit's own `pfx-player run --check`, makes it the active show
-    /// atomically and has the player switch to it. On error nothing changed.
+    /// Makes a show called `show_name` from `config` and the stored sequences it names.
+    /// When that is the active show already (same name, config and file contents: the
+    /// store's show id), nothing happens and the answer is `Unchanged`. Otherwise it checks
+    /// it with the unit's own `pfx-player run --check`, makes it the active show
+    /// atomically and has the player switch to it, when the item playing now ends unless
+    /// `now`. On error nothing changed.
     fn activate(
         &self,
         show_name: &str,
         config: &ShowConfig,
         sequences: &[String],
-    ) -> Result<(), String>;
+        now: bool,
+    ) -> Result<Activated, String>;
     /// The show config the player plays now, the directory its relative paths are taken
     /// from, and whether that is a store show (whose files come along by name).
     fn active_config(&self) -> Result<(ShowConfig, PathBuf, bool), String>;
+}
+
+/// What a posted playlist did to the unit's show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activated {
+    /// It is the show that is active already: nothing was checked, switched or restarted.
+    Unchanged,
+    /// A new show is active; the player switches to it (at the item's end unless now).
+    Switched,
 }
 
 /// Writes `path` whole or not at all: temp file, fsync, rename, fsync of the directory.
@@ -66,7 +88,45 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
     fs::File::open(dir)?.sync_all()
 }
 
+/// `fpp-connect/media` under the store root: media xLights uploaded, kept, never played.
+pub fn media_dir(root: &Path) -> PathBuf {
+    root.join("fpp-connect/media")
+}
+
+/// `fpp-connect/universeOutputs.json` under the store root: xLights' output table as it
+/// last posted it (`docs/fpp-connect.md` 2.7).
+pub fn universe_outputs_path(root: &Path) -> PathBuf {
+    root.join("fpp-connect/universeOutputs.json")
+}
+
+/// The media files kept under `root`, sorted (`music/…`, `videos/…`).
+pub fn kept_media(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for d in ["music", "videos"] {
+        if let Ok(rd) = fs::read_dir(media_dir(root).join(d)) {
+            for e in rd.flatten() {
+                if e.path().is_file() {
+                    out.push(format!("{d}/{}", e.file_name().to_string_lossy()));
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn note_media(root: &Path) {
+    crate::http::set_media_kept(kept_media(root));
+}
+
+/// A line for `/health` and `doctor` when FPP Connect kept media: pfx plays no audio.
+pub fn media_line(kept: &[String]) -> String {
+    crate::http::media_line(kept)
+}
+
 pub struct PfxStore {
+    /// This store's kept media is what `/health` reports (the running service's store).
+    health: std::sync::atomic::AtomicBool,
     store: Store,
     root: PathBuf,
     /// The `--config` show: what plays while the store has no active show.
@@ -98,6 +158,7 @@ impl PfxStore {
             Err(_) => BTreeMap::new(),
         };
         Ok(PfxStore {
+            health: std::sync::atomic::AtomicBool::new(false),
             store,
             root: root.to_path_buf(),
             config,
@@ -109,6 +170,13 @@ impl PfxStore {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Makes this store's kept media what `/health` reports, from now on.
+    pub fn publish_to_health(&self) {
+        self.health
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        note_media(&self.root);
     }
 
     fn save_names(&self, names: &BTreeMap<String, Hash>) -> Result<(), String> {
@@ -164,12 +232,43 @@ impl ShowStore for PfxStore {
         PathBuf::from(name)
     }
 
+    fn commit_media(
+        &self,
+        dir: super::names::Dir,
+        name: &str,
+        staged: &Path,
+    ) -> Result<(), String> {
+        let d = media_dir(&self.root).join(dir.name());
+        fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        let to = d.join(name);
+        fs::rename(staged, &to).map_err(|e| format!("keeping {}: {e}", to.display()))?;
+        fs::File::open(&d)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| format!("syncing {}: {e}", d.display()))?;
+        if self.health.load(std::sync::atomic::Ordering::Relaxed) {
+            note_media(&self.root);
+        }
+        Ok(())
+    }
+
+    fn media(&self, name: &str) -> Option<PathBuf> {
+        ["music", "videos"]
+            .iter()
+            .map(|d| media_dir(&self.root).join(d).join(name))
+            .find(|p| p.is_file())
+    }
+
+    fn universe_outputs_file(&self) -> PathBuf {
+        universe_outputs_path(&self.root)
+    }
+
     fn activate(
         &self,
         show_name: &str,
         config: &ShowConfig,
         sequences: &[String],
-    ) -> Result<(), String> {
+        now: bool,
+    ) -> Result<Activated, String> {
         // From the active store show: the sequences the new config still names, and every
         // other file (profiles and the like); sequences it no longer plays stay behind.
         let named: std::collections::BTreeSet<PathBuf> = config
@@ -180,7 +279,9 @@ impl ShowStore for PfxStore {
             .filter_map(|i| i.fseq.clone())
             .collect();
         let mut files: BTreeMap<String, Hash> = BTreeMap::new();
-        if let Ok(Some(a)) = self.store.active() {
+        let active = self.store.active().ok().flatten();
+        let active_id = active.as_ref().map(|a| a.id.clone());
+        if let Some(a) = active {
             files.extend(
                 a.files.into_iter().filter(|(n, _)| {
                     !n.ends_with(".fseq") || named.contains(Path::new(n.as_str()))
@@ -202,12 +303,22 @@ impl ShowStore for PfxStore {
             .store
             .make_show(show_name, text.as_bytes(), &files)
             .map_err(|e| e.to_string())?;
+        // xLights posts the playlist before its uploads and again after them, and an
+        // operator may press Upload twice: the same show again must not restart it.
+        if active_id.as_ref() == Some(&id) {
+            return Ok(Activated::Unchanged);
+        }
         self.store
             .check_show(&id, &self.player_exe)
             .map_err(|e| e.to_string())?;
         self.store.activate(&id).map_err(|e| e.to_string())?;
-        crate::sys::host::request_reload()
-            .map_err(|e| format!("cannot ask the player to switch: {e}"))
+        if now {
+            crate::sys::host::request_reload()
+        } else {
+            crate::sys::host::request_graceful_reload()
+        }
+        .map_err(|e| format!("cannot ask the player to switch: {e}"))?;
+        Ok(Activated::Switched)
     }
 
     fn active_config(&self) -> Result<(ShowConfig, PathBuf, bool), String> {
@@ -262,6 +373,45 @@ mod tests {
         assert!(s.sequence("B.fseq").is_none());
         let again = PfxStore::open(d.path(), None).expect("reopen");
         assert_eq!(again.sequence("A.fseq"), Some(p2));
+    }
+
+    /// xLights posts the same playlist before and after its uploads, and an operator may
+    /// press Upload again: a show the store holds active already is not checked, switched
+    /// or restarted. One whose sequence changed is a new show (here it goes on to the
+    /// check, which this test binary cannot pass: the point is that it was not skipped).
+    #[test]
+    fn the_active_show_posted_again_changes_nothing() {
+        let (_d, s) = store();
+        let staged = s.staging_dir().join("a.part");
+        fs::write(&staged, b"one").expect("write");
+        let h1: [u8; 32] = Sha256::digest(b"one").into();
+        s.commit_sequence("A.fseq", &staged, &h1).expect("commit");
+        let cfg: ShowConfig = serde_json::from_value(serde_json::json!({
+            "interface": "eth0", "outputs": [],
+            "content": {"loop": true, "playlist": [{"fseq": "A.fseq"}]}
+        }))
+        .expect("cfg");
+        let text = serde_json::to_string_pretty(&cfg).expect("json");
+        let files = BTreeMap::from([("A.fseq".to_string(), Hash(h1))]);
+        let id = s
+            .store
+            .make_show("Main", text.as_bytes(), &files)
+            .expect("show");
+        s.store.activate(&id).expect("active");
+        let names = ["A.fseq".to_string()];
+        assert_eq!(
+            s.activate("Main", &cfg, &names, false),
+            Ok(Activated::Unchanged)
+        );
+        assert_eq!(s.store.active().expect("read").map(|a| a.id), Some(id));
+        fs::write(&staged, b"two").expect("write");
+        let h2: [u8; 32] = Sha256::digest(b"two").into();
+        s.commit_sequence("A.fseq", &staged, &h2).expect("commit");
+        assert_ne!(
+            s.activate("Main", &cfg, &names, false),
+            Ok(Activated::Unchanged),
+            "new content is a new show"
+        );
     }
 
     #[test]

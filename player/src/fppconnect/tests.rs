@@ -225,3 +225,94 @@ async fn hostile_requests_get_answers_and_write_nothing() {
         0
     );
 }
+
+async fn body_of(app: &axum::Router, req: Request<Body>) -> (StatusCode, serde_json::Value) {
+    let r = app.clone().oneshot(req).await.expect("infallible");
+    let st = r.status();
+    let b = axum::body::to_bytes(r.into_body(), 1 << 20)
+        .await
+        .expect("body");
+    (
+        st,
+        serde_json::from_slice(&b).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+/// What xLights sends besides sequences, answered as FPP would so its push ends without
+/// an error box: media (kept, with the size xLights compares next time) and the output
+/// table it reads and posts when the unit is its only player (kept, never applied).
+#[tokio::test]
+async fn media_and_the_output_table_are_kept_and_answered() {
+    let d = tempfile::tempdir().expect("tmp");
+    let hash = super::auth::hash_password("pw").expect("hash");
+    let app = app(d.path(), &hash);
+    let song = b"ID3 not really a song".to_vec();
+    let mut up = patch(
+        "pw",
+        b"Song 1.mp3",
+        "0",
+        &song.len().to_string(),
+        song.clone(),
+    );
+    *up.uri_mut() = "/api/file/music".parse().expect("uri");
+    let (st, v) = body_of(&app, up).await;
+    assert_eq!((st, v["status"].clone()), (StatusCode::OK, "OK".into()));
+    let kept = d.path().join("fpp-connect/media/music/Song 1.mp3");
+    assert_eq!(std::fs::read(&kept).expect("kept"), song);
+    let meta = Request::get("/api/media/Song%201.mp3/meta")
+        .header("authorization", auth("pw"))
+        .body(Body::empty())
+        .expect("req");
+    let (st, v) = body_of(&app, meta).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(v["format"]["size"], song.len().to_string());
+    // What /health and doctor print for this store (the running service publishes its
+    // store's line; tests leave the process-wide one alone).
+    let line = super::store::media_line(&super::store::kept_media(d.path()));
+    assert!(
+        line.contains("music/Song 1.mp3") && line.contains("pfx plays no audio"),
+        "{line}"
+    );
+    let mut fx = patch("pw", b"a.eseq", "0", "4", b"ESEQ".to_vec());
+    *fx.uri_mut() = "/api/file/effects".parse().expect("uri");
+    assert_eq!(send(&app, fx).await, StatusCode::BAD_REQUEST);
+
+    let get = |path: &str| {
+        Request::get(path)
+            .header("authorization", auth("pw"))
+            .body(Body::empty())
+            .expect("req")
+    };
+    let (st, v) = body_of(&app, get("/api/channel/output/universeOutputs")).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(v["channelOutputs"][0]["type"], "universes");
+    let (st, v) = body_of(&app, get("/api/channel/output/co-pixelStrings")).await;
+    assert_eq!(
+        (st, v["channelOutputs"].clone()),
+        (StatusCode::OK, serde_json::json!([]))
+    );
+    let post = |body: &str| {
+        Request::post("/api/channel/output/universeOutputs")
+            .header("authorization", auth("pw"))
+            .body(Body::from(body.to_string()))
+            .expect("req")
+    };
+    let table = d.path().join("fpp-connect/universeOutputs.json");
+    let (st, v) = body_of(&app, post(r#"{"channelOutputs":[{"type":"universes","universes":[{"startChannel":0,"channelCount":5,"type":1}]}]}"#)).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    assert!(
+        v["status"]
+            .as_str()
+            .unwrap_or("")
+            .contains("universes[0].startChannel"),
+        "{v}"
+    );
+    assert!(!table.exists(), "a refused table is not kept");
+    let good = r#"{"channelOutputs":[{"type":"universes","enabled":1,"universes":[{"active":1,"startChannel":1,"channelCount":510,"type":1,"address":"10.0.0.9","id":1}]}]}"#;
+    let (st, v) = body_of(&app, post(good)).await;
+    assert_eq!((st, v["status"].clone()), (StatusCode::OK, "OK".into()));
+    assert!(table.is_file(), "kept beside the show");
+    // Kept, not applied: what the unit reports as its outputs is still its own.
+    let (_, v) = body_of(&app, get("/api/channel/output/universeOutputs")).await;
+    assert_eq!(v["channelOutputs"][0]["universes"], serde_json::json!([]));
+}

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
+pub use super::names::Dir;
 use super::store::ShowStore;
 
 /// One chunk carries at most this many bytes (xLights sends 16 MiB).
@@ -85,15 +86,18 @@ impl Uploads {
 
     /// The checks before a byte of the chunk is written (pure but for dropping stale
     /// staged files). `room` is what the store lets an upload use now.
+    /// `file`: where the upload goes and its name.
     pub fn check(
         &mut self,
-        name: &str,
+        file: (Dir, &str),
         offset: u64,
         length: u64,
         chunk: u64,
         room: u64,
         now_ms: u64,
     ) -> Result<(), Refusal> {
+        let key = file.0.key(file.1);
+        let name = key.as_str();
         let stale: Vec<String> = self
             .partials
             .iter()
@@ -159,10 +163,13 @@ impl Uploads {
     pub fn write(
         &mut self,
         store: &dyn ShowStore,
-        name: &str,
+        dir: Dir,
+        file: &str,
         data: &[u8],
         now_ms: u64,
     ) -> Result<Done, Refusal> {
+        let key = dir.key(file);
+        let name = key.as_str();
         let path = self.staged(name);
         let internal = |what: &str, e: std::io::Error| {
             Refusal::Internal(format!("{what} {}: {e}", path.display()))
@@ -201,6 +208,15 @@ impl Uploads {
         let size = p.written;
         let sha256: [u8; 32] = p.hasher.clone().finalize().into();
         self.partials.remove(name);
+        if dir != Dir::Sequences {
+            // Media is kept as it came: pfx never opens it.
+            if let Err(e) = store.commit_media(dir, file, &path) {
+                let _ = fs::remove_file(&path);
+                return Err(Refusal::Internal(e));
+            }
+            return Ok(Done::Stored { size, sha256 });
+        }
+        let name = file;
         if let Err(e) = crate::source::fseq::FseqFile::open(&path) {
             let _ = fs::remove_file(&path);
             return Err(Refusal::Bad(format!(
@@ -229,18 +245,24 @@ mod tests {
     fn too_big_for_the_room_is_refused_before_anything_is_staged() {
         let (d, mut u) = up();
         let e = u
-            .check("a.fseq", 0, 1000, 100, 999, 0)
+            .check((Dir::Sequences, "a.fseq"), 0, 1000, 100, 999, 0)
             .expect_err("no room");
         assert!(matches!(e, Refusal::NoRoom(_)), "{e:?}");
         assert_eq!(fs::read_dir(d.path()).expect("dir").count(), 0);
-        assert!(u.check("a.fseq", 0, 999, 100, 999, 0).is_ok());
+        assert!(
+            u.check((Dir::Sequences, "a.fseq"), 0, 999, 100, 999, 0)
+                .is_ok()
+        );
     }
 
     #[test]
     fn other_unfinished_uploads_count_against_the_room() {
         let (_d, mut u) = up();
-        u.check("a.fseq", 0, 600, 100, 1000, 0).expect("a");
-        let e = u.check("b.fseq", 0, 500, 100, 1000, 0).expect_err("b");
+        u.check((Dir::Sequences, "a.fseq"), 0, 600, 100, 1000, 0)
+            .expect("a");
+        let e = u
+            .check((Dir::Sequences, "b.fseq"), 0, 500, 100, 1000, 0)
+            .expect_err("b");
         assert!(matches!(e, Refusal::NoRoom(_)), "{e:?}");
     }
 
@@ -248,24 +270,32 @@ mod tests {
     fn offsets_must_follow_on() {
         let (_d, mut u) = up();
         assert!(matches!(
-            u.check("a.fseq", 10, 100, 10, 1000, 0),
+            u.check((Dir::Sequences, "a.fseq"), 10, 100, 10, 1000, 0),
             Err(Refusal::Conflict(_))
         ));
-        u.check("a.fseq", 0, 100, 10, 1000, 0).expect("start");
+        u.check((Dir::Sequences, "a.fseq"), 0, 100, 10, 1000, 0)
+            .expect("start");
         assert!(matches!(
-            u.check("a.fseq", 20, 100, 10, 1000, 0),
+            u.check((Dir::Sequences, "a.fseq"), 20, 100, 10, 1000, 0),
             Err(Refusal::Conflict(_))
         ));
         assert!(matches!(
-            u.check("a.fseq", 0, 100, 200, 1000, 0),
+            u.check((Dir::Sequences, "a.fseq"), 0, 100, 200, 1000, 0),
             Err(Refusal::Bad(_))
         ));
         assert!(matches!(
-            u.check("a.fseq", 0, 100, MAX_CHUNK + 1, u64::MAX, 0),
+            u.check(
+                (Dir::Sequences, "a.fseq"),
+                0,
+                100,
+                MAX_CHUNK + 1,
+                u64::MAX,
+                0
+            ),
             Err(Refusal::TooLarge(_))
         ));
         assert!(matches!(
-            u.check("a.fseq", u64::MAX, 100, 10, 1000, 0),
+            u.check((Dir::Sequences, "a.fseq"), u64::MAX, 100, 10, 1000, 0),
             Err(Refusal::Bad(_))
         ));
     }
@@ -274,13 +304,16 @@ mod tests {
     fn at_most_four_at_once_and_stale_ones_go() {
         let (_d, mut u) = up();
         for i in 0..MAX_PARTIALS {
-            u.check(&format!("{i}.fseq"), 0, 10, 1, 1000, 0)
+            u.check((Dir::Sequences, &format!("{i}.fseq")), 0, 10, 1, 1000, 0)
                 .expect("start");
         }
         assert!(matches!(
-            u.check("x.fseq", 0, 10, 1, 1000, 0),
+            u.check((Dir::Sequences, "x.fseq"), 0, 10, 1, 1000, 0),
             Err(Refusal::Busy(_))
         ));
-        assert!(u.check("x.fseq", 0, 10, 1, 1000, STALE_MS + 1).is_ok());
+        assert!(
+            u.check((Dir::Sequences, "x.fseq"), 0, 10, 1, 1000, STALE_MS + 1)
+                .is_ok()
+        );
     }
 }

@@ -34,6 +34,8 @@ pub struct HttpState {
     /// What plays and why (written by `app` at each start and reload).
     /// (The same type as `app::showpick::ShowState`; http does not import app.)
     pub show: std::sync::Arc<std::sync::Mutex<Option<pfx_api::show::ShowInfo>>>,
+    /// The show store (`run --store`), whose quarantined files `/health` reports.
+    pub store: Option<std::path::PathBuf>,
 }
 
 /// `GET /profile`: the snapshot plus who answered (the contract, in pfx-api).
@@ -111,11 +113,55 @@ fn show_info(s: &HttpState) -> Option<pfx_api::show::ShowInfo> {
     s.show.lock().ok().and_then(|g| g.clone())
 }
 
-/// A second line for `/health` when the config show plays in place of the store's.
+/// Media FPP Connect kept and the unit does not play (`fppconnect::store` sets it for
+/// the running service's store); one per process.
+static MEDIA_KEPT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+pub fn set_media_kept(kept: Vec<String>) {
+    *MEDIA_KEPT.lock().unwrap_or_else(|e| e.into_inner()) = kept;
+}
+
+/// The `/health` (and `doctor`) line for kept media; empty when there is none.
+pub fn media_line(kept: &[String]) -> String {
+    match kept.len() {
+        0 => String::new(),
+        n => format!(
+            "media: {n} file(s) uploaded by FPP Connect are kept ({}{}), not played: pfx plays no audio; the lights run on their own clock\n",
+            kept.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+            if n > 3 { ", ..." } else { "" }
+        ),
+    }
+}
+
+/// A second line for `/health` when the config show plays in place of the store's, and
+/// one when FPP Connect kept media the unit does not play.
 fn fallback_line(s: &HttpState) -> String {
+    let media = media_line(&MEDIA_KEPT.lock().unwrap_or_else(|e| e.into_inner()));
     match show_info(s).and_then(|i| i.reason) {
-        Some(r) => format!("show: playing the config show: {r}\n"),
-        None => String::new(),
+        Some(r) => format!("show: playing the config show: {r}\n{media}"),
+        None => media,
+    }
+}
+
+/// A line for `/health` when the store has quarantined stored files (their content did
+/// not match their names): the show plays on, but the operator should push it again.
+pub fn quarantine_line(store: Option<&std::path::Path>) -> String {
+    let Some(root) = store else {
+        return String::new();
+    };
+    match pfx_store::quarantined(root) {
+        Ok(q) if q.is_empty() => String::new(),
+        Ok(q) => format!(
+            "store: {} stored file(s) did not match their names and were quarantined in {} ({}); push the show again to resend them\n",
+            q.len(),
+            root.join(pfx_store::QUARANTINE).display(),
+            q.iter()
+                .take(3)
+                .map(|f| f.hash.chars().take(16).collect::<String>())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Err(e) => format!("store: cannot read its quarantine: {e}\n"),
     }
 }
 
@@ -142,10 +188,22 @@ async fn metrics_text(State(s): State<HttpState>) -> Response {
 
 async fn health(State(s): State<HttpState>) -> Response {
     match s.profiler.health() {
-        Ok(()) => (StatusCode::OK, format!("ok\n{}", fallback_line(&s))).into_response(),
+        Ok(()) => (
+            StatusCode::OK,
+            format!(
+                "ok\n{}{}",
+                fallback_line(&s),
+                quarantine_line(s.store.as_deref())
+            ),
+        )
+            .into_response(),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("{e}\n{}", fallback_line(&s)),
+            format!(
+                "{e}\n{}{}",
+                fallback_line(&s),
+                quarantine_line(s.store.as_deref())
+            ),
         )
             .into_response(),
     }

@@ -25,6 +25,7 @@ fn state() -> (SampleSink, HttpState) {
             unit_id: "unit-\"7\"".into(),
             version: "0.1.0",
             show: Default::default(),
+            store: None,
         },
     )
 }
@@ -293,6 +294,7 @@ async fn profile_json_matches_the_golden_file() {
         unit_id: "gen3-7".into(),
         version: "0.1.0",
         show: std::sync::Arc::new(std::sync::Mutex::new(Some(golden_show()))),
+        store: None,
     };
     st.profiler.set_nic(crate::nic::golden_status());
     // Rates need two readings, one second apart; the frames come after them, so the
@@ -377,4 +379,27 @@ async fn health_says_why_the_config_show_plays() {
     let show = doc.show.unwrap();
     assert_eq!(show.source, pfx_api::show::ShowSource::Config);
     assert_eq!(show.name, "show.yaml");
+}
+
+/// Issue 25: a stored file whose content does not match its name is quarantined by the
+/// store; `/health` says so (the show plays on: still 200).
+#[tokio::test]
+async fn health_names_quarantined_store_files() {
+    let (_sink, mut st) = state();
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join(pfx_store::MARKER), b"").unwrap();
+    st.store = Some(d.path().to_path_buf());
+    let (_, _, body) = get(&st, "/health").await;
+    assert!(!body.contains("quarantined"), "{body}");
+    let s = pfx_store::Store::open(d.path()).unwrap();
+    let h = s.put_bytes("k", b"right").unwrap();
+    std::fs::write(s.blob_path(&h), b"wrong").unwrap();
+    pfx_store::Store::open(d.path()).unwrap();
+    let (_, _, body) = get(&st, "/health").await;
+    assert!(
+        body.contains("1 stored file(s) did not match their names and were quarantined")
+            && body.contains(&h.to_string()[..16])
+            && body.contains("push the show again"),
+        "{body}"
+    );
 }

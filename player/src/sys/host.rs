@@ -18,6 +18,22 @@ pub fn request_reload() -> std::io::Result<()> {
     }
 }
 
+/// Set by `request_graceful_reload`, taken by the supervisor at the SIGHUP it sends.
+static GRACEFUL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `request_reload`, but the new show takes over when the item playing now ends (a
+/// graceful stop), not at the next frame: what FPP Connect asks for after a posted
+/// playlist. An operator's own SIGHUP stays immediate.
+pub fn request_graceful_reload() -> std::io::Result<()> {
+    GRACEFUL.store(true, std::sync::atomic::Ordering::SeqCst);
+    request_reload()
+}
+
+/// Whether the reload being handled was asked for gracefully (and forgets it).
+pub fn take_graceful_reload() -> bool {
+    GRACEFUL.swap(false, std::sync::atomic::Ordering::SeqCst)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

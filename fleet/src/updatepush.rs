@@ -1,0 +1,1344 @@
+//! `pfx-fleet push update BUNDLE --site S`: new software on the units of a site, in
+//! waves (a canary, then a share, then the rest). Per unit: what does it run and hold
+//! (`update status`), send what it lacks (`update put`, resumable), install into the
+//! other slot (`update install`), switch when the operator said (`update switch`), then
+//! read back until the unit runs the new slot, marked good, healthy, at the bundle's
+//! version. A wave starts only when every unit of the one before it reads back so; the
+//! run stops at the first unit that rolls back or does not come back in time. Every
+//! result is committed to the state database before it is printed (docs/update.md,
+//! "Rolling out").
+
+use crate::agent::now_ms;
+use crate::config::{FleetConfig, SshConfig};
+use crate::gate::UnitState;
+use crate::showpush::{answer, human_bytes, remote, slice};
+use crate::ssh;
+use crate::store::{Store, StoreError, UnitRow, UpdateEvent};
+use pfx_api::update::{
+    BundleInfo, InstallReport, SwitchMode, SwitchReport, UpdatePutReport, UpdateStatus,
+};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+/// The bundle on the operator's disk, with what it says it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalBundle {
+    pub path: PathBuf,
+    pub info: BundleInfo,
+    /// Where version and compatible came from: `rauc info` or the sidecar.
+    pub source: String,
+}
+
+/// The sidecar of `DIR/NAME.raucb`: `DIR/NAME.json`, else `DIR/NAME.raucb.json`.
+pub fn sidecar_paths(bundle: &Path) -> Vec<PathBuf> {
+    let mut v = vec![bundle.with_extension("json")];
+    let mut s = bundle.as_os_str().to_owned();
+    s.push(".json");
+    v.push(PathBuf::from(s));
+    v.dedup();
+    v
+}
+
+/// `prog` in `$PATH` (the operator's `rauc`, when installed).
+pub fn find_on_path(prog: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(prog))
+            .find(|c| c.is_file())
+    })
+}
+
+/// Reads the bundle: its sha256 and size from the file itself; its version and
+/// compatible from `rauc info` when `rauc` is installed here (verified with `keyring`
+/// when given, else `--no-verify`: the unit verifies it in any case), else from the
+/// sidecar `BUNDLE.json` that `pfx-image bundle` writes. When both are there they must
+/// agree, and a sidecar's sha256 and size must be the file's.
+pub fn read_bundle(
+    path: &Path,
+    keyring: Option<&Path>,
+    rauc: Option<&Path>,
+) -> Result<LocalBundle, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{}: not a file", path.display()));
+    }
+    let sha = pfx_store::hash_file(path)
+        .map_err(|e| e.to_string())?
+        .to_string();
+    let size = meta.len();
+    let mut side: Option<(PathBuf, BundleInfo)> = None;
+    for p in sidecar_paths(path) {
+        match std::fs::read(&p) {
+            Ok(b) => {
+                let i: BundleInfo = serde_json::from_slice(&b).map_err(|e| {
+                    format!(
+                        "{}: not a bundle sidecar {{version, compatible, sha256, size}}: {e}",
+                        p.display()
+                    )
+                })?;
+                if i.sha256 != sha || i.size != size {
+                    return Err(format!(
+                        "{}: says sha256 {} and {} bytes, but {} has sha256 {sha} and {size} bytes: the sidecar belongs to another build",
+                        p.display(),
+                        i.sha256,
+                        i.size,
+                        path.display()
+                    ));
+                }
+                side = Some((p, i));
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("{}: {e}", p.display())),
+        }
+    }
+    let from_rauc = match rauc {
+        Some(r) => {
+            let b = path.display().to_string();
+            let kr = keyring.map(|k| format!("--keyring={}", k.display()));
+            let mut args: Vec<&str> = Vec::new();
+            if let Some(k) = &kr {
+                args.push(k);
+            }
+            args.push("info");
+            if kr.is_none() {
+                args.push("--no-verify");
+            }
+            args.extend(["--output-format=json", &b]);
+            let ran = crate::rauc::run(r, &args, Duration::from_secs(120))?;
+            if ran.ok {
+                Some(crate::rauc::parse_info(&ran.stdout)?)
+            } else if side.is_some() {
+                eprintln!(
+                    "pfx-fleet: warning: rauc info {}: {}; using the sidecar",
+                    path.display(),
+                    ran.why()
+                );
+                None
+            } else {
+                return Err(format!("rauc info {}: {}", path.display(), ran.why()));
+            }
+        }
+        None => None,
+    };
+    match (from_rauc, side) {
+        (Some(i), side) => {
+            let version = i.version.ok_or_else(|| {
+                format!("{}: the bundle's manifest has no version", path.display())
+            })?;
+            if let Some((p, s)) = &side
+                && (s.version != version || s.compatible != i.compatible)
+            {
+                return Err(format!(
+                    "{} says {} for {}, but rauc info reads {version} for {}: the sidecar belongs to another build",
+                    p.display(),
+                    s.version,
+                    s.compatible,
+                    i.compatible
+                ));
+            }
+            Ok(LocalBundle {
+                path: path.to_path_buf(),
+                info: BundleInfo {
+                    version,
+                    compatible: i.compatible,
+                    sha256: sha,
+                    size,
+                },
+                source: "rauc info".into(),
+            })
+        }
+        (None, Some((p, info))) => Ok(LocalBundle {
+            path: path.to_path_buf(),
+            info,
+            source: p.display().to_string(),
+        }),
+        (None, None) => Err(format!(
+            "{}: no rauc here to read the bundle with, and no sidecar {}: install rauc, or keep the BUNDLE.json that pfx-image bundle wrote beside it",
+            path.display(),
+            sidecar_paths(path)
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" or ")
+        )),
+    }
+}
+
+/// The waves over `n` units in order: the first `canary`, then `pct` % of all (at least
+/// one), then the rest. Pure.
+pub fn waves(n: usize, canary: usize, pct: u32) -> Vec<std::ops::Range<usize>> {
+    let c = canary.clamp(1, n.max(1)).min(n);
+    let share = ((n as u64 * pct as u64).div_ceil(100) as usize).max(1);
+    let second = (c + share).min(n);
+    [0..c, c..second, second..n]
+        .into_iter()
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
+/// What a read-back says about the unit, for the bundle `want` (its version) and the
+/// slot it ran before (`old`). Pure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// On the new slot, marked good, its health check passed on this slot and version.
+    Committed,
+    /// Back on the old slot, the new one bad: the reason, in words.
+    RolledBack(String),
+    /// Not yet: why, in words.
+    Waiting(String),
+}
+
+pub fn judge(st: &UpdateStatus, want: &str, old: Option<&str>) -> Phase {
+    let booted = st.booted.as_deref();
+    let bs = st.booted_slot_info();
+    let version_ok = st.booted_version.as_deref() == Some(want);
+    let good = bs.and_then(|s| s.boot_status.as_deref()) == Some("good");
+    let healthy = st.health.as_ref().is_some_and(|h| {
+        h.passed
+            && h.finished_unix_ms > 0
+            && h.slot.as_deref() == booted
+            && h.version.as_deref() == Some(want)
+    });
+    let new_slot = booted.is_some() && booted != old;
+    if version_ok && good && healthy && (old.is_none() || new_slot) {
+        return Phase::Committed;
+    }
+    if let Some(p) = &st.pending_switch {
+        return Phase::Waiting(if p.armed {
+            format!(
+                "switch pending ({}) at {}",
+                p.mode.as_str(),
+                crate::gate::utc(p.at_unix_ms)
+            )
+        } else {
+            format!(
+                "the pending switch's timer is gone ({}): run push update again",
+                p.reason
+            )
+        });
+    }
+    if new_slot || (old.is_none() && version_ok) {
+        return Phase::Waiting(match &st.health {
+            Some(h) if h.finished_unix_ms == 0 => "trial boot: health check running".into(),
+            Some(h) if !h.passed && h.slot.as_deref() == booted => {
+                format!("trial boot unhealthy: {}", h.message)
+            }
+            _ => "trial boot: not committed yet".into(),
+        });
+    }
+    // On the old slot. Rolled back when the boot order no longer names the new slot.
+    let other = st
+        .slots
+        .iter()
+        .find(|s| s.bootname.is_some() && s.bootname.as_deref() != booted);
+    let other_bad = other.and_then(|s| s.boot_status.as_deref()) == Some("bad");
+    let primary_old = st.boot_primary.as_deref() == booted;
+    let other_new = other.and_then(|s| s.version.as_deref()) == Some(want);
+    if other_new && other_bad && primary_old && old.is_some() {
+        let why = st
+            .last_trial
+            .as_ref()
+            .filter(|h| !h.passed && h.version.as_deref() == Some(want))
+            .map(|h| format!("its trial boot failed: {}", h.message))
+            .unwrap_or_else(|| {
+                "the new slot did not commit (hang or crash: the boot counter went back)".into()
+            });
+        return Phase::RolledBack(format!(
+            "rolled back to slot {} ({}): {why}",
+            booted.unwrap_or("?"),
+            st.booted_version.as_deref().unwrap_or("?")
+        ));
+    }
+    Phase::Waiting(format!(
+        "still on slot {} (next boot: {})",
+        booted.unwrap_or("?"),
+        st.boot_primary.as_deref().unwrap_or("?")
+    ))
+}
+
+/// `--switch at TIME`: `HH:MM` (the next such time on this machine's clock, local time)
+/// or RFC 3339 (`2026-12-03T02:30:00+01:00`, `...Z`), as Unix seconds. Pure but for the
+/// local time zone of `HH:MM`.
+pub fn parse_switch_time(s: &str, now_s: i64) -> Result<i64, String> {
+    if let Some((h, m)) = crate::updateagent::parse_clock(s) {
+        return Ok(crate::updateagent::next_clock(now_s, h, m));
+    }
+    parse_rfc3339(s).ok_or_else(|| {
+        format!(
+            "--switch at {s:?}: give HH:MM (this machine's local time) or 2026-12-03T02:30:00+01:00"
+        )
+    })
+}
+
+fn parse_rfc3339(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let t = s.get(r)?;
+        t.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| t.parse().ok())?
+    };
+    if b.len() < 16
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+    {
+        return None;
+    }
+    let (y, mo, d, h, mi) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+    );
+    let mut i = 16;
+    let mut sec = 0;
+    if b.get(i) == Some(&b':') {
+        sec = num(17..19)?;
+        i = 19;
+    }
+    let off = match b.get(i..)? {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), ..] if b.len() == i + 6 && b[i + 3] == b':' => {
+            let o = num(i + 1..i + 3)? * 3600 + num(i + 4..i + 6)? * 60;
+            if *sign == b'+' { o } else { -o }
+        }
+        _ => return None,
+    };
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let (y2, m2) = if mo <= 2 {
+        (y - 1, mo + 9)
+    } else {
+        (y, mo - 3)
+    };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let doy = (153 * m2 + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + h * 3600 + mi * 60 + sec - off)
+}
+
+/// When to switch, as the fleet asks each unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    Now,
+    Idle,
+    /// Unix seconds.
+    At(i64),
+}
+
+impl Switch {
+    fn verb(&self) -> String {
+        match self {
+            Switch::Now => "update switch now".into(),
+            Switch::Idle => "update switch idle".into(),
+            Switch::At(t) => format!("update switch at {t}"),
+        }
+    }
+}
+
+pub struct UpdatePushOpts {
+    pub parallel: usize,
+    pub chunk_bytes: u64,
+    pub canary: usize,
+    pub wave_pct: u32,
+    pub switch: Switch,
+    /// How long a unit may take from its switch to its commit.
+    pub timeout: Duration,
+    pub force: bool,
+    /// Between two read-backs of a unit that is switching.
+    pub poll: Duration,
+    pub operator: String,
+    pub args: String,
+    pub site: Option<String>,
+    pub bars: bool,
+    pub json: bool,
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+pub struct UnitResult {
+    pub unit: String,
+    pub wave: usize,
+    pub state: String,
+    pub phase: String,
+    pub reason: Option<String>,
+    pub bytes_sent: u64,
+    /// When it switched or will switch (Unix ms, the operator's clock).
+    pub switch_at_unix_ms: Option<u64>,
+    pub software: Option<String>,
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+pub struct UpdatePushSummary {
+    pub run_id: i64,
+    pub bundle: String,
+    pub version: String,
+    pub compatible: String,
+    pub sha256: String,
+    pub size: u64,
+    pub waves: Vec<usize>,
+    pub targets: usize,
+    pub skipped_done: usize,
+    pub done: usize,
+    pub pending: usize,
+    pub failed: usize,
+    /// The unit the run stopped at, and why; None when every wave completed.
+    pub stopped_at: Option<String>,
+    pub stop_reason: Option<String>,
+    pub units: Vec<UnitResult>,
+}
+
+/// What one unit's update came to.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UnitOutcome {
+    pub state: Option<UnitState>,
+    /// How far it got: `status`, `transfer`, `install`, `switch`, `stopped`, `waiting`,
+    /// `rolled_back`, `timeout`, `committed`.
+    pub phase: String,
+    pub reason: Option<String>,
+    /// The last `update status` (JSON) when there was one.
+    pub readback: Option<String>,
+    pub software: Option<String>,
+    pub bytes_sent: u64,
+    pub switch_at_ms: Option<u64>,
+    /// This unit stops the run (it rolled back or did not come back).
+    pub stops: bool,
+}
+
+enum Msg {
+    Started(UnitRow),
+    Planned(String, u64),
+    Progress(String, u64),
+    /// unit, when it will switch (operator ms), the unit's words
+    Switching(String, u64, String),
+    Finished(UnitRow, UnitOutcome),
+}
+
+struct Job {
+    ssh: SshConfig,
+    socket: Option<PathBuf>,
+    prefix: String,
+    bundle: Arc<LocalBundle>,
+    o: Arc<UpdateCtx>,
+}
+
+/// What every worker shares.
+struct UpdateCtx {
+    chunk: u64,
+    switch: Switch,
+    timeout: Duration,
+    force: bool,
+    poll: Duration,
+    stop: Arc<AtomicBool>,
+    stop_why: Mutex<Option<String>>,
+}
+
+fn fail(phase: &str, state: UnitState, why: String) -> UnitOutcome {
+    UnitOutcome {
+        state: Some(state),
+        phase: phase.into(),
+        reason: Some(why),
+        ..Default::default()
+    }
+}
+
+/// One SSH command to the unit's agent.
+fn go(
+    job: &Job,
+    u: &UnitRow,
+    verb: &str,
+    input: Option<(&mut dyn Read, &AtomicU64)>,
+    timeout: Duration,
+    share: bool,
+) -> ssh::Raw {
+    let r = remote(&job.prefix, verb);
+    let sock = job.socket.as_deref().filter(|_| share);
+    let args = match sock {
+        Some(s) => ssh::ssh_args_reusing(&job.ssh, &u.host, u.port, &r, s),
+        None => ssh::ssh_args(&job.ssh, &u.host, u.port, &r),
+    };
+    let input = input.map(|(from, sent)| ssh::Input { from, sent });
+    ssh::run_on(&job.ssh.ssh, &args, input, timeout, sock)
+}
+
+fn read_status(
+    job: &Job,
+    u: &UnitRow,
+    share: bool,
+) -> Result<(UpdateStatus, String), (UnitState, String)> {
+    let t = job.ssh.command_timeout_s;
+    let raw = go(
+        job,
+        u,
+        "update status --json",
+        None,
+        Duration::from_secs(t),
+        share,
+    );
+    let st: UpdateStatus = answer(&raw, &u.unit_id, "update status", t)?;
+    let text = serde_json::to_string(&st).unwrap_or_default();
+    Ok((st, text))
+}
+
+/// Updates one unit. Pure of the database: the caller records the outcome.
+fn update_unit(job: &Job, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome {
+    let b = &job.bundle.info;
+    let t = job.ssh.command_timeout_s;
+    // 1. What does it run, and what does it hold?
+    let (st, text) = match read_status(job, u, true) {
+        Ok(x) => x,
+        Err((state, why)) => return fail("status", state, why),
+    };
+    if let Some(c) = &st.compatible
+        && *c != b.compatible
+    {
+        return fail(
+            "status",
+            UnitState::Failed,
+            format!(
+                "the bundle is for {}, this unit is {c}: nothing sent",
+                b.compatible
+            ),
+        );
+    }
+    if judge(&st, &b.version, None) == Phase::Committed {
+        return UnitOutcome {
+            state: Some(UnitState::Done),
+            phase: "committed".into(),
+            reason: Some(format!(
+                "already runs {} on slot {}, committed and healthy",
+                b.version,
+                st.booted.as_deref().unwrap_or("?")
+            )),
+            software: st.booted_version.clone(),
+            readback: Some(text),
+            ..Default::default()
+        };
+    }
+    let old = st.booted.clone();
+    let mut out = UnitOutcome {
+        software: st.booted_version.clone(),
+        ..Default::default()
+    };
+    let installed_here = st.installed_bundle.as_deref() == Some(b.sha256.as_str())
+        && st.slots.iter().any(|s| {
+            s.bootname.is_some()
+                && s.bootname != st.booted
+                && s.version.as_deref() == Some(b.version.as_str())
+        });
+    // 2. Send what it lacks.
+    if !installed_here && st.ready.as_deref() != Some(b.sha256.as_str()) {
+        let mut offset = st
+            .staged
+            .iter()
+            .find(|s| s.hash == b.sha256)
+            .map(|s| s.have.min(b.size))
+            .unwrap_or(0);
+        let _ = tx.send(Msg::Planned(u.unit_id.clone(), b.size - offset));
+        loop {
+            let len = job.o.chunk.min(b.size - offset);
+            let mut input = match slice(&job.bundle.path, offset, len) {
+                Ok(r) => r,
+                Err(e) => {
+                    return fail(
+                        "transfer",
+                        UnitState::Failed,
+                        format!("{}: {e}", job.bundle.path.display()),
+                    );
+                }
+            };
+            let sent = Arc::new(AtomicU64::new(0));
+            let done = Arc::new(AtomicBool::new(false));
+            let watcher = {
+                let (sent, done, tx, unit) = (
+                    Arc::clone(&sent),
+                    Arc::clone(&done),
+                    tx.clone(),
+                    u.unit_id.clone(),
+                );
+                std::thread::spawn(move || {
+                    let mut last = 0;
+                    loop {
+                        let fin = done.load(Ordering::Relaxed);
+                        let now = sent.load(Ordering::Relaxed);
+                        if now > last {
+                            let _ = tx.send(Msg::Progress(unit.clone(), now - last));
+                            last = now;
+                        }
+                        if fin {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                })
+            };
+            let verb = format!("update put {} {} {offset} {len}", b.sha256, b.size);
+            let raw = go(
+                job,
+                u,
+                &verb,
+                Some((&mut input, &sent)),
+                Duration::from_secs(t + len / (64 * 1024)),
+                true,
+            );
+            done.store(true, Ordering::Relaxed);
+            let _ = watcher.join();
+            out.bytes_sent += sent.load(Ordering::Relaxed);
+            let rep: UpdatePutReport = match answer(&raw, &u.unit_id, "update put", t) {
+                Ok(r) => r,
+                Err((state, why)) => {
+                    return UnitOutcome {
+                        reason: Some(format!(
+                            "{why} (sending the bundle at {offset} of {}); run the push again to resume",
+                            b.size
+                        )),
+                        ..fail("transfer", state, String::new()).with(&out)
+                    };
+                }
+            };
+            let errs: Vec<&String> = rep
+                .errors
+                .iter()
+                .filter(|e| !e.starts_with("could not lower"))
+                .collect();
+            if !errs.is_empty() {
+                return UnitOutcome {
+                    reason: Some(format!(
+                        "update put: {}; run the push again to resume",
+                        errs.iter()
+                            .map(|e| e.as_str())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    )),
+                    ..fail("transfer", UnitState::Failed, String::new()).with(&out)
+                };
+            }
+            if rep.stored {
+                break;
+            }
+            if rep.have != offset + len || rep.have >= b.size {
+                return UnitOutcome {
+                    reason: Some(format!(
+                        "update put: the unit holds {} bytes, expected {}; run the push again",
+                        rep.have,
+                        offset + len
+                    )),
+                    ..fail("transfer", UnitState::Failed, String::new()).with(&out)
+                };
+            }
+            offset = rep.have;
+        }
+    }
+    // 3. Install into the other slot (RAUC checks it first).
+    if !installed_here {
+        let verb = format!(
+            "update install {}{}",
+            b.sha256,
+            if job.o.force { " --force" } else { "" }
+        );
+        let raw = go(job, u, &verb, None, Duration::from_secs(t + 3600), true);
+        let rep: InstallReport = match answer(&raw, &u.unit_id, "update install", t) {
+            Ok(r) => r,
+            Err((state, why)) => {
+                return UnitOutcome {
+                    reason: Some(format!(
+                        "{why}; run the push again (an install is checked again from its start)"
+                    )),
+                    ..fail("install", state, String::new()).with(&out)
+                };
+            }
+        };
+        if !rep.installed {
+            return UnitOutcome {
+                reason: Some(format!("update install: {}", rep.message)),
+                ..fail("install", UnitState::Failed, String::new()).with(&out)
+            };
+        }
+    }
+    // 4. Switch, unless another unit has stopped the run meanwhile.
+    if job.o.stop.load(Ordering::SeqCst) {
+        let why = job
+            .o
+            .stop_why
+            .lock()
+            .ok()
+            .and_then(|w| w.clone())
+            .unwrap_or_default();
+        return UnitOutcome {
+            reason: Some(format!(
+                "installed, not switched: the run stopped ({why}); run the push again once that is understood"
+            )),
+            ..fail("stopped", UnitState::Pending, String::new()).with(&out)
+        };
+    }
+    let raw = go(
+        job,
+        u,
+        &job.o.switch.verb(),
+        None,
+        Duration::from_secs(t + 60),
+        true,
+    );
+    let sw: SwitchReport = match answer(&raw, &u.unit_id, "update switch", t) {
+        Ok(r) => r,
+        // The reboot can take the answer with it: the read-backs below decide.
+        Err((_, why)) if job.o.switch == Switch::Now && raw.exit == Some(255) => SwitchReport {
+            mode: SwitchMode::Now,
+            rebooting: true,
+            message: format!("no answer to the switch ({why}): reading back"),
+            read_at_unix_ms: now_ms(),
+            at_unix_ms: Some(now_ms()),
+            unit: u.unit_id.clone(),
+            ..Default::default()
+        },
+        Err((state, why)) => {
+            return UnitOutcome {
+                reason: Some(why),
+                ..fail("switch", state, String::new()).with(&out)
+            };
+        }
+    };
+    if !sw.errors.is_empty() || !(sw.rebooting || sw.scheduled) {
+        return UnitOutcome {
+            reason: Some(format!("update switch: {}", sw.message)),
+            ..fail("switch", UnitState::Failed, String::new()).with(&out)
+        };
+    }
+    // The unit's time of the switch on the operator's clock (unit clocks may be off).
+    let skew = now_ms() as i64 - sw.read_at_unix_ms as i64;
+    let at = (sw.at_unix_ms.unwrap_or(sw.read_at_unix_ms) as i64 + skew).max(0) as u64;
+    out.switch_at_ms = Some(at);
+    let _ = tx.send(Msg::Switching(u.unit_id.clone(), at, sw.message.clone()));
+    // 5. Read back until it commits, rolls back, or the time is up.
+    let deadline =
+        Instant::now() + Duration::from_millis(at.saturating_sub(now_ms())) + job.o.timeout;
+    let mut last: String;
+    loop {
+        std::thread::sleep(job.o.poll);
+        // A fresh connection each time: the shared one does not survive a reboot.
+        match read_status(job, u, false) {
+            Ok((st, text)) => {
+                out.software = st.booted_version.clone().or(out.software.take());
+                out.readback = Some(text);
+                match judge(&st, &b.version, old.as_deref()) {
+                    Phase::Committed => {
+                        out.state = Some(UnitState::Done);
+                        out.phase = "committed".into();
+                        out.reason = Some(format!(
+                            "runs {} on slot {}, marked good and healthy",
+                            b.version,
+                            st.booted.as_deref().unwrap_or("?")
+                        ));
+                        return out;
+                    }
+                    Phase::RolledBack(why) => {
+                        out.state = Some(UnitState::Failed);
+                        out.phase = "rolled_back".into();
+                        out.reason = Some(why);
+                        out.stops = true;
+                        return out;
+                    }
+                    Phase::Waiting(w) => last = w,
+                }
+            }
+            Err((_, why)) => last = format!("not answering ({why})"),
+        }
+        if Instant::now() >= deadline {
+            out.state = Some(UnitState::Failed);
+            out.phase = "timeout".into();
+            out.reason = Some(format!(
+                "did not come back committed within {} s of its switch: {last}",
+                job.o.timeout.as_secs()
+            ));
+            out.stops = true;
+            return out;
+        }
+    }
+}
+
+impl UnitOutcome {
+    /// This outcome's state and phase with what `so_far` already holds (bytes, software).
+    fn with(self, so_far: &UnitOutcome) -> UnitOutcome {
+        UnitOutcome {
+            bytes_sent: so_far.bytes_sent,
+            software: so_far.software.clone(),
+            readback: so_far.readback.clone(),
+            ..self
+        }
+    }
+}
+
+/// One line of `--json` output: what happened, as it happened.
+fn event(o: &UpdatePushOpts, v: serde_json::Value) {
+    if o.json {
+        println!("{v}");
+    }
+}
+
+/// Pushes the bundle to `targets` in waves.
+pub fn push_update(
+    store: &Store,
+    cfg: &FleetConfig,
+    bundle: LocalBundle,
+    targets: Vec<UnitRow>,
+    o: &UpdatePushOpts,
+) -> Result<UpdatePushSummary, StoreError> {
+    let b = bundle.info.clone();
+    let plan = waves(targets.len(), o.canary, o.wave_pct);
+    let run = crate::push::open_run(
+        store,
+        cfg,
+        &crate::push::RunInfo {
+            kind: "push update",
+            site: o.site.as_deref(),
+            operator: &o.operator,
+            args: &o.args,
+        },
+        targets.len(),
+    )?;
+    let mut sum = UpdatePushSummary {
+        run_id: run.run_id,
+        bundle: bundle.path.display().to_string(),
+        version: b.version.clone(),
+        compatible: b.compatible.clone(),
+        sha256: b.sha256.clone(),
+        size: b.size,
+        waves: plan.iter().map(|r| r.len()).collect(),
+        targets: targets.len(),
+        ..Default::default()
+    };
+    let ctx = Arc::new(UpdateCtx {
+        chunk: o.chunk_bytes,
+        switch: o.switch,
+        timeout: o.timeout,
+        force: o.force,
+        poll: o.poll,
+        stop: Arc::new(AtomicBool::new(false)),
+        stop_why: Mutex::new(None),
+    });
+    let bundle = Arc::new(bundle);
+    let prefixes: BTreeMap<String, String> = cfg
+        .sites
+        .iter()
+        .flat_map(|s| s.units.iter())
+        .map(|u| (u.id.clone(), cfg.unit_agent_command(&u.id)))
+        .collect();
+    let multi = indicatif::MultiProgress::with_draw_target(if o.bars {
+        indicatif::ProgressDrawTarget::stderr()
+    } else {
+        indicatif::ProgressDrawTarget::hidden()
+    });
+    let style = indicatif::ProgressStyle::with_template(
+        "{prefix:<12} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {msg}",
+    )
+    .map(|s| s.progress_chars("=> "))
+    .ok();
+    let say = |line: String| {
+        if o.bars {
+            let _ = multi.println(line);
+        } else {
+            eprintln!("{line}");
+        }
+    };
+    event(
+        o,
+        serde_json::json!({"event": "plan", "run_id": run.run_id, "version": b.version, "compatible": b.compatible,
+        "sha256": b.sha256, "size": b.size, "waves": sum.waves, "switch": format!("{:?}", o.switch).to_lowercase()}),
+    );
+    for (wi, range) in plan.iter().enumerate() {
+        let wave = wi + 1;
+        let mut jobs = Vec::new();
+        for u in &targets[range.clone()] {
+            match store.latest_update(&u.unit_id, &b.sha256)? {
+                Some(l) if l.state == UnitState::Done => {
+                    say(format!(
+                        "skip {}: already done with this bundle ({})",
+                        u.unit_id, b.version
+                    ));
+                    event(
+                        o,
+                        serde_json::json!({"event": "skip", "unit": u.unit_id, "wave": wave}),
+                    );
+                    sum.skipped_done += 1;
+                }
+                _ => jobs.push(u.clone()),
+            }
+        }
+        say(format!(
+            "wave {wave} of {}: {} units, {} to update",
+            plan.len(),
+            range.len(),
+            jobs.len()
+        ));
+        event(
+            o,
+            serde_json::json!({"event": "wave", "wave": wave, "units": range.len(), "to_update": jobs.len()}),
+        );
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let (ssh_cfg, pre, dflt, bnd, c) = (
+            cfg.ssh.clone(),
+            prefixes.clone(),
+            cfg.agent_command.clone(),
+            Arc::clone(&bundle),
+            Arc::clone(&ctx),
+        );
+        let workers = crate::pool::spawn(
+            jobs,
+            o.parallel,
+            run.reuse.clone(),
+            Some(Arc::clone(&ctx.stop)),
+            move |_slot, u: UnitRow, socket| {
+                if tx.send(Msg::Started(u.clone())).is_err() {
+                    return false;
+                }
+                let job = Job {
+                    ssh: ssh_cfg.clone(),
+                    socket,
+                    prefix: pre.get(&u.unit_id).cloned().unwrap_or_else(|| dflt.clone()),
+                    bundle: Arc::clone(&bnd),
+                    o: Arc::clone(&c),
+                };
+                let out = update_unit(&job, &u, &tx);
+                if out.stops {
+                    if let Ok(mut w) = c.stop_why.lock() {
+                        w.get_or_insert_with(|| {
+                            format!("{}: {}", u.unit_id, out.reason.clone().unwrap_or_default())
+                        });
+                    }
+                    c.stop.store(true, Ordering::SeqCst);
+                }
+                tx.send(Msg::Finished(u, out)).is_ok()
+            },
+        );
+        let mut bars: BTreeMap<String, (indicatif::ProgressBar, u64, u64)> = BTreeMap::new();
+        let mut wave_ok = true;
+        for m in rx {
+            match m {
+                Msg::Started(u) => store.record_update(&UpdateEvent {
+                    run_id: run.run_id,
+                    unit_id: &u.unit_id,
+                    site: u.site.as_deref(),
+                    state: Some(UnitState::Started),
+                    bundle_sha256: &b.sha256,
+                    version: Some(&b.version),
+                    recorded_ms: now_ms(),
+                    ..Default::default()
+                })?,
+                Msg::Planned(unit, total) => {
+                    let pb = multi.add(indicatif::ProgressBar::new(total));
+                    if let Some(s) = style.clone() {
+                        pb.set_style(s);
+                    }
+                    pb.set_prefix(unit.clone());
+                    if !o.bars {
+                        eprintln!("{unit}: {} to send", human_bytes(total));
+                    }
+                    event(
+                        o,
+                        serde_json::json!({"event": "transfer", "unit": unit, "bytes": total}),
+                    );
+                    bars.insert(unit, (pb, 0, total));
+                }
+                Msg::Progress(unit, n) => {
+                    if let Some((pb, sent, total)) = bars.get_mut(&unit) {
+                        pb.inc(n);
+                        let step = 16 << 20;
+                        let crossed = (*sent + n) / step > *sent / step || *sent + n == *total;
+                        *sent += n;
+                        if crossed {
+                            if !o.bars {
+                                eprintln!(
+                                    "{unit}: {} of {} sent",
+                                    human_bytes(*sent),
+                                    human_bytes(*total)
+                                );
+                            }
+                            event(
+                                o,
+                                serde_json::json!({"event": "progress", "unit": unit, "sent": *sent, "total": *total}),
+                            );
+                        }
+                    }
+                }
+                Msg::Switching(unit, at, words) => {
+                    if let Some((pb, _, _)) = bars.remove(&unit) {
+                        pb.finish_and_clear();
+                    }
+                    let when = if at <= now_ms() + 1500 {
+                        "now".to_string()
+                    } else {
+                        format!(
+                            "at {} UTC (in {})",
+                            crate::gate::utc(at),
+                            crate::gate::human_age(at - now_ms())
+                        )
+                    };
+                    say(format!("{unit} switches {when}: {words}"));
+                    event(
+                        o,
+                        serde_json::json!({"event": "switch", "unit": unit, "at_unix_ms": at, "message": words}),
+                    );
+                }
+                Msg::Finished(..) if run.closing() => {}
+                Msg::Finished(u, out) => {
+                    let state = out.state.unwrap_or(UnitState::Failed);
+                    store.record_update(&UpdateEvent {
+                        run_id: run.run_id,
+                        unit_id: &u.unit_id,
+                        site: u.site.as_deref(),
+                        state: Some(state),
+                        bundle_sha256: &b.sha256,
+                        version: Some(&b.version),
+                        phase: Some(&out.phase),
+                        reason: out.reason.as_deref(),
+                        readback: out.readback.as_deref(),
+                        software: out.software.as_deref(),
+                        bytes_sent: out.bytes_sent,
+                        switch_at_ms: out.switch_at_ms,
+                        recorded_ms: now_ms(),
+                    })?;
+                    if let Some((pb, _, _)) = bars.remove(&u.unit_id) {
+                        pb.finish_and_clear();
+                    }
+                    // Printed only after the commit: whatever this line reports is on disk.
+                    say(format!(
+                        "recorded {} {} ({}): {} ({} sent)",
+                        u.unit_id,
+                        state.as_str(),
+                        out.phase,
+                        out.reason.as_deref().unwrap_or(""),
+                        human_bytes(out.bytes_sent)
+                    ));
+                    event(
+                        o,
+                        serde_json::json!({"event": "recorded", "unit": u.unit_id, "wave": wave, "state": state.as_str(),
+                        "phase": out.phase, "reason": out.reason, "software": out.software, "bytes_sent": out.bytes_sent}),
+                    );
+                    match state {
+                        UnitState::Done => sum.done += 1,
+                        UnitState::Pending | UnitState::Started => sum.pending += 1,
+                        UnitState::Failed => sum.failed += 1,
+                    }
+                    if state != UnitState::Done {
+                        wave_ok = false;
+                        if out.stops && sum.stopped_at.is_none() {
+                            sum.stopped_at = Some(u.unit_id.clone());
+                            sum.stop_reason = out.reason.clone();
+                        }
+                    }
+                    sum.units.push(UnitResult {
+                        unit: u.unit_id,
+                        wave,
+                        state: state.as_str().into(),
+                        phase: out.phase,
+                        reason: out.reason,
+                        bytes_sent: out.bytes_sent,
+                        switch_at_unix_ms: out.switch_at_ms,
+                        software: out.software,
+                    });
+                }
+            }
+        }
+        workers.join();
+        if run.closing() {
+            break;
+        }
+        if !wave_ok {
+            if sum.stopped_at.is_none() {
+                let first = sum
+                    .units
+                    .iter()
+                    .find(|r| r.wave == wave && r.state != "done");
+                sum.stopped_at = first.map(|r| r.unit.clone());
+                sum.stop_reason = first.map(|r| {
+                    format!(
+                        "wave {wave} is not complete ({} {}: {}); the next wave waits until every unit of this one is done",
+                        r.unit,
+                        r.state,
+                        r.reason.as_deref().unwrap_or("")
+                    )
+                });
+            }
+            break;
+        }
+    }
+    run.finish(store, &sum)?;
+    Ok(sum)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pfx_api::update::{HealthReport, SlotInfo};
+
+    #[test]
+    fn waves_are_a_canary_a_share_and_the_rest() {
+        assert_eq!(waves(200, 1, 10), vec![0..1, 1..21, 21..200]);
+        assert_eq!(waves(4, 1, 25), vec![0..1, 1..2, 2..4]);
+        assert_eq!(waves(3, 1, 100), vec![0..1, 1..3]);
+        assert_eq!(waves(1, 1, 25), vec![0..1]);
+        assert_eq!(waves(2, 5, 25), vec![0..2]);
+        assert_eq!(
+            waves(10, 0, 0),
+            vec![0..1, 1..2, 2..10],
+            "at least one canary, one in the share"
+        );
+        assert!(waves(0, 1, 25).is_empty());
+    }
+
+    fn slot(b: &str, state: &str, good: bool, v: Option<&str>) -> SlotInfo {
+        SlotInfo {
+            name: format!("rootfs.{}", if b == "A" { 0 } else { 1 }),
+            bootname: Some(b.into()),
+            state: state.into(),
+            boot_status: Some(if good { "good" } else { "bad" }.into()),
+            version: v.map(Into::into),
+            installed: None,
+        }
+    }
+
+    fn st(
+        booted: &str,
+        primary: &str,
+        a: SlotInfo,
+        b: SlotInfo,
+        health: Option<HealthReport>,
+    ) -> UpdateStatus {
+        let bv = [&a, &b]
+            .iter()
+            .find(|s| s.bootname.as_deref() == Some(booted))
+            .and_then(|s| s.version.clone());
+        UpdateStatus {
+            unit: "u1".into(),
+            booted: Some(booted.into()),
+            boot_primary: Some(primary.into()),
+            booted_version: bv,
+            slots: vec![a, b],
+            health,
+            ..Default::default()
+        }
+    }
+
+    fn health(slot: &str, v: &str, passed: bool, done: bool) -> HealthReport {
+        HealthReport {
+            slot: Some(slot.into()),
+            version: Some(v.into()),
+            passed,
+            finished_unix_ms: if done { 5 } else { 0 },
+            message: "player crashed at start".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_read_back_is_judged_committed_rolled_back_or_waiting() {
+        let want = "2.0.0";
+        let old = Some("A");
+        // Committed: B, good, healthy at 2.0.0.
+        let ok = st(
+            "B",
+            "B",
+            slot("A", "inactive", true, Some("1.0")),
+            slot("B", "booted", true, Some(want)),
+            Some(health("B", want, true, true)),
+        );
+        assert_eq!(judge(&ok, want, old), Phase::Committed);
+        assert_eq!(
+            judge(&ok, want, None),
+            Phase::Committed,
+            "a re-run finds it done"
+        );
+        // The golden status the agent writes is a committed unit.
+        let g: UpdateStatus =
+            serde_json::from_str(&pfx_api::golden::read("update-status.json")).unwrap();
+        assert_eq!(
+            judge(
+                &UpdateStatus {
+                    pending_switch: None,
+                    ..g
+                },
+                want,
+                Some("A")
+            ),
+            Phase::Committed
+        );
+        // Trial boot, health still running: waiting.
+        let trial = st(
+            "B",
+            "A",
+            slot("A", "inactive", true, Some("1.0")),
+            slot("B", "booted", false, Some(want)),
+            Some(health("B", want, false, false)),
+        );
+        assert!(
+            matches!(judge(&trial, want, old), Phase::Waiting(w) if w.contains("health check running"))
+        );
+        // Healthy but the old version's health file: not yet.
+        let stale = st(
+            "B",
+            "B",
+            slot("A", "inactive", true, Some("1.0")),
+            slot("B", "booted", true, Some(want)),
+            Some(health("B", "1.5", true, true)),
+        );
+        assert!(matches!(judge(&stale, want, old), Phase::Waiting(_)));
+        // Before the reboot: still on A, next boot B.
+        let before = st(
+            "A",
+            "B",
+            slot("A", "booted", true, Some("1.0")),
+            slot("B", "inactive", true, Some(want)),
+            None,
+        );
+        assert!(
+            matches!(judge(&before, want, old), Phase::Waiting(w) if w.contains("next boot: B"))
+        );
+        // Rolled back: on A, B bad, next boot A; the failed trial named.
+        let mut back = st(
+            "A",
+            "A",
+            slot("A", "booted", true, Some("1.0")),
+            slot("B", "inactive", false, Some(want)),
+            Some(health("A", "1.0", true, true)),
+        );
+        back.last_trial = Some(health("B", want, false, true));
+        match judge(&back, want, old) {
+            Phase::RolledBack(w) => assert!(
+                w.contains("rolled back to slot A") && w.contains("player crashed"),
+                "{w}"
+            ),
+            p => panic!("{p:?}"),
+        }
+        // The same on a unit that was never switched (a fresh run): not a rollback.
+        assert!(matches!(judge(&back, want, None), Phase::Waiting(_)));
+        // A pending switch: waiting, with when.
+        let mut pend = before.clone();
+        pend.boot_primary = Some("A".into());
+        pend.pending_switch = Some(pfx_api::update::PendingSwitch {
+            armed: true,
+            at_unix_ms: 1_764_730_800_000,
+            ..Default::default()
+        });
+        assert!(
+            matches!(judge(&pend, want, old), Phase::Waiting(w) if w.contains("switch pending"))
+        );
+    }
+
+    #[test]
+    fn switch_times_are_read_exactly() {
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            parse_rfc3339("2026-12-03T01:30:00Z"),
+            parse_rfc3339("2026-12-03T02:30:00+01:00")
+        );
+        assert_eq!(parse_rfc3339("2000-02-29T12:00Z"), Some(951_825_600));
+        for bad in [
+            "2026-13-01T00:00Z",
+            "2026-12-03 02:30",
+            "02:30:00",
+            "2026-12-03T02:30:00+0100",
+            "x",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+        let now = 1_796_176_800;
+        assert!(parse_switch_time("02:30", now).is_ok_and(|t| t > now && t <= now + 90_000));
+        assert!(parse_switch_time("25:00", now).is_err());
+    }
+
+    #[test]
+    fn a_bundle_is_read_from_its_sidecar_checked_against_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("pfx-2.0.0.raucb");
+        std::fs::write(&p, b"bundle bytes").unwrap();
+        let sha = pfx_store::Hash::of(b"bundle bytes").to_string();
+        // No rauc here: the sidecar is needed.
+        let e = read_bundle(&p, None, None).unwrap_err();
+        assert!(
+            e.contains("no sidecar") && e.contains("pfx-2.0.0.json"),
+            "{e}"
+        );
+        let side = BundleInfo {
+            version: "2.0.0".into(),
+            compatible: "pfx-vm-arm64".into(),
+            sha256: sha.clone(),
+            size: 12,
+        };
+        std::fs::write(
+            d.path().join("pfx-2.0.0.json"),
+            serde_json::to_vec(&side).unwrap(),
+        )
+        .unwrap();
+        let b = read_bundle(&p, None, None).unwrap();
+        assert_eq!(b.info, side);
+        // A sidecar of another build.
+        std::fs::write(&p, b"other bytes!").unwrap();
+        let e = read_bundle(&p, None, None).unwrap_err();
+        assert!(e.contains("belongs to another build"), "{e}");
+        // With rauc (the test double): its reading, checked against the sidecar's.
+        std::fs::write(
+            &p,
+            b"{\"compatible\":\"pfx-vm-arm64\",\"version\":\"2.0.0\",\"signed\":true}\n",
+        )
+        .unwrap();
+        std::fs::remove_file(d.path().join("pfx-2.0.0.json")).unwrap();
+        let state = d.path().join("rauc");
+        let dbl = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/rauc_double.py");
+        assert!(
+            std::process::Command::new("python3")
+                .args([dbl, "--state", state.to_str().unwrap(), "init", "x", "1"])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let w = d.path().join("rauc-wrapper");
+        std::fs::write(
+            &w,
+            format!(
+                "#!/bin/sh\nexec python3 {dbl} --state {} \"$@\"\n",
+                state.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let b = read_bundle(&p, None, Some(&w)).unwrap();
+        assert_eq!(
+            (
+                b.info.version.as_str(),
+                b.info.compatible.as_str(),
+                b.source.as_str()
+            ),
+            ("2.0.0", "pfx-vm-arm64", "rauc info")
+        );
+        let calls = std::fs::read_to_string(state.join("calls.log")).unwrap();
+        assert!(
+            calls.contains("info --no-verify --output-format=json"),
+            "{calls}"
+        );
+        let wrong = BundleInfo {
+            version: "2.0.1".into(),
+            compatible: "pfx-vm-arm64".into(),
+            sha256: b.info.sha256.clone(),
+            size: b.info.size,
+        };
+        std::fs::write(
+            d.path().join("pfx-2.0.0.json"),
+            serde_json::to_vec(&wrong).unwrap(),
+        )
+        .unwrap();
+        let e = read_bundle(&p, None, Some(&w)).unwrap_err();
+        assert!(e.contains("rauc info reads 2.0.0"), "{e}");
+    }
+}
