@@ -99,7 +99,7 @@ enum Helper {
     None,
     /// The helper sends the second half of each frame's batch (a large DDP or bigPacket
     /// output: its encoding does not split by universe).
-    Send(Splitter),
+    Send(Box<Splitter>),
     /// A large sACN output: each half of the universes is rendered, encoded and sent on
     /// its own thread (see `halves`).
     Halves(Box<Halves>),
@@ -236,7 +236,7 @@ impl Output {
         let helper = if let Some(parts) = halves {
             Halves::new(parts).map_or_else(no_thread, |h| Helper::Halves(Box::new(h)))
         } else if per_frame >= SPLIT_MIN_DATAGRAMS && !opts.socket.blocking {
-            Splitter::spawn(slots).map_or_else(no_thread, Helper::Send)
+            Splitter::spawn(slots).map_or_else(no_thread, |s| Helper::Send(Box::new(s)))
         } else {
             Helper::None
         };
