@@ -245,6 +245,11 @@ pub fn render(s: &Snapshot, unit: &str, version: &str, healthy: bool) -> String 
         "gauge",
         "Frames sent in part per second over the last ~1 s, per output.",
     );
+    let mut slowest = fam(
+        "pfx_output_slowest_datagram_frames_per_second",
+        "gauge",
+        "The datagram of a frame that went out least often over the last ~1 s and its frames per second (for sACN `datagram` is the universe), per output: after frames sent in part it names the pole rows that froze.",
+    );
     let mut errors = fam(
         "pfx_output_errors_total",
         "counter",
@@ -293,6 +298,17 @@ pub fn render(s: &Snapshot, unit: &str, version: &str, healthy: bool) -> String 
                 .samples
                 .push((ls.clone(), r.frames_partial_per_s));
             skip_rate.samples.push((ls, r.frames_skipped_per_s));
+            if let (Some(slot), Some(per_s)) = (r.slowest_slot, r.slowest_slot_per_s) {
+                let slot = slot.to_string();
+                slowest.samples.push((
+                    labels(&[
+                        ("output", o.name.as_str()),
+                        ("protocol", o.protocol.as_str()),
+                        ("datagram", slot.as_str()),
+                    ]),
+                    per_s,
+                ));
+            }
         }
     }
     fams.extend([
@@ -308,6 +324,7 @@ pub fn render(s: &Snapshot, unit: &str, version: &str, healthy: bool) -> String 
         whole_rate,
         partial_rate,
         skip_rate,
+        slowest,
     ]);
 
     if let Some(n) = &s.nic {
@@ -576,6 +593,58 @@ mod tests {
         assert!(text.contains("role=\"standalone\""), "{text}");
         assert!(!text.contains("pfx_sync_jumps_total"), "{text}");
         assert!(!text.contains("pfx_sync_offset_seconds"), "{text}");
+    }
+
+    /// Issue 24: every frame due is counted once per output, as whole, in part or skipped,
+    /// with rates, and the universe that got least is named with its rate.
+    #[test]
+    fn an_output_exports_frames_whole_in_part_and_skipped_and_its_slowest_universe() {
+        let s = Snapshot {
+            outputs: vec![pfx_api::profile::OutputStats {
+                name: "rows".into(),
+                protocol: "sacn".into(),
+                destination: "239.255.0.1:5568".into(),
+                counters: pfx_api::profile::CountersSnapshot {
+                    frames_sent: 1200,
+                    frames_partial: 30,
+                    frames_skipped: 570,
+                    ..Default::default()
+                },
+                rates: Some(pfx_api::profile::OutputRates {
+                    frames_sent_per_s: 20.0,
+                    frames_partial_per_s: 1.5,
+                    frames_skipped_per_s: 18.5,
+                    slowest_slot: Some(7),
+                    slowest_slot_per_s: Some(1.25),
+                    ..Default::default()
+                }),
+            }],
+            ..Default::default()
+        };
+        let t = render(&s, "u", "0.1.0", true);
+        let l = "{output=\"rows\",protocol=\"sacn\",destination=\"239.255.0.1:5568\"}";
+        for (name, v) in [
+            ("pfx_output_frames_sent_total", "1200"),
+            ("pfx_output_frames_partial_total", "30"),
+            ("pfx_output_frames_skipped_total", "570"),
+            ("pfx_output_frames_sent_per_second", "20"),
+            ("pfx_output_frames_partial_per_second", "1.5"),
+            ("pfx_output_frames_skipped_per_second", "18.5"),
+        ] {
+            assert!(t.contains(&format!("{name}{l} {v}\n")), "{name}: {t}");
+        }
+        assert!(
+            t.contains("pfx_output_slowest_datagram_frames_per_second{output=\"rows\",protocol=\"sacn\",datagram=\"7\"} 1.25\n"),
+            "{t}"
+        );
+        // Before two readings there is no rate and no slowest datagram (absent, not 0).
+        let mut s = s;
+        s.outputs[0].rates = None;
+        let t = render(&s, "u", "0.1.0", true);
+        assert!(
+            !t.contains("pfx_output_slowest_datagram_frames_per_second{"),
+            "{t}"
+        );
     }
 
     #[test]

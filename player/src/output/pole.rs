@@ -320,10 +320,14 @@ impl Output {
         let Some(a) = self.admit.as_mut() else {
             return Gate::Send(None);
         };
+        // The clock on both sides of the reading: a reading interrupted between the ioctl
+        // and the clock must not measure a rate (`admit::READ_MAX_NS`).
+        let t0 = mono_ns();
         let Ok(q) = send_queue_bytes(self.socket.as_raw_fd()) else {
             return Gate::Send(None);
         };
-        match a.decide(q, mono_ns(), super::queue_keeps_newest()) {
+        let t1 = mono_ns();
+        match a.decide_read(q, t1, t1 - t0, super::queue_keeps_newest()) {
             Verdict::Send => Gate::Send(Some(q)),
             Verdict::SkipNoRoom | Verdict::SkipBacklog => {
                 self.counters.frames_skipped.fetch_add(1, Relaxed);
@@ -334,10 +338,12 @@ impl Output {
 
     /// After a frame's send, so the rule learns what the link drained.
     fn after_frame(&mut self, before: Option<u64>, whole: bool) {
-        if let (Some(a), Some(before)) = (&mut self.admit, before)
-            && let Ok(q) = send_queue_bytes(self.socket.as_raw_fd())
-        {
-            a.sent(before, q, mono_ns(), whole);
+        if let (Some(a), Some(before)) = (&mut self.admit, before) {
+            let t0 = mono_ns();
+            if let Ok(q) = send_queue_bytes(self.socket.as_raw_fd()) {
+                let t1 = mono_ns();
+                a.sent_read(before, q, t1, t1 - t0, whole);
+            }
         }
     }
 
