@@ -345,6 +345,24 @@ def output_counts(profile: dict | None) -> dict:
     return {k: sum(x.get(k, 0) or 0 for x in o) for k in keys}
 
 
+def run_doctor(tb: Testbed, run_dir: Path, player: str) -> dict:
+    """`pfx-player doctor --json` in the player's namespace: its whole-frames check."""
+    r = subprocess.run(
+        ["ip", "netns", "exec", tb.ns(PLAYER), player, "doctor", "--iface", "eth0", "--seconds", "2", "--json",
+         "--store", str(run_dir / "no-store")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    (run_dir / "doctor.json").write_text(r.stdout + r.stderr)
+    try:
+        doc = json.loads(r.stdout)
+    except json.JSONDecodeError:
+        return {"error": f"doctor exit {r.returncode}: {(r.stdout + r.stderr)[-300:]}"}
+    found = [f for f in doc.get("findings", []) if f.get("id") == "whole-frames"]
+    if found:
+        return {"verdict": found[0].get("verdict"), "fix": found[0].get("fix")}
+    return {"verdict": "ok"}
+
+
 def run_rate_cell(cell: RateCell, a) -> Result:
     import frame_rx
     import frames as frames_mod
@@ -427,6 +445,11 @@ content:
         mark("stall")
         time.sleep(a.stall_seconds)
         mark("stall_end")
+        if cell.universes:
+            # What `doctor` says with the limit still on, after the measured window (its
+            # multicast sniff is CPU the window must not share): it must name the output
+            # and the link's rate against the show's.
+            row["doctor"] = run_doctor(tb, run_dir, a.player)
         stall_poles = {}
         if cell.universes == 0:
             # The simulators rewrite their reports every second: the limited window, less
@@ -505,7 +528,7 @@ content:
             return res
         row["rx_malformed"] = rxj.get("malformed")
         us = lambda t: int(t * 1e6)  # noqa: E731
-        phases = {"base": (us(by["base"][4]), us(t_stall)), "stall": (us(t_stall), us(t_lift)),
+        phases = {"base": (us(by["base"][4]), us(t_stall)), "stall": (us(t_stall), us(by["stall_end"][1])),
                   "recover": (us(t_lift), us(by["end"][1]))}  # fmt: skip
         an = frames_mod.analyse(recs, cell.universes, 1, 1e6 / RL_FPS, seq_frames, phases, lift_us=us(t_lift))
         if "error" in an:

@@ -102,6 +102,13 @@ ctl = targets(cells["every-frame/170u"])
 for met, text in ctl:
     print(f"info every-frame/170u: {'met' if met else 'missed'}: {text}")
 check(not (ctl[0][0] and ctl[1][0]), "every-frame/170u (control): how pfx sent before fails the complete-frame or fairness target")
+# doctor, run with the limit still on: names the output, how many frames went whole and
+# skipped, and why (what the link carried against what the show needs).
+d = cells["whole/170u"].get("doctor") or {}
+fix = d.get("fix") or ""
+check(d.get("verdict") == "problem" and "output big sent" in fix and "whole frames/s of 40" in fix
+      and "skipped" in fix and "Mbit/s where it needs" in fix,
+      f"whole/170u: doctor names the output and the link's rate against the show's ({d.get('verdict')}: {fix[:220]})")
 # Universe synchronization: a sync packet only after a frame whose universes all went.
 for name in ("whole/170u-sync", "every-frame/170u-sync"):
     st = (cells[name].get("rx") or {}).get("stall") or {}
