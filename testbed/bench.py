@@ -527,6 +527,7 @@ content:
             res.row = row
             return res
         row["rx_malformed"] = rxj.get("malformed")
+        row["rx_drain_s"] = rxj.get("drain_s")  # how far behind the receiver was when stopped
         us = lambda t: int(t * 1e6)  # noqa: E731
         phases = {"base": (us(by["base"][4]), us(t_stall)), "stall": (us(t_stall), us(by["stall_end"][1])),
                   "recover": (us(t_lift), us(by["end"][1]))}  # fmt: skip
