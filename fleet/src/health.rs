@@ -32,6 +32,10 @@ pub struct HealthOpts {
     /// `pfx-agent status` as this agent runs it (program and arguments).
     pub status_cmd: Vec<String>,
     pub poll: Duration,
+    /// The player's systemd unit, read for restarts (None without systemd): a player that
+    /// keeps crashing fails the check at once instead of at the deadline, so a bad
+    /// update's trial costs the show seconds, not `health_deadline_s`.
+    pub player_unit: Option<String>,
 }
 
 /// `http://HOST:PORT/profile` -> `http://HOST:PORT/health`. Pure.
@@ -103,6 +107,7 @@ impl HealthOpts {
                 .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 22))),
             status_cmd,
             poll: Duration::from_secs(1),
+            player_unit: cfg.systemd.then(|| "pfx-player.service".to_string()),
         }
     }
 }
@@ -151,6 +156,45 @@ impl PlayerWatch {
         }
         self.ok_since_ms.is_some_and(|s| now_ms - s >= ok_for_ms)
     }
+}
+
+/// Restarts of the player's unit after which the check gives up before its deadline.
+pub const PLAYER_RESTARTS_GIVE_UP: u32 = 3;
+
+/// Whether the player's unit has given up or keeps restarting (systemd's `NRestarts` and
+/// `ActiveState`), and why. Pure.
+pub fn player_gave_up(restarts: u32, active_state: &str) -> Option<String> {
+    if active_state == "failed" {
+        Some(format!("its systemd unit failed after {restarts} restarts"))
+    } else if restarts >= PLAYER_RESTARTS_GIVE_UP {
+        Some(format!(
+            "its systemd unit restarted {restarts} times (the check gives up at {PLAYER_RESTARTS_GIVE_UP})"
+        ))
+    } else {
+        None
+    }
+}
+
+/// `systemctl show UNIT -p NRestarts -p ActiveState` output -> (restarts, state). Pure.
+pub fn parse_unit_state(out: &str) -> Option<(u32, String)> {
+    let mut restarts = None;
+    let mut state = None;
+    for line in out.lines() {
+        if let Some(v) = line.strip_prefix("NRestarts=") {
+            restarts = v.trim().parse().ok();
+        } else if let Some(v) = line.strip_prefix("ActiveState=") {
+            state = Some(v.trim().to_string());
+        }
+    }
+    Some((restarts?, state?))
+}
+
+fn player_unit_state(unit: &str) -> Option<(u32, String)> {
+    let out = std::process::Command::new("systemctl")
+        .args(["show", unit, "-p", "NRestarts", "-p", "ActiveState"])
+        .output()
+        .ok()?;
+    parse_unit_state(&String::from_utf8_lossy(&out.stdout))
 }
 
 /// sshd's greeting is `SSH-2.0-...` (RFC 4253 4.2). Pure.
@@ -350,6 +394,18 @@ pub fn commit(o: &HealthOpts) -> (HealthReport, u8) {
                 break;
             }
         }
+        let gave_up = o
+            .player_unit
+            .as_deref()
+            .and_then(player_unit_state)
+            .and_then(|(n, st)| player_gave_up(n, &st));
+        if let Some(why) = gave_up {
+            checks[1].ok = false;
+            checks[1].detail = format!("the player is not running: {why}");
+            checks.truncate(2);
+            checks.extend(other_checks(o));
+            break;
+        }
         if now_ms() >= deadline {
             if !player_ok {
                 checks.extend(other_checks(o));
@@ -445,6 +501,20 @@ mod tests {
         assert!(!w.feed(7999, Some(250), ok(), 3000));
         assert!(w.feed(8000, Some(260), ok(), 3000));
         assert_eq!(w.first_frame_ms, Some(2000));
+    }
+
+    #[test]
+    fn a_player_that_keeps_restarting_fails_the_check_at_once() {
+        assert_eq!(player_gave_up(0, "active"), None);
+        assert_eq!(player_gave_up(2, "activating"), None);
+        assert!(player_gave_up(3, "activating").is_some_and(|w| w.contains("3 times")));
+        assert!(player_gave_up(0, "failed").is_some_and(|w| w.contains("failed")));
+        assert_eq!(
+            parse_unit_state("NRestarts=4\nActiveState=activating\n"),
+            Some((4, "activating".into()))
+        );
+        assert_eq!(parse_unit_state("ActiveState=active\n"), None);
+        assert_eq!(parse_unit_state("NRestarts=x\nActiveState=active\n"), None);
     }
 
     #[test]

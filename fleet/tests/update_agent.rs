@@ -339,6 +339,8 @@ fn health_opts(u: &Unit) -> HealthOpts {
     let mut h = HealthOpts::from_config(&u.cfg, &u.cfg_path, "u1");
     h.status_cmd[0] = env!("CARGO_BIN_EXE_pfx-agent").into();
     h.poll = Duration::from_millis(100);
+    // The host's own systemd knows no pfx-player.service of this test unit.
+    h.player_unit = None;
     h
 }
 

@@ -1416,6 +1416,21 @@ fn ab_boot_files(
             )
             .map(|_| ()),
         )?;
+        // U-Boot's 2 s boot delay goes, by a device tree overlay the firmware applies.
+        let overlays = fw.join("overlays");
+        cx.io("create overlays/", fs::create_dir_all(&overlays))?;
+        let dts = fw.join("pfx-uboot.dts");
+        cx.io(
+            "write pfx-uboot.dts",
+            fs::write(&dts, update::BOOTDELAY_OVERLAY_DTS),
+        )?;
+        cx.run(
+            Command::new("dtc")
+                .args(["-q", "-@", "-I", "dts", "-O", "dtb", "-o"])
+                .arg(fw.join(update::BOOTDELAY_OVERLAY))
+                .arg(&dts),
+        )?;
+        cx.io("remove pfx-uboot.dts", fs::remove_file(&dts))?;
         let cfg = cx.io("read config.txt", fs::read_to_string(fw.join("config.txt")))?;
         cx.io(
             "write config.txt",
@@ -1441,6 +1456,9 @@ pub fn uboot_config_txt(cfg: &str) -> String {
         .map(|l| format!("{l}\n"))
         .collect();
     out.push_str("# pfx: the firmware starts U-Boot; its boot.scr picks root slot A or B.\nkernel=u-boot.bin\n");
+    out.push_str("# pfx: U-Boot boots without its 2 s delay (/config/bootdelay = 0).\n");
+    out.push_str(crate::update::BOOTDELAY_OVERLAY_LINE);
+    out.push('\n');
     out
 }
 

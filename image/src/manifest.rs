@@ -434,6 +434,15 @@ fn check_update(
         })
         .map_err(&mut bad)
         .unwrap_or_default();
+    for tool in update::UNIT_TOOLS {
+        match img.root_stat(tool) {
+            Ok(Some(_)) => {}
+            Ok(None) => bad(format!(
+                "{tool} is missing from the root: the unit could not read or install a bundle (the image's package list lacks it)"
+            )),
+            Err(e) => bad(e.message),
+        }
+    }
     let slot_cmdline = match img.root_read(update::SLOT_CMDLINE).map(text) {
         Ok(t) => match update::slot_cmdline(&t, crate::disk::PART_ROOT_A) {
             Ok(line) => {
@@ -623,6 +632,13 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
                 Err(e) => errors.push(format!("boot partition: {e}")),
             },
             Err(e) => errors.push(e.message),
+        }
+        if let Err(e) = img
+            .fat_read(update::BOOTDELAY_OVERLAY)
+            .map_err(|e| e.message)
+            .and_then(|b| update::check_bootdelay_overlay(&b))
+        {
+            errors.push(format!("boot partition: {e}"));
         }
     }
     let initramfs = match img

@@ -92,6 +92,8 @@ pub const SCRIPTS: &[(&str, &str)] = &[
         "pfx-slot-carry",
         include_str!("../../systemd/pfx-slot-carry"),
     ),
+    // RAUC's custom boot backend (update::system_conf_text names it).
+    ("rauc-bootenv", include_str!("../../systemd/rauc-bootenv")),
 ];
 const CMDLINE_HOOK: &str = include_str!("../../systemd/z51-pfx-cmdline");
 /// The packages every image gets from the workspace, made by scripts/build-deb (the same
@@ -223,9 +225,12 @@ const BASE_PACKAGES: &[&str] = &[
     "systemd-timesyncd",
     // The fleet account reaches the agent through one exact sudoers line.
     "sudo",
-    // A/B updates (docs/update.md): RAUC and its D-Bus service.
+    // A/B updates (docs/update.md): RAUC and its D-Bus service, and unsquashfs, which
+    // `rauc info` runs to read a plain bundle's manifest (rauc only recommends it, and a
+    // unit without it refuses every good bundle).
     "rauc",
     "rauc-service",
+    "squashfs-tools",
 ];
 
 /// The fleet account: the only login on a unit. No password, no shell for its keys (their

@@ -52,6 +52,10 @@ pub fn required(target: Target, building_player: bool) -> Vec<(&'static str, &'s
     if target.arch() != host_arch() {
         t.push(("arch-test", "arch-test"));
     }
+    if target.uses_raspi_firmware() {
+        // The overlay that takes U-Boot's boot delay away on a Pi (update.rs).
+        t.push(("dtc", "device-tree-compiler"));
+    }
     if target.arch() == "arm64" {
         t.push(("qemu-aarch64-static|qemu-aarch64", "qemu-user-static"));
         // The initramfs's module part is resolved and indexed natively, with the host's kmod

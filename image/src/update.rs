@@ -9,6 +9,41 @@ use crate::disk::{PART_ROOT_A, PART_ROOT_B, partuuid};
 pub const KEYRING: &str = "/etc/rauc/keyring.pem";
 pub const SYSTEM_CONF: &str = "/etc/rauc/system.conf";
 /// The unit's software version, as the agent and the fleet read it.
+/// What a unit runs to take a bundle: RAUC itself, unsquashfs, with which `rauc info`
+/// reads a plain bundle's manifest, and the two handlers system.conf names (without the
+/// boot backend RAUC cannot mark a slot, so every install fails after its signature check).
+pub const UNIT_TOOLS: [&str; 4] = [
+    "/usr/bin/rauc",
+    "/usr/bin/unsquashfs",
+    "/usr/lib/pfx/rauc-bootenv",
+    "/usr/lib/pfx/pfx-slot-carry",
+];
+/// On a Pi, the device tree overlay that takes U-Boot's 2 s boot delay away, on the FAT.
+/// U-Boot on a Pi uses the firmware's device tree as its own, and reads `/config/bootdelay`
+/// from it before its environment's default; the firmware applies the overlays that
+/// config.txt names before it starts U-Boot. No saved U-Boot environment is needed.
+pub const BOOTDELAY_OVERLAY: &str = "overlays/pfx-uboot.dtbo";
+/// config.txt's line for it.
+pub const BOOTDELAY_OVERLAY_LINE: &str = "dtoverlay=pfx-uboot";
+/// Its source, compiled by `dtc -@` at build time.
+pub const BOOTDELAY_OVERLAY_DTS: &str = "/dts-v1/;\n/plugin/;\n\n/ {\n\tcompatible = \"brcm,bcm2711\";\n\tfragment@0 {\n\t\ttarget-path = \"/\";\n\t\t__overlay__ {\n\t\t\tconfig {\n\t\t\t\tbootdelay = <0>;\n\t\t\t};\n\t\t};\n\t};\n};\n";
+
+/// The compiled overlay from the image: a flattened device tree (magic 0xd00dfeed) that
+/// names `bootdelay`. Pure; reads only the bytes it is given.
+pub fn check_bootdelay_overlay(dtbo: &[u8]) -> Result<(), String> {
+    if dtbo.get(..4) != Some(&[0xd0, 0x0d, 0xfe, 0xed][..]) {
+        return Err(format!(
+            "{BOOTDELAY_OVERLAY} is not a compiled device tree: U-Boot would wait its 2 s boot delay"
+        ));
+    }
+    if !dtbo.windows(10).any(|w| w == b"bootdelay\0") {
+        return Err(format!(
+            "{BOOTDELAY_OVERLAY} does not set bootdelay: U-Boot would wait its 2 s boot delay"
+        ));
+    }
+    Ok(())
+}
+
 pub const VERSION_FILE: &str = "/etc/pfx/image-version";
 /// The slot's own kernel, initramfs and command line, which the boot script loads from
 /// the slot it boots: an update brings its own kernel.
@@ -270,5 +305,20 @@ mod tests {
         bad[80] ^= 1;
         assert!(check_boot_script(&bad).unwrap_err().contains("CRC"));
         assert!(check_boot_script(&scr[..40]).is_err());
+    }
+
+    #[test]
+    fn the_bootdelay_overlay_is_checked_from_its_bytes() {
+        let mut good = vec![0xd0, 0x0d, 0xfe, 0xed, 0, 0];
+        good.extend_from_slice(b"config\0bootdelay\0");
+        assert_eq!(check_bootdelay_overlay(&good), Ok(()));
+        assert!(check_bootdelay_overlay(&good[..3]).is_err());
+        assert!(check_bootdelay_overlay(b"").is_err());
+        let mut other = good.clone();
+        other.truncate(13);
+        assert!(
+            check_bootdelay_overlay(&other).is_err_and(|e| e.contains("does not set bootdelay"))
+        );
+        assert!(BOOTDELAY_OVERLAY_DTS.contains("bootdelay = <0>;"));
     }
 }

@@ -519,6 +519,15 @@ pub fn check_pi_firmware(fat_files: &[String], config_txt: &str) -> Result<Firmw
             "config.txt loads initramfs {i}: U-Boot loads the slot's own; the firmware's copy only costs boot time"
         ));
     }
+    if !config_txt
+        .lines()
+        .any(|l| l.trim() == crate::update::BOOTDELAY_OVERLAY_LINE)
+    {
+        errors.push(format!(
+            "config.txt has no {}: U-Boot waits its 2 s boot delay at every boot",
+            crate::update::BOOTDELAY_OVERLAY_LINE
+        ));
+    }
     if !errors.is_empty() {
         return Err(errors.join("; "));
     }
@@ -1350,8 +1359,7 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        let cfg =
-            "# Do not modify\narm_64bit=1\nenable_uart=1\nupstream_kernel=1\nkernel=u-boot.bin\n";
+        let cfg = "# Do not modify\narm_64bit=1\nenable_uart=1\nupstream_kernel=1\nkernel=u-boot.bin\ndtoverlay=pfx-uboot\n";
         let mut with_uboot = files.clone();
         with_uboot.push("u-boot.bin".into());
         let ok = check_pi_firmware(&with_uboot, cfg).unwrap();

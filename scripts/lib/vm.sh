@@ -108,14 +108,27 @@ start_vm() {
     boot=(-bios "$vm_uboot_bin" -device i6300esb)
   fi
   [ "${vm_snapshot:-1}" = 1 ] || snap=()
-  qemu-system-aarch64 -M virt -cpu cortex-a72 -smp 2 -m 1024 -display none \
-    -monitor "unix:$vm_work/monitor.sock,server=on,wait=off" \
-    -serial "file:$1" "${snap[@]}" \
-    "${boot[@]}" \
-    -drive "file=$vm_disk,if=none,format=raw,id=d0" -device virtio-blk-pci,drive=d0 \
-    -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$http_port-:8080,hostfwd=tcp:127.0.0.1:$ssh_port-:22,hostfwd=tcp:127.0.0.1:$inspect_port-:2222,hostfwd=tcp:127.0.0.1:$fppc_port-:80" \
-    -device "e1000,netdev=n0,mac=$vm_mac,romfile=" \
-    -object rng-random,filename=/dev/urandom,id=rng0 -device virtio-rng-pci,rng=rng0 &
+  local args=(-cpu cortex-a72 -smp 2 -m 1024 -display none
+    -monitor "unix:$vm_work/monitor.sock,server=on,wait=off"
+    -serial "file:$1" "${snap[@]}"
+    "${boot[@]}"
+    -drive "file=$vm_disk,if=none,format=raw,id=d0" -device virtio-blk-pci,drive=d0
+    -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$http_port-:8080,hostfwd=tcp:127.0.0.1:$ssh_port-:22,hostfwd=tcp:127.0.0.1:$inspect_port-:2222,hostfwd=tcp:127.0.0.1:$fppc_port-:80"
+    -device "e1000,netdev=n0,mac=$vm_mac,romfile="
+    -object rng-random,filename=/dev/urandom,id=rng0 -device virtio-rng-pci,rng=rng0)
+  local dtb=()
+  if [ "${vm_boot:-kernel}" = uboot ] && [ "${vm_bootdelay:-0}" = 0 ]; then
+    # U-Boot's 2 s boot delay, gone as on a unit (docs/update.md): U-Boot reads
+    # /config/bootdelay from its control device tree, here QEMU's own, dumped with the very
+    # options of this boot (a tree dumped without -bios differs, and the kernel prints
+    # nothing with it) and fresh for each start, so its rng-seed and kaslr-seed are new.
+    qemu-system-aarch64 -M "virt,dumpdtb=$vm_work/virt.dtb" "${args[@]}" > "$vm_work/dumpdtb.log" 2>&1 \
+      && fdtput -c "$vm_work/virt.dtb" /config && fdtput -t i "$vm_work/virt.dtb" /config bootdelay 0 \
+      || fail "dumping QEMU's device tree for U-Boot: $(cat "$vm_work/dumpdtb.log")"
+    rm -f "$vm_work/monitor.sock"
+    dtb=(-dtb "$vm_work/virt.dtb")
+  fi
+  qemu-system-aarch64 -M virt "${args[@]}" "${dtb[@]}" &
   qemu_pid=$!
   boot_start=$(date +%s.%N)
 }
