@@ -263,7 +263,7 @@ STALL_CELLS = [
 STALL_CELLS.append(Cell("normal-kernel-queue/bursty", stall="bursty", kernel_queue=True))
 
 
-# ---------------------------------------------------------------- rate limit (issue 24)
+# ---------------------------------------------------------------- rate limit (whole frames)
 # One large sACN output (or the three-pole mix) while the player's own link carries 20/37 of
 # what the show needs, as `tc qdisc replace dev eth0 root tbf rate R burst 32k latency 50ms`
 # does: the issue's setup. A receiver written from E1.31 (frame_rx.py) records every datagram;
@@ -279,7 +279,7 @@ DEMO_WIRE = (932 + 42) + 2 * SACN_WIRE + (910 + 42)  # bigPacket 300 px, sACN 2 
 class RateCell:
     name: str
     universes: int  # 0: the three-pole mix with the pole simulators
-    every_frame: bool = False  # the control: --send-every-frame, how pfx sent before issue 24
+    every_frame: bool = False  # the control: --send-every-frame, how pfx sent before whole frames
     sync: bool = False  # the output uses E1.31 synchronization (sync universe 63999)
 
     def need_mbit(self) -> float:

@@ -1,4 +1,4 @@
-//! sACN universe synchronization and frames cut short (issue 24, item 5): the sync packet
+//! sACN universe synchronization and frames cut short: the sync packet
 //! goes only after a frame whose every universe went, so a receiver that waits for sync
 //! never shows a torn frame. In a namespace the test creates (root only), `lo` gets a tbf
 //! slower than the show, so the sender's socket fills and `sendmmsg` stops at EAGAIN in the

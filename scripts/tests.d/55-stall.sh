@@ -5,7 +5,7 @@
 # is current (pfx's head-drop tx queue) where the naive player's kernel queue delivers a
 # backlog (the control: it shows the measure can fail); and the incident's shape: with
 # --blocking-send under bursty stalls, wire_send p99 is in the tens of milliseconds while
-# its p50 stays low and the compute stages stay ordinary. Then issue 24's cell: one large
+# its p50 stays low and the compute stages stay ordinary. Then the rate-limit cell: one large
 # output under a rate limit, whole frames at the link's rate (and its control).
 set -uo pipefail
 if [ "$(id -u)" != 0 ]; then echo "skipped: needs root (network namespaces)"; exit 77; fi
@@ -65,7 +65,7 @@ print(f"stall: {ok} passed, {bad} failed")
 sys.exit(1 if bad else 0)
 PY
 stall_rc=$?
-# Issue 24: one output of 170 universes at 40 fps while the player's link carries 20 of the
+# Rate limit: one output of 170 universes at 40 fps while the player's link carries 20 of the
 # 37 Mbit/s it needs. pfx must deliver whole frames at the link's rate, every universe alike,
 # fresh; the control (--send-every-frame, how pfx sent before) must fail the same targets.
 python3 "$top/testbed/bench.py" ratelimit --player "$player" --only 170u \

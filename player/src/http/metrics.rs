@@ -595,7 +595,7 @@ mod tests {
         assert!(!text.contains("pfx_sync_offset_seconds"), "{text}");
     }
 
-    /// Issue 24: every frame due is counted once per output, as whole, in part or skipped,
+    /// Every frame due is counted once per output, as whole, in part or skipped,
     /// with rates, and the universe that got least is named with its rate.
     #[test]
     fn an_output_exports_frames_whole_in_part_and_skipped_and_its_slowest_universe() {

@@ -146,7 +146,7 @@ async fn metrics_health_history_and_dashboard() {
         "{urls:?}"
     );
     assert!(!body.contains("<link") && !body.contains("src="));
-    // Issue 24: per output, frames whole, in part and skipped (totals and per second) and
+    // Per output, frames whole, in part and skipped (totals and per second) and
     // the universe that got least, read from /profile's fields of those names.
     for col in [
         "<th>whole</th>",

@@ -1,4 +1,4 @@
-//! Whole frames at the rate the link drains them (issue 24): whether an output starts this
+//! Whole frames at the rate the link drains them: whether an output starts this
 //! frame, from how much of what it sent is still waiting below its socket. Pure: the
 //! caller reads the socket's queue (`sys::net::send_queue_bytes`) and the clock.
 //!
