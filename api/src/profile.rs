@@ -26,6 +26,19 @@ pub struct OutputRates {
     pub frames_sent_per_s: f64,
     pub frames_dropped_per_s: f64,
     pub frames_failed_per_s: f64,
+    /// Frames sent in part and frames skipped per second (absent from older players).
+    #[serde(default)]
+    pub frames_partial_per_s: f64,
+    #[serde(default)]
+    pub frames_skipped_per_s: f64,
+    /// The datagram of a frame that went out least often over the same interval, and its
+    /// frames per second: for sACN the universe number, otherwise the datagram's index.
+    /// With whole frames every datagram has `frames_sent_per_s`; after frames sent in part
+    /// this names the universe (the pole rows) that froze. None before two readings.
+    #[serde(default)]
+    pub slowest_slot: Option<u64>,
+    #[serde(default)]
+    pub slowest_slot_per_s: Option<f64>,
 }
 
 /// One reading of an output's send counters.
@@ -33,9 +46,26 @@ pub struct OutputRates {
 pub struct CountersSnapshot {
     pub packets: u64,
     pub bytes: u64,
+    /// Frames sent whole: every datagram went.
     pub frames_sent: u64,
+    /// Frames cut short because the socket would block (EAGAIN/ENOBUFS), in part or at
+    /// the first datagram.
     pub frames_dropped: u64,
+    /// Frames cut short by any other error.
     pub frames_failed: u64,
+    /// Frames of which some datagrams went but not all (a torn frame on the pole). With
+    /// `frames_sent` and `frames_skipped`, every frame due is counted once.
+    #[serde(default)]
+    pub frames_partial: u64,
+    /// Frames of which nothing went: not started because the link could not carry them
+    /// in time (docs/nic.md, "Whole frames"), or refused at the first datagram.
+    #[serde(default)]
+    pub frames_skipped: u64,
+    /// Payload bytes and datagrams of one whole frame of this output.
+    #[serde(default)]
+    pub frame_bytes: u64,
+    #[serde(default)]
+    pub frame_datagrams: u64,
     /// errno name → count.
     pub errors: BTreeMap<String, u64>,
 }

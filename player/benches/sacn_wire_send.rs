@@ -55,6 +55,7 @@ fn main() {
         multicast_ttl: 0,
         multicast_loop: false,
         blocking: false,
+        send_every_frame: false,
         send_buffer: Some(8 << 20),
     };
     let opts = OutputOptions {

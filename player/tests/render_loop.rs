@@ -25,6 +25,7 @@ fn options() -> RunOptions {
     RunOptions {
         http: None,
         blocking_send: false,
+        send_every_frame: false,
         duration: None,
         send_buffer: None,
         mdns: false,

@@ -213,3 +213,42 @@ fn five_thousand_universes_rendered_in_halves_arrive_once_per_frame_with_their_b
     assert_eq!(c.frames_sent, BIG_FRAMES as u64);
     assert_eq!((c.frames_dropped, c.frames_failed), (0, 0));
 }
+
+/// A frame cut short starts the next one where it stopped: `send_rotated` hands the kernel
+/// the body from `start` round to the datagram before it, and the datagrams after the body
+/// (a sync packet, DDP's PUSH packet) last. A real receiver on loopback sees that order.
+#[test]
+fn a_rotated_frame_goes_from_its_start_round_the_body_and_keeps_its_tail_last() {
+    use pfx_player::output::Sender;
+    use pfx_player::wire::Datagrams;
+    use std::net::SocketAddrV4;
+
+    let rx = UdpSocket::bind("127.0.0.1:0").expect("bind receiver");
+    big_receive_buffer(&rx);
+    rx.set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    let dest = SocketAddrV4::new(
+        std::net::Ipv4Addr::LOCALHOST,
+        rx.local_addr().expect("addr").port(),
+    );
+    let tx = UdpSocket::bind("127.0.0.1:0").expect("bind sender");
+    let mut batch = Datagrams::new(10, 4);
+    for i in 0..10u8 {
+        batch.push_with(dest, |b| {
+            b[0] = i;
+            1
+        });
+    }
+    let mut s = Sender::new(10);
+    let out = s.send_rotated(tx.as_raw_fd(), &batch, 0..10, 9, 4, false);
+    assert_eq!((out.sent, out.errno), (10, None));
+    let mut buf = [0u8; 16];
+    let got: Vec<u8> = (0..10)
+        .map(|_| {
+            let n = rx.recv(&mut buf).expect("a datagram");
+            assert_eq!(n, 1);
+            buf[0]
+        })
+        .collect();
+    assert_eq!(got, [4, 5, 6, 7, 8, 0, 1, 2, 3, 9]);
+}

@@ -5,7 +5,8 @@
 # is current (pfx's head-drop tx queue) where the naive player's kernel queue delivers a
 # backlog (the control: it shows the measure can fail); and the incident's shape: with
 # --blocking-send under bursty stalls, wire_send p99 is in the tens of milliseconds while
-# its p50 stays low and the compute stages stay ordinary.
+# its p50 stays low and the compute stages stay ordinary. Then the rate-limit cell: one large
+# output under a rate limit, whole frames at the link's rate (and its control).
 set -uo pipefail
 if [ "$(id -u)" != 0 ]; then echo "skipped: needs root (network namespaces)"; exit 77; fi
 top=${PFX_TOP:?}
@@ -34,9 +35,9 @@ q, k = cells["normal/none"].get("root_qdisc"), cells["blocking/none"].get("root_
 check(q == "pfifo_head_drop" and k != q,
       f"/profile names the interface's queue: {q} with tx_queue: newest, {k} with tx_queue: kernel")
 c = cells["normal/sustained"]
-lost = (c.get("dropped") or 0) + (c.get("qdisc_drops") or 0)
-check(lost > 0, f"normal/sustained: what the link cannot carry is dropped and counted "
-      f"(player frames {c.get('dropped')}, interface queue packets {c.get('qdisc_drops')})")
+lost = (c.get("dropped") or 0) + (c.get("skipped") or 0) + (c.get("qdisc_drops") or 0)
+check(lost > 0, f"normal/sustained: what the link cannot carry is skipped or dropped and counted "
+      f"(player frames skipped {c.get('skipped')}, cut {c.get('dropped')}, interface queue packets {c.get('qdisc_drops')})")
 got = [c.get(f"frames_{p}") or 0 for p in ("bigpacket", "sacn", "ddp")]
 check(min(got) >= 0.25 * max(got), f"normal/sustained: every pole gets a share of what the link carries (frames {got})")
 period_ms = 1000 / 60
@@ -63,3 +64,61 @@ check(max(s.get("src99") or 0, s.get("geo99") or 0, s.get("bg99") or 0) < 5000,
 print(f"stall: {ok} passed, {bad} failed")
 sys.exit(1 if bad else 0)
 PY
+stall_rc=$?
+# Rate limit: one output of 170 universes at 40 fps while the player's link carries 20 of the
+# 37 Mbit/s it needs. pfx must deliver whole frames at the link's rate, every universe alike,
+# fresh; the control (--send-every-frame, how pfx sent before) must fail the same targets.
+python3 "$top/testbed/bench.py" ratelimit --player "$player" --only 170u \
+  --stall-seconds "${PFX_RATELIMIT_SECONDS:-12}" --json "$out/ratelimit.json" --out "$out/rl" \
+  || { echo "FAILED: bench.py ratelimit"; exit 1; }
+python3 - "$out/ratelimit.json" <<'PY'
+import json, sys
+cells = {c["cell"]: c for c in json.load(open(sys.argv[1]))}
+ok = bad = 0
+def check(cond, what):
+    global ok, bad
+    print(("ok   " if cond else "FAIL ") + what)
+    ok, bad = (ok + 1, bad) if cond else (ok, bad + 1)
+period_ms = 1000 / 40
+for name, c in cells.items():
+    check(c["unmeasurable"] is None, f"{name}: measurable ({c['unmeasurable']})")
+def targets(c):
+    """The issue's targets, each as (met, text)."""
+    st = (c.get("rx") or {}).get("stall") or {}
+    fps, mo, age = st.get("complete_fps") or 0, st.get("min_over_mean") or 0, st.get("age_ms_p99")
+    rec = (c.get("rx") or {}).get("recovered_ms")
+    lf, mi, cpu = c.get("stall_loop_fps") or 0, c.get("stall_misses"), c.get("cpu_ratio")
+    return [
+        (fps >= 19.2, f"complete frames {fps}/s during the stall (need >= 19.2)"),
+        (mo >= 0.9, f"slowest universe {st.get('universe_fps_min')} fps of a mean {st.get('universe_fps_mean')} ({mo}; need >= 0.9)"),
+        (age is not None and age <= 2 * period_ms, f"frame age p99 {age} ms (need <= {2 * period_ms:.0f})"),
+        (lf >= 39.5 and mi == 0, f"loop {lf} fps, {mi} deadline misses during the stall (need 40, 0)"),
+        (cpu is not None and cpu <= 1.5, f"CPU {c.get('stall_cpu_pct')} % during the stall, {c.get('base_cpu_pct')} % without ({cpu}x; need <= 1.5)"),
+        (rec is not None and rec <= 2 * period_ms, f"every frame complete {rec} ms after the limit is lifted (need <= {2 * period_ms:.0f})"),
+    ]
+for met, text in targets(cells["whole/170u"]):
+    check(met, "whole/170u: " + text)
+ctl = targets(cells["every-frame/170u"])
+for met, text in ctl:
+    print(f"info every-frame/170u: {'met' if met else 'missed'}: {text}")
+check(not (ctl[0][0] and ctl[1][0]), "every-frame/170u (control): how pfx sent before fails the complete-frame or fairness target")
+# doctor, run with the limit still on: names the output, how many frames went whole and
+# skipped, and why (what the link carried against what the show needs).
+d = cells["whole/170u"].get("doctor") or {}
+fix = d.get("fix") or ""
+check(d.get("verdict") == "problem" and "output big sent" in fix and "whole frames/s of 40" in fix
+      and "skipped" in fix and "Mbit/s where it needs" in fix,
+      f"whole/170u: doctor names the output and the link's rate against the show's ({d.get('verdict')}: {fix[:220]})")
+# Universe synchronization: a sync packet only after a frame whose universes all went.
+for name in ("whole/170u-sync", "every-frame/170u-sync"):
+    st = (cells[name].get("rx") or {}).get("stall") or {}
+    print(f"info {name}: {st.get('sync_packets_per_s')} sync packets/s, {st.get('syncs_after_torn_frame')} after a torn frame, "
+          f"{st.get('complete_fps')} complete frames/s")
+st = (cells["whole/170u-sync"].get("rx") or {}).get("stall") or {}
+check(st.get("syncs_after_torn_frame") == 0 and (st.get("sync_packets_per_s") or 0) >= 19.2,
+      f"whole/170u-sync: a sync packet after every whole frame ({st.get('sync_packets_per_s')}/s) and none after a torn one ({st.get('syncs_after_torn_frame')})")
+print(f"ratelimit: {ok} passed, {bad} failed")
+sys.exit(1 if bad else 0)
+PY
+rl_rc=$?
+[ "$stall_rc" = 0 ] && [ "$rl_rc" = 0 ]

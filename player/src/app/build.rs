@@ -48,6 +48,7 @@ pub fn build_engine_for(
             multicast_ttl: show.config.multicast_ttl,
             multicast_loop: show.config.multicast_loop,
             blocking: opts.blocking_send,
+            send_every_frame: opts.send_every_frame,
             send_buffer: opts.send_buffer,
         },
         cid: unit_cid(&unit),

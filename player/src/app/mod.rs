@@ -42,6 +42,9 @@ pub struct RunOptions {
     pub http: Option<SocketAddr>,
     /// Measured baseline only: blocking sockets, as a naive player has.
     pub blocking_send: bool,
+    /// Measured baseline only: every frame sent as far as the socket takes it, without the
+    /// whole-frame rule.
+    pub send_every_frame: bool,
     /// Stop after this long; None plays until signalled (or a non-looping playlist ends).
     pub duration: Option<Duration>,
     /// SO_SNDBUF per output; None sizes it to about two frames of that pole.

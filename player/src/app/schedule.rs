@@ -166,6 +166,7 @@ mod tests {
         RunOptions {
             http: None,
             blocking_send: false,
+            send_every_frame: false,
             duration: None,
             send_buffer: None,
             mdns: false,

@@ -83,6 +83,8 @@ pub fn describe(show: &Show) -> String {
 /// its default back; on the same one, the new guard takes over its duty to clean up.
 pub fn apply(show: &Show, previous: Option<TxQueue>) -> TxQueue {
     let iface = show.config.interface.clone();
+    // Until the queue is known to be in place.
+    crate::output::set_queue_keeps_newest(false);
     let mut q = TxQueue {
         iface: iface.clone(),
         plan: None,
@@ -137,9 +139,14 @@ impl TxQueue {
                     if again { ", put back" } else { "" },
                 );
                 self.installed_root |= parent == Parent::Root;
+                crate::output::set_queue_keeps_newest(true);
             }
-            Ok(Applied::Unchanged) => self.installed_root |= parent == Parent::Root,
+            Ok(Applied::Unchanged) => {
+                self.installed_root |= parent == Parent::Root;
+                crate::output::set_queue_keeps_newest(true);
+            }
             Ok(Applied::LeftForeign(kind)) => {
+                crate::output::set_queue_keeps_newest(false);
                 tracing::warn!(
                     interface = %iface,
                     "tx queue: the root qdisc is `{kind}`, which someone installed on purpose; left in place. \
@@ -149,8 +156,12 @@ impl TxQueue {
                 self.plan = None;
             }
             // The interface is away (the outputs say so, rate-limited); try again later.
-            Err(e) if again => tracing::debug!(interface = %iface, "tx queue: {e}"),
+            Err(e) if again => {
+                crate::output::set_queue_keeps_newest(false);
+                tracing::debug!(interface = %iface, "tx queue: {e}")
+            }
             Err(e) => {
+                crate::output::set_queue_keeps_newest(false);
                 let hint = if e.errno() == Some(libc::EPERM) {
                     self.plan = None;
                     " (needs CAP_NET_ADMIN, which the pfx-player service has)"

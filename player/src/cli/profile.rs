@@ -155,11 +155,13 @@ pub fn render(d: &ProfileDoc) -> String {
             .collect::<Vec<_>>()
             .join(" ");
         out += &format!(
-            "output {} ({} → {}): {} frames sent, {} dropped ({}/s), {} failed{}\n",
+            "output {} ({} → {}): {} frames sent whole, {} in part, {} skipped, {} dropped ({}/s), {} failed{}\n",
             o.name,
             o.protocol,
             o.destination,
             c.frames_sent,
+            c.frames_partial,
+            c.frames_skipped,
             c.frames_dropped,
             o.rates
                 .as_ref()
@@ -337,7 +339,7 @@ mod tests {
             t.contains("PAUSE tx frames: unsupported by the driver"),
             "{t}"
         );
-        assert!(t.contains("output pole-1 (sacn → 239.255.0.1:5568): 290 frames sent, 10 dropped (2.0/s), 0 failed, errors EAGAIN=10"), "{t}");
+        assert!(t.contains("output pole-1 (sacn → 239.255.0.1:5568): 290 frames sent whole, 0 in part, 0 skipped, 10 dropped (2.0/s), 0 failed, errors EAGAIN=10"), "{t}");
     }
 
     #[test]
@@ -399,7 +401,7 @@ NIC eth0 on gen3-7: PAUSE autoneg off rx off tx on
   PAUSE tx frames: unsupported by the driver
   tx_timeouts: 0 total, 0.0/s (sysfs)
   link 1000 Mb/s full, carrier up (changes 1), tx_dropped 0, tx_errors 2, queue pfifo_head_drop drops 7
-output poles-a (sacn → 239.255.0.1:5568): 215990 frames sent, 10 dropped (0.0/s), 0 failed, errors EAGAIN=10 other=1
+output poles-a (sacn → 239.255.0.1:5568): 215990 frames sent whole, 0 in part, 0 skipped, 10 dropped (0.0/s), 0 failed, errors EAGAIN=10 other=1
 ";
         assert_eq!(render(&d), want);
     }

@@ -48,6 +48,11 @@ pub struct CommonArgs {
     /// then stalls the whole render loop.
     #[arg(long)]
     pub blocking_send: bool,
+    /// Measured baseline only: send every frame as far as the socket takes it, as pfx did
+    /// before whole frames at the link's rate. On a link slower than the show the tail of
+    /// each frame is lost and the last universes freeze (docs/nic.md, "Whole frames").
+    #[arg(long)]
+    pub send_every_frame: bool,
     /// Stop after this many seconds (tests, benchmarks). Default: play until signalled.
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
@@ -78,6 +83,7 @@ impl CommonArgs {
         Ok(RunOptions {
             http: self.http,
             blocking_send: self.blocking_send,
+            send_every_frame: self.send_every_frame,
             duration,
             send_buffer: self.send_buffer,
             mdns: !self.no_mdns,

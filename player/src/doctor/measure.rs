@@ -6,8 +6,8 @@ use std::io::Read;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use super::Evidence;
 use super::sniff::{self, joined_groups};
+use super::{Evidence, OutputWindow};
 use crate::nic::{NicReader, link, monitor::hostname};
 
 #[derive(Debug, thiserror::Error)]
@@ -163,6 +163,17 @@ pub fn player_sync(player: &str) -> Result<(pfx_api::profile::SyncStatus, u32), 
         .ok_or_else(|| format!("the player at {player} predates MultiSync"))
 }
 
+/// The local player's outputs (their counters) and its frame rate, from its `/profile`.
+pub fn player_outputs(player: &str) -> Result<(Vec<pfx_api::profile::OutputStats>, u32), String> {
+    let body =
+        pfx_api::http::request_path("GET", player, "/profile", &[], None, Duration::from_secs(2))
+            .and_then(|r| r.ok_body(player))
+            .map_err(|e| format!("no player answered at {player}: {e}"))?;
+    let doc: pfx_api::profile::ProfileDoc = serde_json::from_slice(&body)
+        .map_err(|e| format!("{player}/profile is not a player's profile: {e}"))?;
+    Ok((doc.snapshot.outputs, doc.snapshot.fps_target))
+}
+
 /// One measurement of `iface` over `seconds`; the sync status from the player at
 /// `player`.
 pub fn measure(iface: &str, seconds: Duration, player: &str) -> Result<Evidence, CannotMeasure> {
@@ -175,6 +186,8 @@ pub fn measure(iface: &str, seconds: Duration, player: &str) -> Result<Evidence,
     let mut reader = rt
         .block_on(async { NicReader::new() })
         .map_err(|e| CannotMeasure(e.to_string()))?;
+    let outputs_before = player_outputs(player);
+    let t0 = std::time::Instant::now();
     let before = rt
         .block_on(reader.read(iface))
         .map_err(|e| CannotMeasure(format!("reading {iface} before the sniff: {e}")))?;
@@ -183,6 +196,8 @@ pub fn measure(iface: &str, seconds: Duration, player: &str) -> Result<Evidence,
     let after = rt
         .block_on(reader.read(iface))
         .map_err(|e| CannotMeasure(format!("reading {iface} after the sniff: {e}")))?;
+    let outputs_after = player_outputs(player);
+    let window_s = t0.elapsed().as_secs_f64();
     let igmp = std::fs::read_to_string("/proc/net/igmp").unwrap_or_default();
     let watchdog =
         kernel_log().map(|log| watchdog_lines_for(log.iter().map(String::as_str), iface));
@@ -196,6 +211,15 @@ pub fn measure(iface: &str, seconds: Duration, player: &str) -> Result<Evidence,
         watchdog_lines: watchdog,
         addresses: ipv4_addresses(),
         sync: player_sync(player),
+        outputs: match (outputs_before, outputs_after) {
+            (Ok(b), Ok(a)) => Ok(OutputWindow {
+                before: b.0,
+                after: a.0,
+                fps: a.1,
+                seconds: window_s,
+            }),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        },
     })
 }
 

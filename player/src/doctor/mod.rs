@@ -39,7 +39,23 @@ pub struct Evidence {
     /// The local player's MultiSync status and its frame rate (from its `/profile`), or
     /// why it could not be read (no player running there).
     pub sync: Result<(SyncStatus, u32), String>,
+    /// The local player's output counters at the start and end of the window, or why
+    /// they could not be read.
+    pub outputs: Result<OutputWindow, String>,
 }
+
+/// Two readings of the local player's outputs, `seconds` apart.
+#[derive(Debug, Clone, Default)]
+pub struct OutputWindow {
+    pub before: Vec<pfx_api::profile::OutputStats>,
+    pub after: Vec<pfx_api::profile::OutputStats>,
+    pub fps: u32,
+    pub seconds: f64,
+}
+
+/// Bytes a datagram carries on the wire beside its payload: UDP, IPv4 and Ethernet
+/// headers (no preamble or gap, so a link rate derived from it is a floor).
+const WIRE_OVERHEAD: u64 = 8 + 20 + 14;
 
 /// A remote that heard nothing for this long while it plays has lost its master (FPP's
 /// master sends at least every 10 frames, twice a second at 20 fps).
@@ -87,6 +103,7 @@ pub fn diagnose(e: &Evidence) -> Report {
         dual_homed(e),
         sync_packets(e),
         sync_jitter(e),
+        whole_frames(e),
     ];
     Report {
         interface: e.interface.clone(),
@@ -385,6 +402,96 @@ fn sync_jitter(e: &Evidence) -> Check {
     }
 }
 
+/// An output that could not send every frame whole in the window: which one, how many
+/// frames went whole, in part and not at all, and why — what its link carried against
+/// what the show needs from it.
+fn whole_frames(e: &Evidence) -> Check {
+    let ok = |evidence| Check {
+        id: "whole-frames",
+        verdict: Verdict::Ok,
+        evidence,
+        fix: String::new(),
+    };
+    let w = match &e.outputs {
+        Err(why) => return ok(json!({"player": why})),
+        Ok(w) => w,
+    };
+    let secs = w.seconds.max(1e-3);
+    let mut short = Vec::new();
+    let mut all = Vec::new();
+    for a in &w.after {
+        let Some(b) = w.before.iter().find(|b| b.name == a.name) else {
+            continue;
+        };
+        let (ca, cb) = (&a.counters, &b.counters);
+        let d = |x: u64, y: u64| x.saturating_sub(y) as f64 / secs;
+        let whole = d(ca.frames_sent, cb.frames_sent);
+        let partial = d(ca.frames_partial, cb.frames_partial);
+        let skipped = d(ca.frames_skipped, cb.frames_skipped);
+        let carried =
+            (d(ca.bytes, cb.bytes) + WIRE_OVERHEAD as f64 * d(ca.packets, cb.packets)) * 8.0 / 1e6;
+        let need =
+            (ca.frame_bytes + WIRE_OVERHEAD * ca.frame_datagrams) as f64 * 8.0 * f64::from(w.fps)
+                / 1e6;
+        let slowest = a
+            .rates
+            .as_ref()
+            .and_then(|r| Some((r.slowest_slot?, r.slowest_slot_per_s?)));
+        let v = json!({
+            "output": a.name,
+            "slowest_slot": slowest.map(|s| s.0),
+            "slowest_slot_per_s": slowest.map(|s| round2(s.1)),
+            "whole_per_s": round2(whole),
+            "partial_per_s": round2(partial),
+            "skipped_per_s": round2(skipped),
+            "fps": w.fps,
+            "link_mbit_s": round2(carried),
+            "needs_mbit_s": round2(need),
+        });
+        if partial + skipped > 0.0 {
+            short.push((
+                a.name.clone(),
+                whole,
+                partial,
+                skipped,
+                carried,
+                need,
+                slowest,
+            ));
+        }
+        all.push(v);
+    }
+    let evidence = json!({"seconds": round2(secs), "outputs": all});
+    if short.is_empty() {
+        return ok(evidence);
+    }
+    let lines: Vec<String> = short
+        .iter()
+        .map(|(name, whole, partial, skipped, carried, need, slowest)| {
+            // Frames sent in part leave some universes behind: name the one that got least.
+            let behind = match slowest {
+                Some((slot, per_s)) if *partial > 0.0 => {
+                    format!("; its slowest datagram (universe {slot}) got {per_s:.1} frames/s")
+                }
+                _ => String::new(),
+            };
+            format!(
+                "output {name} sent {whole:.1} whole frames/s of {fps} ({partial:.1}/s in part, {skipped:.1}/s skipped{behind}): its link carried {carried:.1} Mbit/s where it needs {need:.1} Mbit/s at {fps} fps",
+                fps = w.fps
+            )
+        })
+        .collect();
+    Check {
+        id: "whole-frames",
+        verdict: Verdict::Problem,
+        evidence,
+        fix: format!(
+            "{}. The link is slower than the show: look for PAUSE frames (`pfx-player nic pause-off`), a 100 Mbit/s or shared switch port, or another sender on it; or lower the show's fps or split the output over links",
+            lines.join("; ")
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,7 +531,61 @@ mod tests {
             watchdog_lines: Ok(vec![]),
             addresses: vec![("eth0".into(), Ipv4Addr::new(10, 0, 0, 5), 24)],
             sync: Err("no player answered at http://127.0.0.1:8080".into()),
+            outputs: Err("no player answered at http://127.0.0.1:8080".into()),
         }
+    }
+
+    fn output(name: &str, sent: u64, skipped: u64, packets: u64) -> pfx_api::profile::OutputStats {
+        pfx_api::profile::OutputStats {
+            name: name.into(),
+            counters: pfx_api::profile::CountersSnapshot {
+                frames_sent: sent,
+                frames_skipped: skipped,
+                packets,
+                bytes: packets * 636,
+                frame_bytes: 170 * 636,
+                frame_datagrams: 170,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_output_whose_link_is_too_slow_is_named_with_both_rates() {
+        let mut e = healthy();
+        // 5 s at 40 fps: 100 whole frames and 100 skipped; 100 × 170 datagrams.
+        e.outputs = Ok(OutputWindow {
+            before: vec![output("big", 1000, 0, 170_000), output("small", 10, 0, 10)],
+            after: vec![
+                output("big", 1100, 100, 187_000),
+                output("small", 210, 0, 210),
+            ],
+            fps: 40,
+            seconds: 5.0,
+        });
+        let r = diagnose(&e);
+        assert_eq!(ids(&r), vec!["whole-frames"]);
+        let fix = &r.findings[0].fix;
+        assert!(
+            fix.contains("output big sent 20.0 whole frames/s of 40"),
+            "{fix}"
+        );
+        assert!(fix.contains("20.0/s skipped"), "{fix}");
+        // 3,400 datagrams/s × 678 bytes = 18.4 Mbit/s; 170 × 678 × 40 = 36.9 Mbit/s.
+        assert!(
+            fix.contains("carried 18.4 Mbit/s where it needs 36.9 Mbit/s"),
+            "{fix}"
+        );
+        assert!(!fix.contains("output small"), "{fix}");
+        // Every frame whole: no finding.
+        e.outputs = Ok(OutputWindow {
+            before: vec![output("big", 1000, 0, 170_000)],
+            after: vec![output("big", 1200, 0, 204_000)],
+            fps: 40,
+            seconds: 5.0,
+        });
+        assert!(ids(&diagnose(&e)).is_empty());
     }
 
     fn remote(
@@ -506,7 +667,7 @@ mod tests {
     fn healthy_host_has_no_findings_and_exit_0() {
         let r = diagnose(&healthy());
         assert!(r.findings.is_empty(), "{:?}", r.findings);
-        assert_eq!(r.checks.len(), 7);
+        assert_eq!(r.checks.len(), 8);
         assert_eq!(r.exit_code(), 0);
     }
 

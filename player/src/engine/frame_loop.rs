@@ -385,7 +385,12 @@ fn source_status(f: &Fetch<'_>) -> SourceStatus {
 }
 
 impl Show {
-    fn new(engine: Engine, start_ns: u64) -> Show {
+    fn new(mut engine: Engine, start_ns: u64) -> Show {
+        // The same integer period FrameClock uses.
+        let period_ns = 1_000_000_000 / u64::from(engine.fps.max(1));
+        for o in &mut engine.outputs {
+            o.set_frame_period(period_ns);
+        }
         let layout: Vec<PoleMap> = engine.outputs.iter().map(|o| o.map().clone()).collect();
         let mut len = layout
             .iter()

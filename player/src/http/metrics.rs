@@ -220,6 +220,36 @@ pub fn render(s: &Snapshot, unit: &str, version: &str, healthy: bool) -> String 
         "counter",
         "Frames cut short by any other send error, per output.",
     );
+    let mut partial = fam(
+        "pfx_output_frames_partial_total",
+        "counter",
+        "Frames of which some datagrams went but not all (torn on the pole), per output.",
+    );
+    let mut skipped = fam(
+        "pfx_output_frames_skipped_total",
+        "counter",
+        "Frames of which nothing went: the link could not carry them in time, or the socket refused the first datagram, per output.",
+    );
+    let mut whole_rate = fam(
+        "pfx_output_frames_sent_per_second",
+        "gauge",
+        "Frames sent whole per second over the last ~1 s, per output.",
+    );
+    let mut skip_rate = fam(
+        "pfx_output_frames_skipped_per_second",
+        "gauge",
+        "Frames skipped per second over the last ~1 s, per output.",
+    );
+    let mut partial_rate = fam(
+        "pfx_output_frames_partial_per_second",
+        "gauge",
+        "Frames sent in part per second over the last ~1 s, per output.",
+    );
+    let mut slowest = fam(
+        "pfx_output_slowest_datagram_frames_per_second",
+        "gauge",
+        "The datagram of a frame that went out least often over the last ~1 s and its frames per second (for sACN `datagram` is the universe), per output: after frames sent in part it names the pole rows that froze.",
+    );
     let mut errors = fam(
         "pfx_output_errors_total",
         "counter",
@@ -249,6 +279,12 @@ pub fn render(s: &Snapshot, unit: &str, version: &str, healthy: bool) -> String 
         failed
             .samples
             .push((ls.clone(), o.counters.frames_failed as f64));
+        partial
+            .samples
+            .push((ls.clone(), o.counters.frames_partial as f64));
+        skipped
+            .samples
+            .push((ls.clone(), o.counters.frames_skipped as f64));
         for (errno, n) in &o.counters.errors {
             errors.samples.push((
                 labels(&[("output", o.name.as_str()), ("errno", errno.as_str())]),
@@ -256,10 +292,40 @@ pub fn render(s: &Snapshot, unit: &str, version: &str, healthy: bool) -> String 
             ));
         }
         if let Some(r) = &o.rates {
-            drop_rate.samples.push((ls, r.frames_dropped_per_s));
+            drop_rate.samples.push((ls.clone(), r.frames_dropped_per_s));
+            whole_rate.samples.push((ls.clone(), r.frames_sent_per_s));
+            partial_rate
+                .samples
+                .push((ls.clone(), r.frames_partial_per_s));
+            skip_rate.samples.push((ls, r.frames_skipped_per_s));
+            if let (Some(slot), Some(per_s)) = (r.slowest_slot, r.slowest_slot_per_s) {
+                let slot = slot.to_string();
+                slowest.samples.push((
+                    labels(&[
+                        ("output", o.name.as_str()),
+                        ("protocol", o.protocol.as_str()),
+                        ("datagram", slot.as_str()),
+                    ]),
+                    per_s,
+                ));
+            }
         }
     }
-    fams.extend([packets, bytes, sent, dropped, failed, errors, drop_rate]);
+    fams.extend([
+        packets,
+        bytes,
+        sent,
+        dropped,
+        failed,
+        partial,
+        skipped,
+        errors,
+        drop_rate,
+        whole_rate,
+        partial_rate,
+        skip_rate,
+        slowest,
+    ]);
 
     if let Some(n) = &s.nic {
         let iface = n.interface.as_str();
@@ -527,6 +593,58 @@ mod tests {
         assert!(text.contains("role=\"standalone\""), "{text}");
         assert!(!text.contains("pfx_sync_jumps_total"), "{text}");
         assert!(!text.contains("pfx_sync_offset_seconds"), "{text}");
+    }
+
+    /// Every frame due is counted once per output, as whole, in part or skipped,
+    /// with rates, and the universe that got least is named with its rate.
+    #[test]
+    fn an_output_exports_frames_whole_in_part_and_skipped_and_its_slowest_universe() {
+        let s = Snapshot {
+            outputs: vec![pfx_api::profile::OutputStats {
+                name: "rows".into(),
+                protocol: "sacn".into(),
+                destination: "239.255.0.1:5568".into(),
+                counters: pfx_api::profile::CountersSnapshot {
+                    frames_sent: 1200,
+                    frames_partial: 30,
+                    frames_skipped: 570,
+                    ..Default::default()
+                },
+                rates: Some(pfx_api::profile::OutputRates {
+                    frames_sent_per_s: 20.0,
+                    frames_partial_per_s: 1.5,
+                    frames_skipped_per_s: 18.5,
+                    slowest_slot: Some(7),
+                    slowest_slot_per_s: Some(1.25),
+                    ..Default::default()
+                }),
+            }],
+            ..Default::default()
+        };
+        let t = render(&s, "u", "0.1.0", true);
+        let l = "{output=\"rows\",protocol=\"sacn\",destination=\"239.255.0.1:5568\"}";
+        for (name, v) in [
+            ("pfx_output_frames_sent_total", "1200"),
+            ("pfx_output_frames_partial_total", "30"),
+            ("pfx_output_frames_skipped_total", "570"),
+            ("pfx_output_frames_sent_per_second", "20"),
+            ("pfx_output_frames_partial_per_second", "1.5"),
+            ("pfx_output_frames_skipped_per_second", "18.5"),
+        ] {
+            assert!(t.contains(&format!("{name}{l} {v}\n")), "{name}: {t}");
+        }
+        assert!(
+            t.contains("pfx_output_slowest_datagram_frames_per_second{output=\"rows\",protocol=\"sacn\",datagram=\"7\"} 1.25\n"),
+            "{t}"
+        );
+        // Before two readings there is no rate and no slowest datagram (absent, not 0).
+        let mut s = s;
+        s.outputs[0].rates = None;
+        let t = render(&s, "u", "0.1.0", true);
+        assert!(
+            !t.contains("pfx_output_slowest_datagram_frames_per_second{"),
+            "{t}"
+        );
     }
 
     #[test]

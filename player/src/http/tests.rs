@@ -146,6 +146,29 @@ async fn metrics_health_history_and_dashboard() {
         "{urls:?}"
     );
     assert!(!body.contains("<link") && !body.contains("src="));
+    // Per output, frames whole, in part and skipped (totals and per second) and
+    // the universe that got least, read from /profile's fields of those names.
+    for col in [
+        "<th>whole</th>",
+        "<th>in part</th>",
+        "<th>skipped</th>",
+        "<th>whole/s</th>",
+        "<th>in part/s</th>",
+        "<th>skipped/s</th>",
+        "<th>slowest universe (frames/s)</th>",
+    ] {
+        assert!(body.contains(col), "{col}");
+    }
+    for field in [
+        "o.frames_sent",
+        "o.frames_partial",
+        "o.frames_skipped",
+        "frames_partial_per_s",
+        "frames_skipped_per_s",
+        "slowest_slot_per_s",
+    ] {
+        assert!(body.contains(field), "{field}");
+    }
 
     // /history within about a second; ?since= filters
     let mut pts = serde_json::Value::Null;
@@ -270,6 +293,9 @@ async fn profile_json_matches_the_golden_file() {
     counters.bytes.store(275_616_000, Relaxed);
     counters.frames_sent.store(215_990, Relaxed);
     counters.frames_dropped.store(10, Relaxed);
+    // A two-universe pole: 2 × (126 + 510) bytes.
+    counters.frame_bytes.store(1272, Relaxed);
+    counters.frame_datagrams.store(2, Relaxed);
     for _ in 0..10 {
         counters.count_errno(libc::EAGAIN);
     }

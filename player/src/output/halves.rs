@@ -13,6 +13,7 @@
 use std::ops::Range;
 use std::os::fd::RawFd;
 
+use super::admit::Rotation;
 use super::send::{SendOutcome, Sender};
 use super::split::Worker;
 use crate::geometry::{Brightness, PoleMap, map_pole};
@@ -111,6 +112,10 @@ pub struct Part {
     encoder: sacn::Encoder,
     batch: Datagrams,
     sender: Sender,
+    /// Where this half's next frame starts (after one was cut short).
+    rotation: Rotation,
+    /// The last send: where it started and how many datagrams went.
+    last: (usize, usize),
 }
 
 impl Part {
@@ -125,6 +130,8 @@ impl Part {
             encoder: sacn::Encoder::new(cfg, span.bytes.len()),
             batch: Datagrams::new(n, slot_len),
             sender: Sender::new(n),
+            rotation: Rotation::default(),
+            last: (0, 0),
             span,
         }
     }
@@ -178,7 +185,13 @@ impl Part {
 
     fn send(&mut self, fd: RawFd, dontwait: bool, times: &mut HalfTimes) -> SendOutcome {
         let t = mono_ns();
-        let out = self.sender.send(fd, &self.batch, dontwait);
+        let n = self.batch.len();
+        let start = self.rotation.start;
+        let out = self
+            .sender
+            .send_rotated(fd, &self.batch, 0..n, n, start, dontwait);
+        self.last = (start, out.sent);
+        self.rotation.after(n, out.sent);
         times.wire_ns += mono_ns() - t;
         out
     }
@@ -290,6 +303,19 @@ impl Halves {
             }
         }
         r
+    }
+
+    /// Each half's last send as (first universe index, universes, start, sent), for the
+    /// per-universe count of a frame sent in part.
+    pub fn last_sends(&self) -> [(usize, usize, usize, usize); 2] {
+        self.parts.each_ref().map(|p| {
+            (
+                p.span.universes.start,
+                p.span.universes.len(),
+                p.last.0,
+                p.last.1,
+            )
+        })
     }
 
     /// Stream-terminated packets, three times, half by half, from the calling thread.

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use socket2::Socket;
 use uuid::Uuid;
 
+use super::admit::{Admit, Rotation, Verdict, truesize};
 use super::counters::OutputCounters;
 use super::halves::{self, Fill, FrameResult, HalfTimes, Halves, Part, Render};
 use super::ratelimit::RateLimit;
@@ -15,7 +16,8 @@ use super::split::{SPLIT_MIN_DATAGRAMS, Splitter};
 use crate::config::Protocol;
 use crate::config::show::ResolvedOutput;
 use crate::geometry::PoleMap;
-use crate::sys::net::interface_index;
+use crate::sys::net::{interface_index, send_queue_bytes};
+use crate::sys::time::mono_ns;
 use crate::wire::{Datagrams, bigpacket, ddp, sacn};
 
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +73,24 @@ pub struct Output {
     lost_interface: bool,
     last_rebind: Option<Instant>,
     log: RateLimit,
+    /// Whole frames at the link's rate (None: every frame is sent as far as the socket
+    /// takes it, the measured baseline and the blocking one).
+    admit: Option<Admit>,
+    /// Where the next frame of a single batch starts, after one was cut short.
+    rotation: Rotation,
+    /// The last single-batch frame went whole.
+    last_whole: bool,
+    /// Datagrams at the end of a frame's batch that stay last: the sACN sync packet,
+    /// DDP's PUSH packet.
+    tail: usize,
+}
+
+/// What `gate` decided for the frame due now.
+enum Gate {
+    /// Send it; with the rule in force, the bytes queued below the socket just before.
+    Send(Option<u64>),
+    /// Skip it whole (counted).
+    Skip,
 }
 
 /// How an output uses a second thread.
@@ -79,7 +99,7 @@ enum Helper {
     None,
     /// The helper sends the second half of each frame's batch (a large DDP or bigPacket
     /// output: its encoding does not split by universe).
-    Send(Splitter),
+    Send(Box<Splitter>),
     /// A large sACN output: each half of the universes is rendered, encoded and sent on
     /// its own thread (see `halves`).
     Halves(Box<Halves>),
@@ -216,10 +236,38 @@ impl Output {
         let helper = if let Some(parts) = halves {
             Halves::new(parts).map_or_else(no_thread, |h| Helper::Halves(Box::new(h)))
         } else if per_frame >= SPLIT_MIN_DATAGRAMS && !opts.socket.blocking {
-            Splitter::spawn(slots).map_or_else(no_thread, Helper::Send)
+            Splitter::spawn(slots).map_or_else(no_thread, |s| Helper::Send(Box::new(s)))
         } else {
             Helper::None
         };
+        // What a frame costs in the socket's accounting, for the admission rule.
+        let costs: Vec<u64> = shape.datagrams.iter().map(|&l| truesize(l, mtu)).collect();
+        let admit = if opts.socket.blocking || opts.socket.send_every_frame {
+            None
+        } else {
+            let sndbuf = crate::sys::net::send_buffer_bytes(socket.as_raw_fd()).unwrap_or(0);
+            // 40 fps until the loop says (`set_frame_period`).
+            Some(Admit::new(&costs, sndbuf, 25_000_000))
+        };
+        let tail = match (&encoder, p.protocol) {
+            (Encoder::Sacn(e), _) => usize::from(e.config().sync_universe.is_some()),
+            (_, Protocol::Ddp) => 1,
+            _ => 0,
+        };
+        let slot_base = match &encoder {
+            Encoder::Sacn(e) => u64::from(e.config().first_universe),
+            _ => 0,
+        };
+        let counters = Arc::new(OutputCounters::with_slots(
+            per_frame.saturating_sub(tail),
+            slot_base,
+        ));
+        {
+            use std::sync::atomic::Ordering::Relaxed;
+            let bytes: usize = shape.datagrams.iter().sum();
+            counters.frame_bytes.store(bytes as u64, Relaxed);
+            counters.frame_datagrams.store(per_frame as u64, Relaxed);
+        }
         // In halves the parts hold the frame's datagrams; the output's own batch carries
         // only the sync packet and the discovery pages.
         let batch = match &helper {
@@ -245,13 +293,58 @@ impl Output {
             helper,
             batch,
             pixels: vec![0; channels],
-            counters: Arc::new(OutputCounters::default()),
+            counters,
             dontwait: !opts.socket.blocking,
             interface: opts.socket.interface.clone(),
             lost_interface: false,
             last_rebind: None,
             log: RateLimit::new(Duration::from_secs(5)),
+            admit,
+            rotation: Rotation::default(),
+            last_whole: true,
+            tail,
         })
+    }
+
+    /// The show's frame period: admission keeps each frame within two of them.
+    pub fn set_frame_period(&mut self, period_ns: u64) {
+        if let Some(a) = &mut self.admit {
+            a.set_period(period_ns);
+        }
+    }
+
+    /// Whether the frame due now goes out (see `admit`); a skip is counted here. A queue
+    /// that cannot be read sends, as before there was a rule.
+    fn gate(&mut self) -> Gate {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(a) = self.admit.as_mut() else {
+            return Gate::Send(None);
+        };
+        // The clock on both sides of the reading: a reading interrupted between the ioctl
+        // and the clock must not measure a rate (`admit::READ_MAX_NS`).
+        let t0 = mono_ns();
+        let Ok(q) = send_queue_bytes(self.socket.as_raw_fd()) else {
+            return Gate::Send(None);
+        };
+        let t1 = mono_ns();
+        match a.decide_read(q, t1, t1 - t0, super::queue_keeps_newest()) {
+            Verdict::Send => Gate::Send(Some(q)),
+            Verdict::SkipNoRoom | Verdict::SkipBacklog => {
+                self.counters.frames_skipped.fetch_add(1, Relaxed);
+                Gate::Skip
+            }
+        }
+    }
+
+    /// After a frame's send, so the rule learns what the link drained.
+    fn after_frame(&mut self, before: Option<u64>, whole: bool) {
+        if let (Some(a), Some(before)) = (&mut self.admit, before) {
+            let t0 = mono_ns();
+            if let Ok(q) = send_queue_bytes(self.socket.as_raw_fd()) {
+                let t1 = mono_ns();
+                a.sent_read(before, q, t1, t1 - t0, whole);
+            }
+        }
     }
 
     pub fn map(&self) -> &PoleMap {
@@ -311,6 +404,9 @@ impl Output {
             self.send_frame(0);
             return HalfTimes::default();
         }
+        let Gate::Send(before) = self.gate() else {
+            return HalfTimes::default();
+        };
         let map = self.map.clone();
         let render = Render {
             channels,
@@ -318,11 +414,13 @@ impl Output {
             map: &map,
             brightness,
         };
-        self.frame_in_halves(Some(render))
+        self.frame_in_halves(Some(render), before)
     }
 
-    /// A frame of an output in halves, then its sync packet once both halves are out.
-    fn frame_in_halves(&mut self, render: Option<Render<'_>>) -> HalfTimes {
+    /// A frame of an output in halves, then its sync packet once both halves are out:
+    /// only when every universe of the frame went (a receiver that waits for sync then
+    /// never shows a torn frame; it shows the next whole one).
+    fn frame_in_halves(&mut self, render: Option<Render<'_>>, before: Option<u64>) -> HalfTimes {
         let fd = self.socket.as_raw_fd();
         let Helper::Halves(h) = &mut self.helper else {
             return HalfTimes::default();
@@ -339,13 +437,23 @@ impl Output {
         }
         self.batch.clear();
         if let Encoder::Sacn(e) = &mut self.encoder
+            && outcome.errno.is_none()
+            && outcome.sent == datagrams
             && e.encode_sync(&mut self.batch).is_ok()
             && !self.batch.is_empty()
-            && outcome.errno.is_none()
         {
             outcome = outcome.merge(self.sender.send(fd, &self.batch, self.dontwait));
         }
-        self.account(outcome, true, datagrams + self.batch.len());
+        let of = datagrams + usize::from(self.tail > 0);
+        if outcome.sent < of
+            && let Helper::Halves(h) = &self.helper
+        {
+            for (offset, body, start, sent) in h.last_sends() {
+                self.counters.count_partial(offset, body, start, sent);
+            }
+        }
+        self.account(outcome, true, of);
+        self.after_frame(before, outcome.sent == of);
         times
     }
 
@@ -360,8 +468,11 @@ impl Output {
     /// Encodes the current pixels and sends them. Never blocks unless the output was
     /// opened in blocking mode.
     pub fn send_frame(&mut self, timestamp_us: u64) {
+        let Gate::Send(before) = self.gate() else {
+            return;
+        };
         if self.renders_in_halves() {
-            self.frame_in_halves(None);
+            self.frame_in_halves(None, before);
             return;
         }
         self.batch.clear();
@@ -383,6 +494,8 @@ impl Output {
             return;
         }
         self.flush(true);
+        let whole = self.last_whole;
+        self.after_frame(before, whole);
     }
 
     /// sACN universe discovery (E1.31 §8), every 10 s by the loop's background stage.
@@ -455,13 +568,37 @@ impl Output {
 
     fn flush(&mut self, is_frame: bool) {
         let fd = self.socket.as_raw_fd();
+        let n = self.batch.len();
         let outcome = match &mut self.helper {
             Helper::Send(split) if is_frame => {
-                split.send(fd, &self.batch, &mut self.sender, self.dontwait)
+                let o = split.send(fd, &self.batch, &mut self.sender, self.dontwait, self.tail);
+                if o.sent < n {
+                    for (offset, body, start, sent) in split.last_sends() {
+                        self.counters.count_partial(offset, body, start, sent);
+                    }
+                }
+                o
+            }
+            _ if is_frame => {
+                // The universes (or DDP's data packets) start where the last cut frame
+                // stopped; sync and PUSH stay last.
+                let body = n.saturating_sub(self.tail);
+                let start = self.rotation.start;
+                let o = self
+                    .sender
+                    .send_rotated(fd, &self.batch, 0..n, body, start, self.dontwait);
+                if o.sent < n {
+                    self.counters.count_partial(0, body, start, o.sent);
+                }
+                self.rotation.after(body, o.sent);
+                o
             }
             _ => self.sender.send(fd, &self.batch, self.dontwait),
         };
-        self.account(outcome, is_frame, self.batch.len());
+        if is_frame {
+            self.last_whole = outcome.sent == n;
+        }
+        self.account(outcome, is_frame, n);
     }
 
     /// Counts what a send did (`of` datagrams were due) and logs a failure, rate-limited.
@@ -471,10 +608,16 @@ impl Output {
         let c = &self.counters;
         c.packets.fetch_add(sent as u64, Relaxed);
         c.bytes.fetch_add(bytes as u64, Relaxed);
-        let Some(e) = errno else {
-            if is_frame {
-                c.frames_sent.fetch_add(1, Relaxed);
+        if is_frame {
+            // Every frame due is one of these three.
+            match sent {
+                s if s >= of => &c.frames_sent,
+                0 => &c.frames_skipped,
+                _ => &c.frames_partial,
             }
+            .fetch_add(1, Relaxed);
+        }
+        let Some(e) = errno else {
             return;
         };
         c.count_errno(e);
@@ -528,6 +671,7 @@ mod tests {
                 multicast_ttl: 0,
                 multicast_loop: false,
                 blocking: false,
+                send_every_frame: false,
                 send_buffer: None,
             },
             cid: Uuid::nil(),

@@ -68,14 +68,34 @@ impl Sender {
         range: Range<usize>,
         dontwait: bool,
     ) -> SendOutcome {
+        self.send_rotated(fd, batch, range, 0, 0, dontwait)
+    }
+
+    /// `send_range`, with the range's first `body` datagrams in rotated order: from
+    /// `start` (an index within the body) to the body's end, then from its beginning; the
+    /// datagrams after the body (a sync packet, DDP's PUSH packet) go last, in order, and
+    /// only once every datagram before them went. `SendOutcome::sent` counts in this
+    /// order, so the first datagram that did not go is the body's `(start + sent) % body`.
+    pub fn send_rotated(
+        &mut self,
+        fd: RawFd,
+        batch: &Datagrams,
+        range: Range<usize>,
+        body: usize,
+        start: usize,
+        dontwait: bool,
+    ) -> SendOutcome {
         let first = range.start;
         let n = range
             .end
             .min(batch.len())
             .saturating_sub(first)
             .min(self.msgs.len());
+        let body = body.min(n);
+        let start = if body == 0 { 0 } else { start % body };
         for i in 0..n {
-            let (data, dest) = batch.get(first + i);
+            let at = if i < body { (start + i) % body } else { i };
+            let (data, dest) = batch.get(first + at);
             self.addrs[i] = libc::sockaddr_in {
                 sin_family: libc::AF_INET as libc::sa_family_t,
                 sin_port: dest.port().to_be(),

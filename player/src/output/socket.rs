@@ -12,6 +12,9 @@ pub struct SocketOptions {
     pub multicast_loop: bool,
     /// The measured baseline only: a blocking socket, as a naive player has.
     pub blocking: bool,
+    /// The measured baseline only: send every frame as far as the socket takes it, as
+    /// pfx did before whole frames at the link's rate (docs/nic.md, "Whole frames").
+    pub send_every_frame: bool,
     /// `SO_SNDBUF` in bytes; None keeps the kernel default.
     pub send_buffer: Option<usize>,
 }

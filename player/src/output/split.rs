@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
+use super::admit::Rotation;
 use super::send::{SendOutcome, Sender};
 use crate::sys::time::thread_cpu_ns;
 use crate::wire::Datagrams;
@@ -162,6 +163,10 @@ pub struct Splitter {
     worker: Worker,
     /// The helper's own `sendmmsg` arrays.
     remote: Sender,
+    /// Where each half's next frame starts (after one was cut short).
+    rotation: [Rotation; 2],
+    /// The last frame's halves as (offset, body, start, sent).
+    last: [(usize, usize, usize, usize); 2],
 }
 
 impl Splitter {
@@ -170,6 +175,8 @@ impl Splitter {
         Ok(Splitter {
             worker: Worker::spawn()?,
             remote: Sender::new(capacity),
+            rotation: [Rotation::default(); 2],
+            last: [(0, 0, 0, 0); 2],
         })
     }
 
@@ -179,23 +186,42 @@ impl Splitter {
 
     /// Sends the batch's first half on the calling thread with `local` and the second half
     /// on the helper, concurrently, and returns once both are in the kernel. If the helper
-    /// died, the caller sends its half too, so a frame is never silently short.
+    /// died, the caller sends its half too, so a frame is never silently short. The last
+    /// `tail` datagrams (DDP's PUSH packet) go last in the second half; the rest of each
+    /// half starts where that half's previous frame was cut.
     pub fn send(
         &mut self,
         fd: RawFd,
         batch: &Datagrams,
         local: &mut Sender,
         dontwait: bool,
+        tail: usize,
     ) -> SendOutcome {
         let n = batch.len();
         let mid = n / 2;
+        let bodies = [mid, (n - mid).saturating_sub(tail)];
+        let [ra, rb] = self.rotation;
         let remote = &mut self.remote;
         let (first, second) = self.worker.join(
-            || local.send_range(fd, batch, 0..mid, dontwait),
-            || remote.send_range(fd, batch, mid..n, dontwait),
+            || local.send_rotated(fd, batch, 0..mid, bodies[0], ra.start, dontwait),
+            || remote.send_rotated(fd, batch, mid..n, bodies[1], rb.start, dontwait),
         );
-        let second = second.unwrap_or_else(|| local.send_range(fd, batch, mid..n, dontwait));
+        let second = second.unwrap_or_else(|| {
+            local.send_rotated(fd, batch, mid..n, bodies[1], rb.start, dontwait)
+        });
+        self.last = [
+            (0, bodies[0], ra.start, first.sent),
+            (mid, bodies[1], rb.start, second.sent),
+        ];
+        self.rotation[0].after(bodies[0], first.sent);
+        self.rotation[1].after(bodies[1], second.sent);
         first.merge(second)
+    }
+
+    /// The last frame's halves as (offset, body, start, sent), for the per-datagram count
+    /// of a frame sent in part.
+    pub fn last_sends(&self) -> [(usize, usize, usize, usize); 2] {
+        self.last
     }
 }
 

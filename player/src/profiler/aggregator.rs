@@ -98,6 +98,9 @@ impl Aggregator {
 pub struct RateTracker {
     prev: Option<(CountersSnapshot, f64)>,
     pub rates: Option<OutputRates>,
+    /// Each datagram's frames at the previous reading, and when.
+    slots_prev: Option<(Vec<u64>, f64)>,
+    slowest: Option<(u64, f64)>,
 }
 
 impl RateTracker {
@@ -110,25 +113,56 @@ impl RateTracker {
                 Some(sent),
                 Some(dropped),
                 Some(failed),
+                Some(partial),
+                Some(skipped),
             ) = (
                 r(p.packets, cur.packets),
                 r(p.bytes, cur.bytes),
                 r(p.frames_sent, cur.frames_sent),
                 r(p.frames_dropped, cur.frames_dropped),
                 r(p.frames_failed, cur.frames_failed),
+                r(p.frames_partial, cur.frames_partial),
+                r(p.frames_skipped, cur.frames_skipped),
             ) {
+                let (slowest_slot, slowest_slot_per_s) = match self.slowest {
+                    Some((s, r)) => (Some(s), Some(r)),
+                    None => (None, None),
+                };
                 self.rates = Some(OutputRates {
+                    slowest_slot,
+                    slowest_slot_per_s,
                     packets_per_s,
                     bytes_per_s,
                     frames_sent_per_s: sent,
                     frames_dropped_per_s: dropped,
                     frames_failed_per_s: failed,
+                    frames_partial_per_s: partial,
+                    frames_skipped_per_s: skipped,
                 });
             } else {
                 return;
             }
         }
         self.prev = Some((cur.clone(), t_s));
+    }
+
+    /// Each datagram's frames (`OutputCounters::slot_frames`) at `t_s`: the slowest
+    /// datagram's rate since the previous reading, named `base + index`. Call before
+    /// `update` with the same time.
+    pub fn update_slots(&mut self, cur: &[u64], base: u64, t_s: f64) {
+        if let Some((prev, pt)) = &self.slots_prev
+            && prev.len() == cur.len()
+            && t_s > *pt
+        {
+            self.slowest = cur
+                .iter()
+                .zip(prev)
+                .enumerate()
+                .map(|(i, (c, p))| (i, c.saturating_sub(*p) as f64 / (t_s - pt)))
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(i, r)| (base + i as u64, r));
+        }
+        self.slots_prev = Some((cur.to_vec(), t_s));
     }
 }
 
@@ -188,6 +222,20 @@ mod tests {
         assert_eq!(t.stages[3].max_us, 50_000.0);
         assert_eq!(t.frames, 600);
         assert!(w.frames <= 300 && w.frames >= 299, "{}", w.frames);
+    }
+
+    #[test]
+    fn the_slowest_datagram_is_named_with_its_rate() {
+        let mut r = RateTracker::default();
+        let c = CountersSnapshot::default();
+        r.update_slots(&[10, 10, 10], 1, 0.0);
+        r.update(&c, 0.0);
+        // Universes 1 and 3 got 20 frames in 2 s, universe 2 only 2.
+        r.update_slots(&[30, 12, 30], 1, 2.0);
+        r.update(&c, 2.0);
+        let rates = r.rates.expect("rates after two readings");
+        assert_eq!(rates.slowest_slot, Some(2));
+        assert_eq!(rates.slowest_slot_per_s, Some(1.0));
     }
 
     #[test]

@@ -299,6 +299,7 @@ fn run(
     fps_target: u32,
 ) {
     let mut rates: Vec<RateTracker> = outputs.iter().map(|_| RateTracker::default()).collect();
+    let mut slots: Vec<u64> = Vec::new();
     let mut last_point = Instant::now();
     // Loop clock ↔ wall clock: the newest frame's at_ns and when we received it, so the
     // window keeps rotating on the loop's clock while the loop is stalled.
@@ -330,6 +331,8 @@ fn run(
             let counters = o.counters.snapshot();
             let t_s = sh.started.elapsed().as_secs_f64();
             if point_due {
+                o.counters.slot_frames(&mut slots);
+                r.update_slots(&slots, o.counters.slot_base, t_s);
                 r.update(&counters, t_s);
             }
             outs.push(OutputStats {

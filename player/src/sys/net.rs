@@ -76,6 +76,43 @@ pub fn set_int_option(
     }
 }
 
+/// Bytes a socket has handed to the kernel that have not yet left the host (SIOCOUTQ): for
+/// UDP, the buffer memory (`truesize`, about twice a small datagram's length) of every
+/// datagram still in the interface's queue or the driver's ring. It falls as the link
+/// drains them, so it is how the output sees a link that is slower than the show.
+pub fn send_queue_bytes(fd: RawFd) -> io::Result<u64> {
+    let mut v: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ (TIOCOUTQ) writes one c_int through the pointer, which is live.
+    let rc = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut v as *mut libc::c_int) };
+    if rc == 0 {
+        Ok(u64::try_from(v).unwrap_or(0))
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The socket's send buffer as the kernel enforces it (SO_SNDBUF read back: the doubled
+/// value, in the same `truesize` bytes as `send_queue_bytes`).
+pub fn send_buffer_bytes(fd: RawFd) -> io::Result<u64> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the pointers describe a live c_int and its length.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(u64::try_from(v).unwrap_or(0))
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// `IP_MULTICAST_IF` by interface index with `ip_mreqn`, which works whether or not the
 /// interface has an IPv4 address.
 pub fn set_multicast_ifindex(fd: RawFd, ifindex: u32) -> io::Result<()> {
