@@ -144,8 +144,9 @@ pub fn check_name(what: &str, w: &str) -> Result<(), ControlError> {
     }
 }
 
-/// A brightness factor as written: plain decimal digits with at most one `.` (no sign,
-/// exponent, `inf` or `nan`), 0 ..= [`MAX_FACTOR`].
+/// A brightness factor as written: plain decimal digits with at most one `.` and at most
+/// 4 digits after it (no sign, exponent, `inf` or `nan`), 0 ..= [`MAX_FACTOR`]; so it
+/// renders back ([`format_factor`]) to the same value.
 pub fn parse_factor(w: &str) -> Result<f64, ControlError> {
     let bad = || {
         ControlError(format!(
@@ -154,7 +155,14 @@ pub fn parse_factor(w: &str) -> Result<f64, ControlError> {
     };
     let digits = w.bytes().filter(u8::is_ascii_digit).count();
     let dots = w.bytes().filter(|b| *b == b'.').count();
-    if w.is_empty() || w.len() > 12 || digits == 0 || dots > 1 || digits + dots != w.len() {
+    let decimals = w.split_once('.').map_or(0, |(_, d)| d.len());
+    if w.is_empty()
+        || w.len() > 12
+        || digits == 0
+        || dots > 1
+        || decimals > 4
+        || digits + dots != w.len()
+    {
         return Err(bad());
     }
     let f: f64 = w.parse().map_err(|_| bad())?;
@@ -376,6 +384,7 @@ mod tests {
         );
         for f in [
             "-1", "+1", "1e0", "inf", "nan", "4.01", "5", "", ".", "1.2.3", "0x1", " 1",
+            "0.12345",
         ] {
             let e = Action::from_words(&["brightness", f]).unwrap_err().0;
             assert!(e.contains("from 0 to 4"), "{f}: {e}");
@@ -405,6 +414,10 @@ mod tests {
         assert_eq!(format_factor(0.0), "0");
         assert_eq!(format_factor(0.33333), "0.3333");
         assert_eq!(parse_factor(&format_factor(0.25)).unwrap(), 0.25);
+        for w in ["0.1234", "1.5", "0", "4", "3.9999", "0.0001"] {
+            let f = parse_factor(w).unwrap();
+            assert_eq!(parse_factor(&format_factor(f)).unwrap(), f, "{w}");
+        }
     }
 
     #[test]
