@@ -383,8 +383,7 @@ mod tests {
             "{e}"
         );
         for f in [
-            "-1", "+1", "1e0", "inf", "nan", "4.01", "5", "", ".", "1.2.3", "0x1", " 1",
-            "0.12345",
+            "-1", "+1", "1e0", "inf", "nan", "4.01", "5", "", ".", "1.2.3", "0x1", " 1", "0.12345",
         ] {
             let e = Action::from_words(&["brightness", f]).unwrap_err().0;
             assert!(e.contains("from 0 to 4"), "{f}: {e}");

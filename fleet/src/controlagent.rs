@@ -107,9 +107,7 @@ fn unreached(o: &ControlOpts, action: &Action, by: &str, from: &str, why: String
             };
             let r = serde_json::to_vec_pretty(&state)
                 .map_err(|e| e.to_string())
-                .and_then(|b| {
-                    pfx_store::held::write(&o.store_root, &b).map_err(|e| e.to_string())
-                });
+                .and_then(|b| pfx_store::held::write(&o.store_root, &b).map_err(|e| e.to_string()));
             match r {
                 Ok(()) => {
                     a.held_on_disk = Some(true);
@@ -173,7 +171,10 @@ pub fn run(o: &ControlOpts, action: &Action, by: &str, from: &str) -> (ControlAn
                     action,
                     by,
                     from,
-                    format!("its answer is not a control answer ({e}): {:?}", text.trim()),
+                    format!(
+                        "its answer is not a control answer ({e}): {:?}",
+                        text.trim()
+                    ),
                 ),
                 false,
             ),

@@ -160,24 +160,18 @@ pub fn control(
         .collect();
     let n = targets.len();
     let (tx, rx) = mpsc::channel();
-    let workers = crate::pool::spawn(
-        targets,
-        o.parallel,
-        None,
-        None,
-        move |i, u: UnitRow, _| {
-            let prefix = prefixes.get(&u.unit_id).cloned().unwrap_or_default();
-            let args = ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote(&prefix, &verb));
-            let raw = ssh::run(
-                &ssh_cfg.ssh,
-                &args,
-                None,
-                Duration::from_secs(ssh_cfg.command_timeout_s),
-            );
-            let got = answer::<ControlAnswer>(&raw, &u.unit_id, "control", ssh_cfg.command_timeout_s);
-            tx.send((i, row(&u, got))).is_ok()
-        },
-    );
+    let workers = crate::pool::spawn(targets, o.parallel, None, None, move |i, u: UnitRow, _| {
+        let prefix = prefixes.get(&u.unit_id).cloned().unwrap_or_default();
+        let args = ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote(&prefix, &verb));
+        let raw = ssh::run(
+            &ssh_cfg.ssh,
+            &args,
+            None,
+            Duration::from_secs(ssh_cfg.command_timeout_s),
+        );
+        let got = answer::<ControlAnswer>(&raw, &u.unit_id, "control", ssh_cfg.command_timeout_s);
+        tx.send((i, row(&u, got))).is_ok()
+    });
     let mut rows: Vec<(usize, ControlRow)> = Vec::with_capacity(n);
     for (i, r) in rx {
         let state = match r.state.as_str() {
@@ -266,9 +260,10 @@ mod tests {
             r.effective_utc.as_deref(),
             Some("2026-01-01 00:00:00.123456 UTC")
         );
-        assert!(line(&Action::Blackout, &r).contains(
-            "u1: blackout: its poles were told at 2026-01-01 00:00:00.123456 UTC"
-        ));
+        assert!(
+            line(&Action::Blackout, &r)
+                .contains("u1: blackout: its poles were told at 2026-01-01 00:00:00.123456 UTC")
+        );
         let refused = ControlAnswer {
             unit: "u1".into(),
             error: Some("play: no playlist \"x\"; its playlists are `a`".into()),

@@ -852,7 +852,10 @@ mod tests {
             assert!(e.starts_with("control"), "{bad:?}: {e}");
         }
         let e = parse_command(Some("control dim")).unwrap_err();
-        assert!(e.contains("the actions are blackout, stop, play PLAYLIST"), "{e}");
+        assert!(
+            e.contains("the actions are blackout, stop, play PLAYLIST"),
+            "{e}"
+        );
         let e = parse_command(Some("control test rainbow")).unwrap_err();
         assert!(e.contains("`id`, `walk`, `red`"), "{e}");
         for bad in [

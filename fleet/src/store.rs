@@ -816,8 +816,18 @@ mod tests {
             .begin_run("control blackout", Some("a"), "alice", "[]", 10)
             .unwrap();
         assert!(
-            s.record_control(run, "u1", Some("a"), UnitState::Done, "blackout", None, None, None, 11)
-                .is_err(),
+            s.record_control(
+                run,
+                "u1",
+                Some("a"),
+                UnitState::Done,
+                "blackout",
+                None,
+                None,
+                None,
+                11
+            )
+            .is_err(),
             "done needs the unit's answer"
         );
         s.record_control(
@@ -835,7 +845,12 @@ mod tests {
         let h = s.history(10).unwrap();
         assert_eq!(h.len(), 1);
         assert_eq!(
-            (h[0].kind.as_str(), h[0].operator.as_str(), h[0].target.as_str(), h[0].state.as_str()),
+            (
+                h[0].kind.as_str(),
+                h[0].operator.as_str(),
+                h[0].target.as_str(),
+                h[0].state.as_str()
+            ),
             ("control blackout", "alice", "u1", "done")
         );
         assert_eq!(h[0].recorded_ms, 12);

@@ -139,7 +139,10 @@ fn control_verbs_reach_the_player_checked_word_by_word_and_logged() {
         let s = seen.lock().unwrap();
         assert_eq!(s.len(), 1);
         assert_eq!(s[0].action, Action::Blackout);
-        assert_eq!((s[0].by.as_str(), s[0].from.as_str()), ("alice", "10.0.0.5"));
+        assert_eq!(
+            (s[0].by.as_str(), s[0].from.as_str()),
+            ("alice", "10.0.0.5")
+        );
     }
     let (code, out, _) = dispatch(&u, "control test walk --output pole-3 --by alice");
     assert_eq!(code, 0);
@@ -148,8 +151,14 @@ fn control_verbs_reach_the_player_checked_word_by_word_and_logged() {
     // Refused by the dispatcher: exit 126, the choices named, nothing reaches the player.
     for (cmd, want) in [
         ("control blackout; id", "unknown action \"blackout;\""),
-        ("control dim", "the actions are blackout, stop, play PLAYLIST"),
-        ("control test rainbow", "`id`, `walk`, `red`, `green`, `blue` or `white`"),
+        (
+            "control dim",
+            "the actions are blackout, stop, play PLAYLIST",
+        ),
+        (
+            "control test rainbow",
+            "`id`, `walk`, `red`, `green`, `blue` or `white`",
+        ),
         ("control brightness 9", "from 0 to 4"),
         ("control brightness 0.5e1", "from 0 to 4"),
         ("control play ../../etc/passwd", "a name of 1 to 64"),
@@ -159,9 +168,16 @@ fn control_verbs_reach_the_player_checked_word_by_word_and_logged() {
     ] {
         let (code, out, err) = dispatch(&u, cmd);
         assert_eq!(code, 126, "{cmd}: {out} {err}");
-        assert!(err.contains("refused") && err.contains(want), "{cmd}: {err}");
+        assert!(
+            err.contains("refused") && err.contains(want),
+            "{cmd}: {err}"
+        );
     }
-    assert_eq!(seen.lock().unwrap().len(), 2, "no refused request reached the player");
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        2,
+        "no refused request reached the player"
+    );
 
     // Refused by the player (a playlist its show does not have): exit 1, its reason.
     let (code, out, _) = dispatch(&u, "control play encore --by alice");
@@ -189,7 +205,164 @@ fn control_verbs_reach_the_player_checked_word_by_word_and_logged() {
     assert_eq!(a.held_on_disk, Some(true));
     assert!(pfx_store::held::path(&u.data).is_file());
     let (_, out, _) = dispatch(&u, "control resume --by alice");
-    assert!(answer(&out).note.unwrap().contains("starts with its schedule"));
+    assert!(
+        answer(&out)
+            .note
+            .unwrap()
+            .contains("starts with its schedule")
+    );
     assert!(!pfx_store::held::path(&u.data).exists());
     drop(u.dir);
+}
+
+/// `pfx-fleet control` end to end on three units: two whose "ssh" (a stand-in program
+/// named by the fleet config's `ssh.ssh`) runs the real `pfx-agent dispatch` with the
+/// request in SSH_ORIGINAL_COMMAND, each with its own player stand-in, and one that is
+/// unreachable (ssh exits 255, "Connection refused").
+#[test]
+fn pfx_fleet_control_acts_on_every_unit_reports_the_silent_one_and_records_it() {
+    if !root() {
+        eprintln!("skipped: the dispatcher trusts only a root-owned config (run as root)");
+        return;
+    }
+    let u1 = unit();
+    let u2 = unit();
+    let seen1 = player(&u1.sock);
+    let seen2 = player(&u2.sock);
+    // Each unit's config says its own id.
+    for (u, id) in [(&u1, "u1"), (&u2, "u2")] {
+        let t = std::fs::read_to_string(&u.cfg).unwrap();
+        std::fs::write(&u.cfg, t.replace("unit_id: u1", &format!("unit_id: {id}"))).unwrap();
+    }
+    let d = tempfile::tempdir().unwrap();
+    let ssh = d.path().join("ssh");
+    std::fs::write(
+        &ssh,
+        format!(
+            "#!/bin/sh\n# ssh ... HOST -- WORDS: the host before `--`, the remote command after it.\nprev=; cmd=; after=\nfor a; do\n  if [ -n \"$after\" ]; then cmd=\"$cmd${{cmd:+ }}$a\"; elif [ \"$a\" = -- ]; then after=1; host=$prev; else prev=$a; fi\ndone\ncase \"$host\" in\n  *127.0.0.1) cfg={};;\n  *127.0.0.2) cfg={};;\n  *) echo \"ssh: connect to host $host port 22: Connection refused\" >&2; exit 255;;\nesac\nSSH_ORIGINAL_COMMAND=\"$cmd\" SSH_CLIENT='10.9.9.9 40000 22' SUDO_USER=pfx exec {} dispatch --config \"$cfg\"\n",
+            u1.cfg.display(),
+            u2.cfg.display(),
+            env!("CARGO_BIN_EXE_pfx-agent")
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let fleet = d.path().join("fleet.yaml");
+    std::fs::write(
+        &fleet,
+        format!(
+            "ssh:\n  ssh: {}\n  known_hosts: {}/known_hosts\n  command_timeout_s: 20\nsites:\n  - name: hall-a\n    units:\n      - {{id: u1, host: 127.0.0.1}}\n      - {{id: u2, host: 127.0.0.2}}\n      - {{id: u3, host: 127.0.0.3}}\n",
+            ssh.display(),
+            d.path().display()
+        ),
+    )
+    .unwrap();
+    let db = d.path().join("fleet.db");
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_pfx-fleet"))
+            .arg("--config")
+            .arg(&fleet)
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .env("USER", "Alice.Smith")
+            .env_remove("SUDO_USER")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+
+    // Bad input: refused before any unit is asked, naming the choices.
+    for (args, want) in [
+        (
+            &["control", "dim", "--site", "hall-a"][..],
+            "the actions are blackout",
+        ),
+        (
+            &["control", "test", "rainbow", "--site", "hall-a"],
+            "`id`, `walk`, `red`, `green`, `blue` or `white`",
+        ),
+        (
+            &["control", "brightness", "7", "--site", "hall-a"],
+            "from 0 to 4",
+        ),
+        (&["control", "blackout"], "--site S, or --unit U"),
+    ] {
+        let (code, _, err) = run(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    assert!(seen1.lock().unwrap().is_empty() && seen2.lock().unwrap().is_empty());
+
+    let (code, out, err) = run(&["control", "blackout", "--site", "hall-a", "--json"]);
+    assert_eq!(code, 1, "u3 did not answer: {out} {err}");
+    let sum: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (sum["done"].as_u64(), sum["pending"].as_u64()),
+        (Some(2), Some(1))
+    );
+    let units = sum["units"].as_array().unwrap();
+    for (i, id) in ["u1", "u2"].into_iter().enumerate() {
+        assert_eq!(units[i]["unit"], id);
+        assert_eq!(units[i]["state"], "done");
+        assert_eq!(units[i]["effective_unix_us"], 1_767_225_600_000_042u64);
+        assert_eq!(units[i]["effective_utc"], "2026-01-01 00:00:00.000042 UTC");
+    }
+    assert_eq!(units[2]["state"], "pending");
+    assert!(
+        units[2]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("Connection refused"),
+        "{}",
+        units[2]
+    );
+    for seen in [&seen1, &seen2] {
+        let s = seen.lock().unwrap();
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].action, Action::Blackout);
+        assert_eq!(
+            (s[0].by.as_str(), s[0].from.as_str()),
+            ("alice-smith", "10.9.9.9")
+        );
+    }
+
+    // Without --json: one line per unit, when its poles were told.
+    let (code, out, _) = run(&[
+        "control", "test", "id", "--output", "pole-3", "--unit", "u1",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(
+            "u1: test id --output pole-3: its poles were told at 2026-01-01 00:00:00.000042 UTC"
+        ),
+        "{out}"
+    );
+
+    // history: who, what, when.
+    let (_, out, _) = run(&["history", "--json"]);
+    let h: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows: Vec<&serde_json::Value> = h
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"].as_str().is_some_and(|k| k.starts_with("control")))
+        .collect();
+    assert_eq!(rows.len(), 4, "{h}");
+    assert!(rows.iter().all(|r| r["operator"] == "Alice.Smith"));
+    assert!(rows.iter().any(|r| r["kind"] == "control blackout"
+        && r["target"] == "u3"
+        && r["state"] == "pending"));
+    assert!(
+        rows.iter()
+            .any(|r| r["kind"] == "control test id --output pole-3"
+                && r["target"] == "u1"
+                && r["state"] == "done"
+                && r["recorded_ms"].as_u64().is_some())
+    );
 }

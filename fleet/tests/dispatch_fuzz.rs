@@ -282,7 +282,10 @@ fn check_command(cmd: &str) -> bool {
         "accepted {cmd:?} holds a character outside [a-z0-9-] and white space: {v:?}"
     );
     for w in cmd.split_whitespace() {
-        assert!(w.bytes().all(word_ok), "accepted {cmd:?} has the word {w:?}");
+        assert!(
+            w.bytes().all(word_ok),
+            "accepted {cmd:?} has the word {w:?}"
+        );
     }
     if let Verb::Control {
         action: pfx_api::control::Action::Brightness { factor },
