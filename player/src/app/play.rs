@@ -190,6 +190,15 @@ pub fn play(mut show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
     }
 }
 
+/// What an action needs done to the engine: the engine to hand over (and whether it waits
+/// for the item's end), the end-of-playlist rule, and the schedule follower that goes
+/// with it (Some: replace the supervisor's).
+type Built = (
+    Option<(Box<Engine>, bool)>,
+    Option<OnEnd>,
+    Option<Option<Follower>>,
+);
+
 /// What a control request may change in the supervisor.
 struct Supervised<'a> {
     show: &'a Show,
@@ -218,11 +227,7 @@ fn control(req: &pfx_api::control::ControlRequest, s: &mut Supervised<'_>) -> Co
     };
     // An engine the action needs is built here, off the render thread; one that does not
     // open refuses the action and changes nothing.
-    let built: anyhow::Result<(
-        Option<(Box<Engine>, bool)>,
-        Option<OnEnd>,
-        Option<Option<Follower>>,
-    )> = (|| match &plan.engine {
+    let built: anyhow::Result<Built> = (|| match &plan.engine {
         EngineChange::Keep => Ok((None, None, None)),
         EngineChange::Play(name) => {
             let items = live_control::playlist_items(s.show, name)
