@@ -310,3 +310,100 @@ fn blackout_at_a_frame_boundary_resume_and_a_blackout_that_survives_a_restart() 
     );
     drop(player);
 }
+
+/// A scheduled show: `play` takes the engine (a playlist once, then black, the schedule
+/// waiting), `resume` gives it back, `stop` lets the item playing end and then holds
+/// black though the schedule would loop it.
+#[test]
+fn play_a_playlist_now_then_black_resume_and_a_graceful_stop() {
+    let a = UdpSocket::bind("127.0.0.1:0").expect("bind a");
+    let b = UdpSocket::bind("127.0.0.1:0").expect("bind b");
+    let (pa, pb) = (
+        a.local_addr().expect("a").port(),
+        b.local_addr().expect("b").port(),
+    );
+    let http = http_port(412);
+    let dir = tempfile::tempdir().expect("dir");
+    let sock = dir.path().join("control.sock");
+    let sock_s = sock.to_str().expect("utf-8 path").to_string();
+    let show = format!(
+        "interface: lo\nfps: 40\nhttp: 127.0.0.1:{http}\nunit_id: live-test-2\noutputs:\n  - name: pole-a\n    profile: p\n    destination: 127.0.0.1:{pa}\n  - name: pole-b\n    profile: p\n    destination: 127.0.0.1:{pb}\nplaylists:\n  main:\n    - pattern: solid\n      color: \"#ff0000\"\n      seconds: 3.0\n  sponsor:\n    - pattern: solid\n      color: \"#0000ff\"\n      seconds: 1.0\nschedule:\n  timezone: UTC\n  idle: main\n  entries:\n    - playlist: main\n      start: \"03:00\"\n      end: \"03:01\"\n      dates: [{{from: 2000-01-01, to: 2000-01-02}}]\n"
+    );
+    let mut player = Player::start(&show, &[("p", PROFILE)], &["--control-socket", &sock_s]);
+    wait_for_socket(&sock, &mut player);
+    let red = frames(&a, Duration::from_millis(300));
+    assert!(
+        red.len() > 3 && red.iter().all(|f| all(f, [255, 0, 0])),
+        "idle plays main"
+    );
+
+    let ans = ask(
+        &sock,
+        r#"{"action":"play","playlist":"encore","by":"t","from":"local"}"#,
+    );
+    assert!(
+        ans.error
+            .unwrap_or_default()
+            .contains("`main` or `sponsor`"),
+        "the schedule's playlists are the choices"
+    );
+
+    let ans = ask(
+        &sock,
+        r#"{"action":"play","playlist":"sponsor","by":"t","from":"local"}"#,
+    );
+    assert!(ans.accepted, "{:?}", ans.error);
+    let at = ans.effective_unix_us.expect("stamp");
+    let fs = frames(&a, Duration::from_millis(1800));
+    let blue: Vec<&Frame> = fs
+        .iter()
+        .filter(|f| f.at_us > at + 100_000 && f.at_us < at + 800_000)
+        .collect();
+    assert!(
+        blue.len() > 10 && blue.iter().all(|f| all(f, [0, 0, 255])),
+        "the sponsor's playlist plays now"
+    );
+    let after: Vec<&Frame> = fs.iter().filter(|f| f.at_us > at + 1_300_000).collect();
+    assert!(
+        after.len() > 5 && after.iter().all(|f| black(f)),
+        "then black, held (the schedule waits)"
+    );
+
+    assert!(ask(&sock, r#"{"action":"resume","by":"t","from":"local"}"#).accepted);
+    drain(&a);
+    let fs = frames(&a, Duration::from_millis(300));
+    assert!(
+        fs.len() > 3 && fs.iter().all(|f| all(f, [255, 0, 0])),
+        "resume: the schedule's main again"
+    );
+
+    // stop: the 3 s item (restarted by resume about 0.35 s ago) plays to its end, then
+    // black; the schedule would have looped it.
+    let ans = ask(&sock, r#"{"action":"stop","by":"t","from":"local"}"#);
+    assert!(ans.accepted, "{:?}", ans.error);
+    let at = ans.effective_unix_us.expect("stamp");
+    let fs = frames(&a, Duration::from_millis(4000));
+    let going: Vec<&Frame> = fs
+        .iter()
+        .filter(|f| f.at_us > at + 20_000 && f.at_us < at + 2_000_000)
+        .collect();
+    assert!(
+        going.len() > 20 && going.iter().all(|f| all(f, [255, 0, 0])),
+        "a graceful stop: the item plays to its end"
+    );
+    let late: Vec<&Frame> = fs.iter().filter(|f| f.at_us > at + 3_200_000).collect();
+    assert!(
+        late.len() > 20 && late.iter().all(|f| black(f)),
+        "black after the item, held"
+    );
+    assert!(
+        fs.iter().all(|f| all(f, [255, 0, 0]) || black(f)),
+        "whole frames only"
+    );
+    let first_black = fs.iter().position(black).expect("black");
+    assert!(
+        fs[first_black..].iter().all(black),
+        "no red after the stop took effect"
+    );
+    drop(player);
+}
