@@ -39,6 +39,17 @@ pub fn write(root: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let dir = root.join(DIR);
     if !dir.is_dir() {
         fs::create_dir_all(&dir).map_err(io(&dir))?;
+        // Group-writable (and set-gid when the store root is): the player (a dynamic
+        // user, in the store's group) and the agent (root) both write here, and the next
+        // player may run under another uid.
+        let setgid = fs::metadata(root).map_or(0, |m| {
+            std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o2000
+        });
+        fs::set_permissions(
+            &dir,
+            std::os::unix::fs::PermissionsExt::from_mode(0o775 | setgid),
+        )
+        .map_err(io(&dir))?;
         fsync_dir(root)?;
     }
     let tmp = dir.join(format!(".{FILE}.tmp.{}", std::process::id()));
@@ -112,5 +123,15 @@ mod tests {
         clear(d.path()).unwrap();
         assert_eq!(read(d.path()).unwrap(), None);
         clear(d.path()).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(d.path().join(DIR))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(
+            mode & 0o777,
+            0o775,
+            "the next player (another uid) writes here too"
+        );
     }
 }
