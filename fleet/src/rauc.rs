@@ -216,6 +216,14 @@ pub struct Ran {
 impl Ran {
     /// RAUC's own words on a failure: its stderr's last non-empty line, else stdout's.
     pub fn why(&self) -> String {
+        // `rauc install` ends with "Installing `X` failed"; the reason is its LastError line.
+        let last_error = self
+            .stderr
+            .lines()
+            .chain(self.stdout.lines())
+            .map(str::trim)
+            .find_map(|l| l.strip_prefix("LastError:"))
+            .map(|e| e.trim().to_string());
         let pick = |s: &str| {
             s.lines()
                 .rev()
@@ -223,9 +231,13 @@ impl Ran {
                 .find(|l| !l.is_empty())
                 .map(str::to_string)
         };
-        pick(&self.stderr)
+        let last = pick(&self.stderr)
             .or_else(|| pick(&self.stdout))
-            .unwrap_or_else(|| "no message".into())
+            .unwrap_or_else(|| "no message".into());
+        match last_error {
+            Some(e) if !last.contains(&e) => format!("{last}: {e}"),
+            _ => last,
+        }
     }
 }
 
@@ -294,6 +306,25 @@ pub fn run(rauc: &Path, args: &[&str], timeout: Duration) -> Result<Ran, String>
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_failed_install_says_its_last_error() {
+        let r = super::Ran {
+            ok: false,
+            stdout: String::new(),
+            stderr: "100% Installing failed.\nLastError: Installation error: Failed marking slot rootfs.1 non-bootable\nInstalling `/b.raucb` failed\n".into(),
+        };
+        assert_eq!(
+            r.why(),
+            "Installing `/b.raucb` failed: Installation error: Failed marking slot rootfs.1 non-bootable"
+        );
+        let plain = super::Ran {
+            ok: false,
+            stdout: String::new(),
+            stderr: "signature verification failed\n".into(),
+        };
+        assert_eq!(plain.why(), "signature verification failed");
+    }
+
     use super::*;
 
     /// RAUC 1.8's `rauc status --detailed --output-format=json` on a pfx unit (its shape

@@ -4,10 +4,6 @@
 //!   cargo +nightly fuzz run fseq fuzz/corpus/fseq -- -max_total_time=180
 #![no_main]
 
-#[allow(dead_code, unused_imports)]
-#[path = "../../player/src/source/fseq/mod.rs"]
-mod fseq;
-
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    fseq::fuzz::fuzz_one(data);
+    pfx_fseq::fuzz::fuzz_one(data);
 });

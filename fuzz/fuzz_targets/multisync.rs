@@ -1,14 +1,10 @@
-//! Bytes from the network as a MultiSync datagram: `pfx_player::sync::packet`, what a
+//! Bytes from the network as a MultiSync datagram: `pfx_multisync::packet`, what a
 //! unit's sync thread reads from port 32320. A refused datagram is fine; a panic, or a
 //! packet that does not survive being written back, is a bug.
 //!
 //!   cargo +nightly fuzz run multisync -- -max_total_time=120
 #![no_main]
 
-#[allow(dead_code)]
-#[path = "../../player/src/sync/packet.rs"]
-mod packet;
-
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    packet::fuzz_one(data);
+    pfx_multisync::packet::fuzz_one(data);
 });

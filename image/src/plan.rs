@@ -92,6 +92,8 @@ pub const SCRIPTS: &[(&str, &str)] = &[
         "pfx-slot-carry",
         include_str!("../../systemd/pfx-slot-carry"),
     ),
+    // RAUC's custom boot backend (update::system_conf_text names it).
+    ("rauc-bootenv", include_str!("../../systemd/rauc-bootenv")),
 ];
 const CMDLINE_HOOK: &str = include_str!("../../systemd/z51-pfx-cmdline");
 /// The packages every image gets from the workspace, made by scripts/build-deb (the same

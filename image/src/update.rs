@@ -9,9 +9,15 @@ use crate::disk::{PART_ROOT_A, PART_ROOT_B, partuuid};
 pub const KEYRING: &str = "/etc/rauc/keyring.pem";
 pub const SYSTEM_CONF: &str = "/etc/rauc/system.conf";
 /// The unit's software version, as the agent and the fleet read it.
-/// What a unit runs to take a bundle: RAUC itself, and unsquashfs, with which `rauc info`
-/// reads a plain bundle's manifest.
-pub const UNIT_TOOLS: [&str; 2] = ["/usr/bin/rauc", "/usr/bin/unsquashfs"];
+/// What a unit runs to take a bundle: RAUC itself, unsquashfs, with which `rauc info`
+/// reads a plain bundle's manifest, and the two handlers system.conf names (without the
+/// boot backend RAUC cannot mark a slot, so every install fails after its signature check).
+pub const UNIT_TOOLS: [&str; 4] = [
+    "/usr/bin/rauc",
+    "/usr/bin/unsquashfs",
+    "/usr/lib/pfx/rauc-bootenv",
+    "/usr/lib/pfx/pfx-slot-carry",
+];
 /// On a Pi, the device tree overlay that takes U-Boot's 2 s boot delay away, on the FAT.
 /// U-Boot on a Pi uses the firmware's device tree as its own, and reads `/config/bootdelay`
 /// from it before its environment's default; the firmware applies the overlays that

@@ -10,7 +10,7 @@ mod fseq_writer;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use pfx_player::source::fseq::{FseqFile, Prefetcher};
+use pfx_player::source::fseq::{self, Prefetcher};
 
 const MIN_TIME: Duration = Duration::from_secs(3);
 
@@ -22,7 +22,7 @@ fn main() {
         Some(p) => PathBuf::from(p),
         None => fseq_writer::write_corpus_file(corpus_dir.path(), "xl-46712ch-300f.fseq"),
     };
-    let f = FseqFile::open(&path).unwrap_or_else(|e| panic!("{e}"));
+    let f = fseq::open(&path).unwrap_or_else(|e| panic!("{e}"));
     let (frames, len) = (f.frames(), f.frame_len());
     println!(
         "file {} : {} frames x {} bytes, {} blocks, {}",
@@ -51,7 +51,7 @@ fn main() {
     let t = Instant::now();
     let reps = 200;
     for _ in 0..reps {
-        let mut g = FseqFile::open(&path).unwrap_or_else(|e| panic!("{e}"));
+        let mut g = fseq::open(&path).unwrap_or_else(|e| panic!("{e}"));
         g.read_frame(0, &mut buf).unwrap_or_else(|e| panic!("{e}"));
     }
     println!(
@@ -61,7 +61,7 @@ fn main() {
     );
 
     // 3. Prefetcher: decoder thread ahead, consumer takes every frame as soon as ready.
-    let g = FseqFile::open(&path).unwrap_or_else(|e| panic!("{e}"));
+    let g = fseq::open(&path).unwrap_or_else(|e| panic!("{e}"));
     let mut p = Prefetcher::spawn(g, 16);
     let mut done = 0u64;
     let (mut hit_time, mut hits, mut misses) = (Duration::ZERO, 0u64, 0u64);
@@ -97,7 +97,7 @@ fn main() {
 
     // 4. Paced like a render loop (one get per 1 ms tick, the decoder well ahead): the
     // cost the render thread really pays per frame.
-    let g = FseqFile::open(&path).unwrap_or_else(|e| panic!("{e}"));
+    let g = fseq::open(&path).unwrap_or_else(|e| panic!("{e}"));
     let mut p = Prefetcher::spawn(g, 16);
     let _ = p.wait_for(0, Duration::from_secs(5));
     std::thread::sleep(Duration::from_millis(20));

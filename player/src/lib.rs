@@ -1,11 +1,13 @@
 //! pfx-player: everything that runs on a unit.
 //!
-//! The pure parts (`wire`, `source`, `geometry`, `engine::clock`, `profiler`'s math) take
+//! The pure cores are crates of their own, re-exported here: `source::fseq` (pfx-fseq),
+//! `wire` (pfx-wire), `sync` (pfx-multisync, but `sync::shared`) and `schedule`
+//! (pfx-schedule). The pure modules (`geometry`, `engine::clock`, `profiler`'s math) take
 //! bytes and time as arguments; sockets, netlink and threads live in `output`, `nic`,
 //! `http` and `engine::frame_loop`; every clock read, sleep, priority change, socket option
 //! and host lookup goes through `sys`. `app` builds and supervises a show from a config;
-//! `cli` is the command line over it. No two modules depend on each other
-//! (`scripts/check-cycles`).
+//! `cli` is the command line over it. No two modules depend on each other, and the
+//! forbidden edges of docs/architecture.md do not exist (`scripts/check-cycles`).
 
 pub mod app;
 pub mod cli;

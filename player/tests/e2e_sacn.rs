@@ -76,8 +76,8 @@ fn real_exports_fseq_frames_received_by_sacn_crate_receiver_equal_the_sequence()
 }
 
 fn fseq_over_sacn_equals_the_sequence(path: &std::path::Path, port_offset: u16) {
-    use pfx_player::source::fseq::FseqFile;
-    let mut file = FseqFile::open(path).unwrap_or_else(|e| panic!("{e}"));
+    use pfx_player::source::fseq;
+    let mut file = fseq::open(path).unwrap_or_else(|e| panic!("{e}"));
     let frame_len = file.frame_len();
     let frames: Vec<Vec<u8>> = (0..file.frames())
         .map(|n| {

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use fseq_writer::{Spec, corpus, frames, real_exports_dir, write};
-use pfx_player::source::fseq::{Compression, FseqError, FseqFile, Prefetcher};
+use pfx_player::source::fseq::{self, Compression, FseqError, FseqFile, Prefetcher};
 
 fn open(bytes: Vec<u8>) -> FseqFile {
     FseqFile::open_bytes("test.fseq", bytes).unwrap()
@@ -232,7 +232,7 @@ fn errors_name_file_field_and_range() {
         "{e}"
     );
 
-    let e = FseqFile::open(std::path::Path::new("/nonexistent/show.fseq"))
+    let e = fseq::open(std::path::Path::new("/nonexistent/show.fseq"))
         .unwrap_err()
         .to_string();
     assert!(
@@ -498,7 +498,7 @@ fn write_corpus_to_dir() {
 #[ignore = "needs real xLights exports: scripts/tests.d/21-fseq-real.sh"]
 fn real_exports_match_reencoded_layouts() {
     for path in real_export_files() {
-        let mut f = FseqFile::open(&path).unwrap();
+        let mut f = fseq::open(&path).unwrap();
         let h = f.header().clone();
         assert_eq!(
             (h.major, h.compression),
@@ -515,7 +515,7 @@ fn real_exports_match_reencoded_layouts() {
 #[ignore = "needs real xLights exports: scripts/tests.d/21-fseq-real.sh"]
 fn real_exports_headers() {
     for path in real_export_files() {
-        let f = FseqFile::open(&path).unwrap();
+        let f = fseq::open(&path).unwrap();
         let h = f.header();
         let name = path.file_name().unwrap().to_str().unwrap();
         let (ch, frames, step) = match name {

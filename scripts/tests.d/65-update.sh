@@ -126,10 +126,14 @@ tiny_image() { # NAME VERSION COMPATIBLE
 }
 tiny_image old 0.9.0 pfx-vm-arm64
 tiny_image other 3.0.0 pfx-rpi4-arm64
-# Signed under another CA: the good bundle re-signed, payload untouched.
+# The signature cases from a small bundle the unit would otherwise take (3.0.0, this
+# target): the signature covers the payload's digest whatever its size, and the transfer
+# of a whole root (twice at the unit's rate cap, about 3 minutes) proves nothing more.
+tiny_image small 3.0.0 pfx-vm-arm64
+# Signed under another CA: the bundle re-signed, payload untouched.
 rauc resign --cert="$work/evil/signing.pem" --key="$work/evil/signing.key" --keyring="$work/evil/ca.pem" --no-verify \
-  "$work/v2.raucb" "$work/evil.raucb" > "$work/evil.log" 2>&1 || fail "rauc resign: $(cat "$work/evil.log")"
-python3 - "$work/v2.raucb.json" "$work/evil.raucb" > "$work/evil.raucb.json" <<'PY'
+  "$work/small.raucb" "$work/evil.raucb" > "$work/evil.log" 2>&1 || fail "rauc resign: $(cat "$work/evil.log")"
+python3 - "$work/small.raucb.json" "$work/evil.raucb" > "$work/evil.raucb.json" <<'PY'
 import hashlib, json, sys
 m = json.load(open(sys.argv[1])); b = open(sys.argv[2], "rb").read()
 m.update(bundle="evil.raucb", sha256=hashlib.sha256(b).hexdigest(), size=len(b)); print(json.dumps(m))
@@ -138,18 +142,21 @@ PY
 [ "$(py_json "$work/other.raucb.json" 'm["compatible"]')" = pfx-rpi4-arm64 ] || fail "other's sidecar: $(cat "$work/other.raucb.json")"
 # Tampered: one byte of the payload (the squashfs, inside its first half) flipped after
 # signing; its sidecar keeps the signed bundle's hash.
-cp "$work/v2.raucb" "$work/tampered.raucb"
+cp "$work/small.raucb" "$work/tampered.raucb"
 python3 - "$work/tampered.raucb" <<'PY'
 import sys
 p = sys.argv[1]; d = bytearray(open(p, "rb").read()); i = len(d) // 3; d[i] ^= 0x40; open(p, "wb").write(d)
 PY
-python3 - "$work/v2.raucb.json" "$work/tampered.raucb" > "$work/tampered.raucb.json" <<'PY'
+python3 - "$work/small.raucb.json" "$work/tampered.raucb" > "$work/tampered.raucb.json" <<'PY'
 import hashlib, json, sys
 m = json.load(open(sys.argv[1])); b = open(sys.argv[2], "rb").read()
 m.update(bundle="tampered.raucb", sha256=hashlib.sha256(b).hexdigest(), size=len(b)); print(json.dumps(m))
 PY
 rauc info --keyring="$work/keys/ca.pem" "$work/v2.raucb" > /dev/null 2>&1 || fail "rauc info refuses the good bundle on the host"
+# The small bundle is good: what the unit refuses in evil and tampered is their signature.
+rauc info --keyring="$work/keys/ca.pem" "$work/small.raucb" > /dev/null 2>&1 || fail "rauc info refuses the small bundle on the host"
 if rauc info --keyring="$work/keys/ca.pem" "$work/evil.raucb" > /dev/null 2>&1; then fail "rauc info took the bundle signed under another CA"; fi
+if rauc info --keyring="$work/keys/ca.pem" "$work/tampered.raucb" > /dev/null 2>&1; then fail "rauc info took the tampered bundle"; fi
 echo "BUNDLE v2: $(py_json "$work/v2.raucb.json" 'm["size"]') bytes, slot $(py_json "$work/v2.raucb.json" 'm["slot_bytes"]') bytes"
 lap "image and bundles"
 
@@ -239,6 +246,7 @@ if want_case refuse; then
     fi
     grep -q "refused before writing anything" "$work/install-$name.json" && grep -qi "$why" "$work/install-$name.json" \
       || { cat "$work/install-$name.json"; fail "the unit's install verb refused the $name bundle, but not before writing, or not because it $why"; }
+    echo "  and by the unit's own install verb: $(py_json "$work/install-$name.json" 'm["message"]')"
     vm rm -f "/var/lib/pfx/update/$h.raucb"
   done
   [ "$(slot_b_sum)" = "$sumb0" ] || fail "a refused bundle changed slot B's bytes"

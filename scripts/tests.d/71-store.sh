@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Show store suite (issue 25): the store keeps its promise under kill -9 (agent, player),
+# Show store suite: the store keeps its promise under kill -9 (agent, player),
 # power cuts and pushes that meet, and a pushed show names only its own files.
 #
 # One unit: a root-owned agent.yaml, the show store on a REAL ext4 file system (a loop

@@ -490,7 +490,7 @@ fn a_resume_refused_for_its_offset_makes_no_file() {
     assert_eq!(fs::read_dir(d.path().join("staging")).unwrap().count(), 0);
 }
 
-/// A stored file whose content does not match its name (as issue 25's double append
+/// A stored file whose content does not match its name (as a double append
 /// left one) is found by `open`, quarantined, asked for again, and the show that held it
 /// is repaired by the next push of the file.
 #[test]

@@ -11,7 +11,7 @@ use crate::config::show::{Item, Show};
 use crate::engine::frame_loop::{Engine, ItemSource};
 use crate::geometry::Brightness;
 use crate::output::{Output, OutputOptions, SocketOptions};
-use crate::source::fseq::{FseqFile, Prefetcher};
+use crate::source::fseq::{self, Prefetcher};
 
 /// A stable sACN CID for this unit: the same unit id always gives the same CID, so
 /// receivers keep treating a restarted player as the same source.
@@ -63,7 +63,7 @@ pub fn build_engine_for(
     for item in playlist {
         items.push(match item {
             Item::Fseq(path) => {
-                let file = FseqFile::open(path)?;
+                let file = fseq::open(path)?;
                 let h = file.header();
                 let (frames, step_ms) = (h.frames, u32::from(h.step_ms));
                 let frame_len = file.frame_len();

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use serde_json::json;
 
-use crate::source::fseq::FseqFile;
+use crate::source::fseq;
 
 #[derive(clap::Args, Debug)]
 pub struct SeqArgs {
@@ -47,7 +47,7 @@ pub fn run(args: SeqArgs) -> anyhow::Result<ExitCode> {
 fn inspect(path: &std::path::Path, as_json: bool) -> anyhow::Result<ExitCode> {
     use std::fmt::Write as _;
     let mut o = String::new();
-    let f = FseqFile::open(path)?;
+    let f = fseq::open(path)?;
     let h = f.header();
     let blocks: Vec<_> = h
         .blocks
@@ -159,7 +159,7 @@ fn dump(
     count: Option<u32>,
     single: bool,
 ) -> anyhow::Result<ExitCode> {
-    let mut f = FseqFile::open(path)?;
+    let mut f = fseq::open(path)?;
     let frames = f.frames();
     if from >= frames || (single && frames == 0) {
         anyhow::bail!(

@@ -315,7 +315,7 @@ async fn sequence_meta(State(s): State<FppState>, Path(name): Path<String>) -> R
     let Some(path) = s.0.store.sequence(&name) else {
         return text(StatusCode::NOT_FOUND, format!("{name}: not on this unit"));
     };
-    let res = tokio::task::spawn_blocking(move || crate::source::fseq::FseqFile::open(&path)).await;
+    let res = tokio::task::spawn_blocking(move || crate::source::fseq::open(&path)).await;
     match res {
         Ok(Ok(f)) => Json(info::sequence_meta(&name, f.header())).into_response(),
         Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{name}: {e}")),

@@ -217,7 +217,7 @@ impl Uploads {
             return Ok(Done::Stored { size, sha256 });
         }
         let name = file;
-        if let Err(e) = crate::source::fseq::FseqFile::open(&path) {
+        if let Err(e) = crate::source::fseq::open(&path) {
             let _ = fs::remove_file(&path);
             return Err(Refusal::Bad(format!(
                 "{name} is not a sequence pfx can play: {e}"

@@ -1,7 +1,7 @@
 //! DDP encoder (3waylabs Distributed Display Protocol): 10-byte header, 1440 data bytes per
 //! packet, PUSH on the last packet of a frame, sequence 1..=15.
 
-use std::net::SocketAddrV4;
+use core::net::SocketAddrV4;
 
 use super::{BatchFull, Datagrams, FrameShape};
 
@@ -72,14 +72,7 @@ impl Encoder {
         out: &mut Datagrams,
     ) -> Result<(), BatchFull> {
         let packets = Self::packets_for(pixels.len());
-        out.reserve(packets)?;
-        if out.slot_len() < HEADER_LEN + MAX_DATA.min(pixels.len()) {
-            return Err(BatchFull {
-                needed: packets,
-                slots: out.capacity(),
-                slot_len: out.slot_len(),
-            });
-        }
+        out.reserve(packets, HEADER_LEN + MAX_DATA.min(pixels.len()))?;
         for i in 0..packets {
             let start = i * MAX_DATA;
             let chunk = &pixels[start.min(pixels.len())..(start + MAX_DATA).min(pixels.len())];

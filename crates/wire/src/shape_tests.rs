@@ -2,7 +2,7 @@
 //! transmit queue, the DF decision and the batches are planned from must be the sizes
 //! that go on the wire.
 
-use std::net::SocketAddrV4;
+use core::net::SocketAddrV4;
 
 use uuid::Uuid;
 

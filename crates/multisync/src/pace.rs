@@ -87,7 +87,7 @@ impl Pacer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sync::estimator::{Estimator, tests::Rng};
+    use crate::estimator::{Estimator, tests::Rng};
 
     const MS: i64 = 1_000_000;
     const FRAME: i64 = 25 * MS;

@@ -9,7 +9,7 @@ pub mod bigpacket;
 pub mod ddp;
 pub mod sacn;
 
-use std::net::SocketAddrV4;
+use core::net::SocketAddrV4;
 
 /// A batch of datagrams for one output and one frame, in one buffer allocated up front:
 /// `slots` datagrams of at most `slot_len` bytes each. Encoders fill it; `output` hands it
@@ -22,13 +22,26 @@ pub struct Datagrams {
     dests: Vec<SocketAddrV4>,
 }
 
-/// The encoder was handed a batch too small for what it must emit. A programming error
-/// (batches are sized from the profile), reported rather than panicking.
+/// The encoder was handed a batch that cannot take what it must emit: too few free slots,
+/// or slots shorter than its datagrams. A programming error (batches are sized from the
+/// protocol's `FrameShape`), reported rather than panicking; the batch is left as it was.
+///
+/// An sACN packet the `sacn` crate refuses to pack comes back as this too, with nothing
+/// pushed for it (only a discovery list that wraps past universe 65535 is refused, and the
+/// config allows universes 1..=63999 only).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("datagram batch full: needs {needed} slots of {slot_len} bytes, has {slots}")]
+#[error(
+    "datagram batch full: needs {needed} slots of {datagram_len} bytes, has {slots} of {slot_len}"
+)]
 pub struct BatchFull {
+    /// Slots the batch needed: the datagrams already in it plus the encoder's. A count of
+    /// datagrams for every protocol, never bytes.
     pub needed: usize,
+    /// Slots the batch has.
     pub slots: usize,
+    /// Bytes of the largest datagram the encoder had to place.
+    pub datagram_len: usize,
+    /// Bytes per slot.
     pub slot_len: usize,
 }
 
@@ -63,27 +76,53 @@ impl Datagrams {
         self.slot_len
     }
 
-    /// Fails unless `n` more datagrams fit; encoders call this before writing anything, so
-    /// a batch is never left half-written.
-    pub fn reserve(&self, n: usize) -> Result<(), BatchFull> {
-        if self.len() + n > self.capacity() {
-            return Err(BatchFull {
-                needed: self.len() + n,
-                slots: self.capacity(),
-                slot_len: self.slot_len,
-            });
+    /// Fails unless `n` more datagrams of up to `datagram_len` bytes fit; encoders call
+    /// this before writing anything, so a batch is never left half-written.
+    pub fn reserve(&self, n: usize, datagram_len: usize) -> Result<(), BatchFull> {
+        if self.len() + n > self.capacity() || datagram_len > self.slot_len {
+            return Err(self.full(n, datagram_len));
         }
         Ok(())
+    }
+
+    /// The error for `n` more datagrams of up to `datagram_len` bytes.
+    pub fn full(&self, n: usize, datagram_len: usize) -> BatchFull {
+        BatchFull {
+            needed: self.len() + n,
+            slots: self.capacity(),
+            datagram_len,
+            slot_len: self.slot_len,
+        }
     }
 
     /// Appends a datagram written by `fill`, which gets the whole free slot and returns how
     /// many bytes it used. The caller has `reserve`d.
     pub fn push_with(&mut self, dest: SocketAddrV4, fill: impl FnOnce(&mut [u8]) -> usize) {
+        self.try_push_with(dest, |slot| Some(fill(slot)));
+    }
+
+    /// Like `push_with`, but `fill` may fail (`None`): then nothing is pushed and the batch
+    /// holds what it held before. Returns whether a datagram was pushed.
+    pub fn try_push_with(
+        &mut self,
+        dest: SocketAddrV4,
+        fill: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> bool {
         let i = self.lens.len();
         let slot = &mut self.buf[i * self.slot_len..(i + 1) * self.slot_len];
-        let n = fill(slot).min(self.slot_len);
-        self.lens.push(n);
+        let Some(n) = fill(slot) else {
+            return false;
+        };
+        self.lens.push(n.min(self.slot_len));
         self.dests.push(dest);
+        true
+    }
+
+    /// Drops the datagrams after the first `n` (an encoder undoing a frame it could not
+    /// finish).
+    pub fn truncate(&mut self, n: usize) {
+        self.lens.truncate(n);
+        self.dests.truncate(n);
     }
 
     pub fn get(&self, i: usize) -> (&[u8], SocketAddrV4) {
@@ -166,3 +205,6 @@ mod ipv4_tests {
 
 #[cfg(test)]
 mod shape_tests;
+
+#[cfg(test)]
+mod batch_tests;

@@ -1,6 +1,6 @@
 //! bigPacket v1 encoder: one datagram per pole per frame (docs/protocols/bigpacket.md).
 
-use std::net::SocketAddrV4;
+use core::net::SocketAddrV4;
 
 use super::{BatchFull, Datagrams, FrameShape};
 
@@ -81,14 +81,10 @@ impl Encoder {
         dest: SocketAddrV4,
         out: &mut Datagrams,
     ) -> Result<(), BatchFull> {
-        out.reserve(1)?;
         let len = HEADER_LEN + pixels.len();
-        if len > out.slot_len() || pixels.len() > MAX_PAYLOAD {
-            return Err(BatchFull {
-                needed: len,
-                slots: out.capacity(),
-                slot_len: out.slot_len(),
-            });
+        out.reserve(1, len)?;
+        if pixels.len() > MAX_PAYLOAD {
+            return Err(out.full(1, len));
         }
         let pixel_count = (pixels.len() / self.bytes_per_pixel) as u16;
         let payload_len = pixel_count as usize * self.bytes_per_pixel;

@@ -1,8 +1,8 @@
-//! File I/O around the pure header parser and block decoder: opens a file (or bytes),
-//! reads only the header, then one block at a time on demand.
+//! Reading around the pure header parser and block decoder: from any `Read + Seek` the
+//! caller hands over (a file the player opened, or bytes), reads only the header, then one
+//! block at a time on demand. Opening files is the caller's job (`pfx_player::source::fseq::open`).
 
-use std::fs::File;
-use std::io::{self, BufReader, Cursor, Read, Seek, SeekFrom};
+use std::io::{self, Cursor, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use super::block::BlockDecoder;
 use super::header::{Compression, ExtendedRef, Header, MAX_HEADER, MIN_PREFIX};
 
 /// Anything we can read an FSEQ from: a file, or bytes in memory (tests, fuzzing).
-trait Source: Read + Seek + Send {}
+pub trait Source: Read + Seek + Send {}
 impl<T: Read + Seek + Send> Source for T {}
 
 /// An open FSEQ sequence. Holds the header and at most one decoded block.
@@ -41,23 +41,15 @@ impl std::fmt::Debug for FseqFile {
 }
 
 impl FseqFile {
-    /// Opens `path` and reads its header and tables (never the frame data).
-    pub fn open(path: &Path) -> Result<FseqFile, FseqError> {
-        let file = File::open(path).map_err(|e| FseqError::io(path, "opening", e))?;
-        let len = file
-            .metadata()
-            .map_err(|e| FseqError::io(path, "reading the size of", e))?
-            .len();
-        Self::from_source(path.to_path_buf(), Box::new(BufReader::new(file)), len)
-    }
-
     /// Reads an FSEQ held in memory; `name` is only used in error messages.
     pub fn open_bytes(name: &str, bytes: Vec<u8>) -> Result<FseqFile, FseqError> {
         let len = bytes.len() as u64;
         Self::from_source(PathBuf::from(name), Box::new(Cursor::new(bytes)), len)
     }
 
-    fn from_source(
+    /// Reads the header and tables (never the frame data) from `src`, which holds
+    /// `file_len` bytes; `path` names it in error messages.
+    pub fn from_source(
         path: PathBuf,
         mut src: Box<dyn Source>,
         file_len: u64,

@@ -5,7 +5,7 @@
 //! Everything here reads untrusted network bytes: a datagram whose length disagrees with
 //! its header, or a body shorter than its type needs, is an error value, never a panic.
 
-use std::net::Ipv4Addr;
+use core::net::Ipv4Addr;
 
 /// The UDP port FPP units send and listen on.
 pub const PORT: u16 = 32320;

@@ -1,8 +1,8 @@
 //! sACN (ANSI E1.31-2018) encoder on the `sacn` crate's packet types, packed into the
 //! caller's buffers: no socket, no allocation per packet.
 
+use core::net::{Ipv4Addr, SocketAddrV4};
 use std::borrow::Cow;
-use std::net::{Ipv4Addr, SocketAddrV4};
 
 use sacn::packet::{
     AcnRootLayerProtocol, DataPacketDmpLayer, DataPacketFramingLayer, E131RootLayer,
@@ -176,8 +176,9 @@ impl Encoder {
         terminated: bool,
         out: &mut Datagrams,
     ) -> Result<(), BatchFull> {
-        out.reserve(self.universes())?;
         let size = self.cfg.universe_size as usize;
+        out.reserve(self.universes(), DATA_HEADER + size)?;
+        let before = out.len();
         for i in 0..self.universes() {
             let start = (i * size).min(pixels.len());
             let slots = &pixels[start..(start + size).min(pixels.len())];
@@ -206,7 +207,10 @@ impl Encoder {
                     }),
                 },
             };
-            pack(&packet, self.cfg.dest.for_universe(universe), out)?;
+            if let Err(e) = pack(&packet, self.cfg.dest.for_universe(universe), out) {
+                out.truncate(before);
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -216,7 +220,7 @@ impl Encoder {
         let Some(sync) = self.cfg.sync_universe else {
             return Ok(());
         };
-        out.reserve(1)?;
+        out.reserve(1, SYNC_PACKET)?;
         self.sync_sequence = self.sync_sequence.wrapping_add(1);
         let packet = AcnRootLayerProtocol {
             pdu: E131RootLayer {
@@ -235,7 +239,12 @@ impl Encoder {
         let mut list = [0u16; DISCOVERY_UNI_PER_PAGE];
         let total = self.universes();
         let pages = total.div_ceil(DISCOVERY_UNI_PER_PAGE).max(1);
-        out.reserve(pages)?;
+        // The first page is the fullest.
+        out.reserve(
+            pages,
+            DISCOVERY_HEADER + 2 * total.min(DISCOVERY_UNI_PER_PAGE),
+        )?;
+        let before = out.len();
         let dest = match self.cfg.dest {
             Dest::Multicast { port } => {
                 SocketAddrV4::new(multicast_group(E131_DISCOVERY_UNIVERSE), port)
@@ -263,41 +272,28 @@ impl Encoder {
                     ),
                 },
             };
-            pack(&packet, dest, out)?;
+            if let Err(e) = pack(&packet, dest, out) {
+                out.truncate(before);
+                return Err(e);
+            }
         }
         Ok(())
     }
 }
 
+/// Packs `packet` into the batch's next slot. A packet the `sacn` crate refuses to pack
+/// pushes nothing.
 fn pack(
     packet: &AcnRootLayerProtocol<'_>,
     dest: SocketAddrV4,
     out: &mut Datagrams,
 ) -> Result<(), BatchFull> {
     let len = packet.len();
-    if len > out.slot_len() {
-        return Err(BatchFull {
-            needed: len,
-            slots: out.capacity(),
-            slot_len: out.slot_len(),
-        });
-    }
-    let mut ok = true;
-    out.push_with(dest, |b| match packet.pack(&mut b[..len]) {
-        Ok(()) => len,
-        Err(_) => {
-            ok = false;
-            0
-        }
-    });
-    if ok {
+    out.reserve(1, len)?;
+    if out.try_push_with(dest, |b| packet.pack(&mut b[..len]).ok().map(|()| len)) {
         Ok(())
     } else {
-        Err(BatchFull {
-            needed: len,
-            slots: out.capacity(),
-            slot_len: out.slot_len(),
-        })
+        Err(out.full(1, len))
     }
 }
 
