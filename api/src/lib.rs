@@ -6,6 +6,7 @@
 //! - [`profile`]: the `/profile` document;
 //! - [`nic`]: `pfx-player nic ... --json` (and the `nic` object of `/profile`);
 //! - [`agent`]: the agent's reports;
+//! - [`control`]: live actions on a show night (blackout, play, test, ...) and their answers;
 //! - [`show`]: `/profile`'s `show` section and the agent's show-push answers;
 //! - [`update`]: the agent's `update ...` answers, the health commit, a bundle's sidecar;
 //! - [`http`]: the one HTTP/1.1 client both sides use;
@@ -15,6 +16,7 @@
 //! tests produce them from the real serializers and read them back.
 
 pub mod agent;
+pub mod control;
 pub mod exit;
 pub mod http;
 pub mod nic;

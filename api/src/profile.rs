@@ -170,4 +170,8 @@ pub struct ProfileDoc {
     /// What plays: the store's show or the config's, and why (None from older players).
     #[serde(default)]
     pub show: Option<crate::show::ShowInfo>,
+    /// A live override the unit holds (blackout, test pattern, brightness, ...), who set
+    /// it and since when; absent when the schedule plays as it is (and from older players).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<crate::control::ControlState>,
 }

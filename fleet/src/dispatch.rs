@@ -33,7 +33,9 @@ pub static TEST_BUILD_MARKER: &str = "PFX-AGENT-TEST-BACKENDS-ENABLED";
 /// What the verbs accept, for the refusal message.
 pub const USAGE: &str = "allowed: `apply pause-off [--json]`, `status [--json] [--rate-interval-ms N]` (N 10..=10000), \
      `show missing`, `show put HASH SIZE OFFSET LEN`, `show activate`, `show status`, \
-     `update put HASH SIZE OFFSET LEN`, `update install HASH [--force]`, `update switch now|idle|at HH:MM`, `update status`; \
+     `update put HASH SIZE OFFSET LEN`, `update install HASH [--force]`, `update switch now|idle|at HH:MM`, `update status`, \
+     `control blackout|stop|resume [--by NAME]`, `control play PLAYLIST [--by NAME]`, `control brightness F [--by NAME]`, \
+     `control test id|walk|red|green|blue|white [--output NAME] [--by NAME]`; \
      everything else (interface, lower root, player) comes from the unit's root-owned agent config";
 
 /// `pfx-agent dispatch --help`: every verb the fleet key can run, what each can and
@@ -78,6 +80,19 @@ HTTP address and whether FPP Connect listens (with the show's password hash).
 
   show status
       Reads the store's active show and what the player says it plays. Changes nothing.
+
+  control blackout|stop|resume [--by NAME]
+  control play PLAYLIST [--by NAME]
+  control brightness F [--by NAME]        (F 0..=4, at most the show's control.brightness_max)
+  control test id|walk|red|green|blue|white [--output NAME] [--by NAME]
+      A live action on the player now, through its local control socket (root only; \
+never the network or HTTP), taken at a frame boundary: every output black (kept on the \
+data partition, so a restarted unit stays black), the item playing ended gracefully, a \
+playlist of the active show played now, the show's brightness scaled, a test pattern on \
+one output or all, or back to the schedule. The player checks the playlist, output and \
+cap against its show and refuses anything else naming the choices. NAME (--by) is the \
+operator's name, for the unit's log and /profile. Cannot change the show, its outputs \
+or their destinations, or any file but the held blackout.
 
   (Verbs other teams add, `update ...` and `control ...`, are listed here with what \
 they reach when they are added.)
@@ -146,6 +161,9 @@ fn d_health_deadline() -> u64 {
 }
 fn d_health_ssh() -> String {
     "127.0.0.1:22".into()
+}
+fn d_control_socket() -> PathBuf {
+    "/run/pfx-player/control.sock".into()
 }
 
 /// `/etc/pfx/agent.yaml`.
@@ -231,6 +249,9 @@ pub struct AgentConfig {
     /// TEST BUILDS ONLY: read this instead of /proc/cmdline (trial boots).
     #[serde(default)]
     pub test_cmdline_file: Option<PathBuf>,
+    /// The player's live control socket (`control ...` verbs).
+    #[serde(default = "d_control_socket")]
+    pub control_socket: PathBuf,
 }
 
 impl AgentConfig {
@@ -255,6 +276,7 @@ impl AgentConfig {
             ("slot_carry", &c.slot_carry),
             ("update_force_file", &c.update_force_file),
             ("show_config", &c.show_config),
+            ("control_socket", &c.control_socket),
         ]
         .into_iter()
         .chain(c.player_pidfile.iter().map(|p| ("player_pidfile", p)))
@@ -313,7 +335,7 @@ impl AgentConfig {
 }
 
 /// One accepted request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Verb {
     ApplyPauseOff {
         json: bool,
@@ -332,6 +354,11 @@ pub enum Verb {
     ShowActivate,
     ShowStatus,
     Update(crate::updateagent::UpdateVerb),
+    /// A live action (`controlagent`), and the operator's name the fleet sent.
+    Control {
+        action: pfx_api::control::Action,
+        by: String,
+    },
 }
 
 /// The largest file a show may hold, and the most one `show put` carries.
@@ -417,6 +444,9 @@ pub fn parse_command(cmd: Option<&str>) -> Result<Verb, String> {
             })
         }
         ["update", rest @ ..] => crate::updateagent::parse(rest).map(Verb::Update),
+        ["control", rest @ ..] => {
+            crate::controlagent::parse(rest).map(|(action, by)| Verb::Control { action, by })
+        }
         ["show", ..] => Err(
             "show: use `show missing`, `show put HASH SIZE OFFSET LEN`, `show activate` or `show status`".into(),
         ),
@@ -626,6 +656,18 @@ pub fn run(argv: &[OsString], config: &Path, stop: Arc<AtomicUsize>) -> u8 {
         store_umask();
     }
     let (text, good) = match verb {
+        Verb::Control { action, by } => {
+            store_umask();
+            let o = crate::controlagent::ControlOpts {
+                unit_id: opts.unit_id.clone(),
+                socket: cfg.control_socket.clone(),
+                store_root: cfg.store_root.clone(),
+            };
+            // The client's address, without its ports.
+            let client = from.split_whitespace().next().unwrap_or("local");
+            let (r, ok) = crate::controlagent::run(&o, &action, &by, client);
+            (serde_json::to_string(&r), ok)
+        }
         Verb::Update(u) => {
             store_umask();
             let o = update_opts(&cfg, config, &opts.unit_id);
@@ -771,6 +813,51 @@ mod tests {
         assert_eq!(parse_command(Some("show missing")), Ok(Verb::ShowMissing));
         assert_eq!(parse_command(Some("show activate")), Ok(Verb::ShowActivate));
         assert_eq!(parse_command(Some("show status")), Ok(Verb::ShowStatus));
+        assert_eq!(
+            parse_command(Some("control blackout --by alice")),
+            Ok(Verb::Control {
+                action: pfx_api::control::Action::Blackout,
+                by: "alice".into()
+            })
+        );
+        assert_eq!(
+            parse_command(Some("control test walk --output Pole_3 --by ops")),
+            Ok(Verb::Control {
+                action: pfx_api::control::Action::Test {
+                    pattern: pfx_api::control::TestPattern::Walk,
+                    output: Some("Pole_3".into())
+                },
+                by: "ops".into()
+            })
+        );
+        for bad in [
+            "control",
+            "control blackout now",
+            "control blackout --by",
+            "control blackout --by root;id",
+            "control play",
+            "control play ../../etc",
+            "control play $(id)",
+            "control brightness 1e9",
+            "control brightness -0.5",
+            "control brightness nan",
+            "control test rainbow",
+            "control test id --output",
+            "control test id --output /dev/sda",
+            "control test id --output a --output b",
+            "control --socket /tmp/x blackout",
+            "control blackout --by a --store-root /",
+        ] {
+            let e = parse_command(Some(bad)).unwrap_err();
+            assert!(e.starts_with("control"), "{bad:?}: {e}");
+        }
+        let e = parse_command(Some("control dim")).unwrap_err();
+        assert!(
+            e.contains("the actions are blackout, stop, play PLAYLIST"),
+            "{e}"
+        );
+        let e = parse_command(Some("control test rainbow")).unwrap_err();
+        assert!(e.contains("`id`, `walk`, `red`"), "{e}");
         for bad in [
             format!("show put {h} 100 10 91"),
             format!("show put {h} 100 -1 10"),
@@ -842,6 +929,13 @@ mod tests {
             ),
             ("show activate", "show activate".into()),
             ("show status", "show status".into()),
+            ("control blackout|stop|resume", "control blackout".into()),
+            ("control play PLAYLIST", "control play evening".into()),
+            ("control brightness F", "control brightness 0.5".into()),
+            (
+                "control test id|walk|red|green|blue|white [--output NAME]",
+                "control test id --output a".into(),
+            ),
         ] {
             assert!(parse_command(Some(&cmd)).is_ok(), "{cmd}");
             assert!(VERBS_HELP.contains(verb), "--help lacks {verb}");

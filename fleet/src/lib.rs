@@ -5,6 +5,8 @@ pub mod agent;
 pub mod atomic;
 pub mod bootenv;
 pub mod config;
+pub mod controlagent;
+pub mod controlpush;
 pub mod discover;
 pub mod dispatch;
 pub mod gate;

@@ -170,6 +170,32 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// A live action on every unit now, in parallel, each at a frame boundary:
+    /// `blackout`, `stop`, `play PLAYLIST`, `brightness F`, `test PATTERN [--output
+    /// NAME]` (id, walk, red, green, blue, white), `resume`. It holds until `resume` or
+    /// another action; a blackout survives a restart and a reboot. Prints, per unit, when
+    /// its poles were told (the unit's clock at the frame boundary).
+    Control {
+        /// The action and its argument: `blackout`, `stop`, `play PLAYLIST`,
+        /// `brightness F`, `test PATTERN`, `resume`.
+        #[arg(value_name = "ACTION", required = true, num_args = 1..=2)]
+        action: Vec<String>,
+        /// test: only this output shows the pattern (the others are black).
+        #[arg(long, value_name = "NAME")]
+        output: Option<String>,
+        /// Every unit of this site.
+        #[arg(long, conflicts_with = "unit")]
+        site: Option<String>,
+        /// This unit (repeat for more).
+        #[arg(long)]
+        unit: Vec<String>,
+        /// How many units to act on at once (all of a site by default, up to 64).
+        #[arg(long, default_value_t = 64)]
+        parallel: usize,
+        /// Print the run's result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// What each unit plays (asked over SSH now) and since when.
     Shows {
         /// Only the units of this site.
@@ -828,6 +854,60 @@ fn run(cli: Cli) -> Result<u8> {
             }
             let all = sum.skipped_done + sum.done == sum.targets;
             Ok(if all { 0 } else { 1 })
+        }
+        Cmd::Control {
+            action,
+            output,
+            site,
+            unit,
+            parallel,
+            json,
+        } => {
+            let mut words: Vec<&str> = action.iter().map(String::as_str).collect();
+            if let Some(o) = &output {
+                words.extend(["--output", o.as_str()]);
+            }
+            // Bad words are refused here, before any unit hears of them.
+            let action = pfx_api::control::Action::from_words(&words)
+                .map_err(|e| anyhow::anyhow!("control: {e}"))?;
+            if site.is_none() && unit.is_empty() {
+                bail!("control: say which units: --site S, or --unit U (repeatable)");
+            }
+            let targets = push_targets(&store, site.as_deref(), &unit)?;
+            if targets.is_empty() {
+                bail!(
+                    "control: no units{}: list them in the fleet config or run discover",
+                    site.as_deref()
+                        .map(|s| format!(" in site {s}"))
+                        .unwrap_or_default()
+                );
+            }
+            let sum = pfx_fleet::controlpush::control(
+                &store,
+                &cfg,
+                targets,
+                &action,
+                &pfx_fleet::controlpush::ControlOpts {
+                    parallel: parallel.clamp(1, 256),
+                    operator: operator(),
+                    args,
+                    site,
+                },
+                |r| {
+                    if !json {
+                        println!("{}", pfx_fleet::controlpush::line(&action, r));
+                    }
+                },
+            )?;
+            if json {
+                print_json(&sum)?;
+            } else {
+                println!(
+                    "control {} run {}: {} units, {} taken, {} not taken, {} not reached",
+                    sum.action, sum.run_id, sum.targets, sum.done, sum.failed, sum.pending
+                );
+            }
+            Ok(if sum.done == sum.targets { 0 } else { 1 })
         }
         Cmd::Shows {
             site,

@@ -102,6 +102,22 @@ CREATE TABLE IF NOT EXISTS update_events(
   CHECK (state <> 'done' OR readback IS NOT NULL)
 );
 CREATE INDEX IF NOT EXISTS update_events_unit ON update_events(unit_id, id);
+-- Live actions (pfx-fleet control): who (the run's operator), what, when, and each
+-- unit's answer with its stamp of the frame boundary where the action took effect.
+CREATE TABLE IF NOT EXISTS control_events(
+  id               INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id           INTEGER NOT NULL REFERENCES runs(run_id),
+  unit_id          TEXT NOT NULL,
+  site             TEXT,
+  state            TEXT NOT NULL CHECK (state IN ('started','pending','failed','done')),
+  action           TEXT NOT NULL,
+  reason           TEXT,
+  readback         TEXT,
+  effective_unix_us INTEGER,
+  recorded_ms      INTEGER NOT NULL,
+  CHECK (state <> 'done' OR readback IS NOT NULL)
+);
+CREATE INDEX IF NOT EXISTS control_events_unit ON control_events(unit_id, id);
 ";
 
 /// One `push update` result as recorded.
@@ -456,6 +472,41 @@ impl Store {
             .map_err(self.e())
     }
 
+    /// One unit's answer to a live action (`pfx-fleet control`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_control(
+        &self,
+        run_id: i64,
+        unit_id: &str,
+        site: Option<&str>,
+        state: UnitState,
+        action: &str,
+        reason: Option<&str>,
+        readback: Option<&str>,
+        effective_unix_us: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO control_events(run_id, unit_id, site, state, action, reason, readback,
+                   effective_unix_us, recorded_ms)
+                 VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+                params![
+                    run_id,
+                    unit_id,
+                    site,
+                    state.as_str(),
+                    action,
+                    reason,
+                    readback,
+                    effective_unix_us.map(|v| v as i64),
+                    now_ms as i64
+                ],
+            )
+            .map_err(self.e())?;
+        Ok(())
+    }
+
     /// The unit's software version as it last read back (booted slot's version), and when.
     pub fn software(&self, unit_id: &str) -> Result<Option<(String, u64)>, StoreError> {
         self.conn
@@ -484,10 +535,13 @@ impl Store {
                    {shows}
                    UNION ALL
                    {updates}
+                   UNION ALL
+                   {controls}
                  ) ORDER BY 10 DESC, 11 DESC LIMIT ?1",
                 units = unit_history("unit_events"),
                 shows = unit_history("show_events"),
                 updates = unit_history("update_events"),
+                controls = unit_history("control_events"),
             ))
             .map_err(self.e())?;
         let rows = st
@@ -751,5 +805,55 @@ mod tests {
             other.latest_unit("u1").unwrap().unwrap().state,
             UnitState::Failed
         );
+    }
+
+    #[test]
+    fn a_live_action_is_in_the_history_and_never_a_pause_off_readback() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("f.db")).unwrap();
+        s.upsert_unit(&unit("u1", "a")).unwrap();
+        let run = s
+            .begin_run("control blackout", Some("a"), "alice", "[]", 10)
+            .unwrap();
+        assert!(
+            s.record_control(
+                run,
+                "u1",
+                Some("a"),
+                UnitState::Done,
+                "blackout",
+                None,
+                None,
+                None,
+                11
+            )
+            .is_err(),
+            "done needs the unit's answer"
+        );
+        s.record_control(
+            run,
+            "u1",
+            Some("a"),
+            UnitState::Done,
+            "blackout",
+            Some("blackout at 2026-01-01 00:00:00.000001 UTC"),
+            Some("{\"accepted\": true}"),
+            Some(1),
+            12,
+        )
+        .unwrap();
+        let h = s.history(10).unwrap();
+        assert_eq!(h.len(), 1);
+        assert_eq!(
+            (
+                h[0].kind.as_str(),
+                h[0].operator.as_str(),
+                h[0].target.as_str(),
+                h[0].state.as_str()
+            ),
+            ("control blackout", "alice", "u1", "done")
+        );
+        assert_eq!(h[0].recorded_ms, 12);
+        assert_eq!(s.latest_unit("u1").unwrap(), None, "the gate never sees it");
     }
 }

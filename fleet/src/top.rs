@@ -478,6 +478,7 @@ mod tests {
             health: "ok".into(),
             snapshot: s,
             show: None,
+            control: None,
         }
     }
 

@@ -101,6 +101,28 @@ const WORDS: &[&str] = &[
     "\0",
     "--json;id",
     "status|id",
+    "control",
+    "blackout",
+    "stop",
+    "resume",
+    "play",
+    "brightness",
+    "test",
+    "walk",
+    "red",
+    "white",
+    "rainbow",
+    "--output",
+    "--by",
+    "alice",
+    "Pole_3.b",
+    "0.5",
+    "4.0",
+    "4.01",
+    "1.",
+    ".5",
+    "1..2",
+    "nan",
 ];
 
 /// Characters spliced into a command: white space (ASCII and not), `-`, digits, hex
@@ -135,6 +157,19 @@ fn seeds() -> Vec<String> {
         "update install --force",
         "apply pause-off --json; id",
         "status --rate-interval-ms",
+        "control blackout",
+        "control blackout --by alice",
+        "control stop --by ops-2",
+        "control resume",
+        "control play evening --by alice",
+        "control play Sponsor_2.b",
+        "control brightness 0.5 --by alice",
+        "control brightness 4",
+        "control test id",
+        "control test walk --output pole-3 --by alice",
+        "control test red --output Pole_3.b",
+        "control test rainbow",
+        "control blackout; id",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -201,6 +236,7 @@ fn render(v: &Verb) -> String {
                 UpdateVerb::Status => "update status".into(),
             }
         }
+        Verb::Control { action, by } => pfx_fleet::controlagent::render(action, by),
     }
 }
 
@@ -231,16 +267,34 @@ fn check_command(cmd: &str) -> bool {
         cmd.to_string()
     };
     let cmd = cmd_words.as_str();
+    // The other exception: `control`'s playlist and output names (`A-Za-z0-9_.-`) and its
+    // brightness factor (a `.`); still no shell delimiter, quote or control character.
+    let control = matches!(v, Verb::Control { .. });
+    let word_ok = |b: u8| {
+        b.is_ascii_lowercase()
+            || b.is_ascii_digit()
+            || b == b'-'
+            || (control && (b.is_ascii_uppercase() || b == b'_' || b == b'.'))
+    };
     assert!(
         cmd.chars()
-            .all(|c| c.is_whitespace() || matches!(c, 'a'..='z' | '0'..='9' | '-')),
+            .all(|c| c.is_ascii_whitespace() || (c.is_ascii() && word_ok(c as u8))),
         "accepted {cmd:?} holds a character outside [a-z0-9-] and white space: {v:?}"
     );
     for w in cmd.split_whitespace() {
         assert!(
-            w.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+            w.bytes().all(word_ok),
             "accepted {cmd:?} has the word {w:?}"
+        );
+    }
+    if let Verb::Control {
+        action: pfx_api::control::Action::Brightness { factor },
+        ..
+    } = &v
+    {
+        assert!(
+            (0.0..=pfx_api::control::MAX_FACTOR).contains(factor),
+            "accepted {cmd:?}: factor {factor}"
         );
     }
     match v {

@@ -182,6 +182,7 @@ fn main() -> anyhow::Result<()> {
             version: env!("CARGO_PKG_VERSION"),
             show: Default::default(),
             store: None,
+            control: Default::default(),
         };
         let seconds = args.seconds;
         let shutdown = async move {

@@ -25,16 +25,31 @@ impl PoleMap {
 /// Brightness as a 256-entry lookup table, built once per config, so the per-byte work on
 /// the render thread is one load.
 #[derive(Clone)]
-pub struct Brightness([u8; 256]);
+pub struct Brightness([u8; 256], f32);
 
 impl Brightness {
     pub fn new(level: f32) -> Brightness {
-        let level = level.clamp(0.0, 1.0);
+        let level = if level.is_nan() {
+            0.0
+        } else {
+            level.clamp(0.0, 1.0)
+        };
         let mut t = [0u8; 256];
         for (i, v) in t.iter_mut().enumerate() {
             *v = (i as f32 * level).round() as u8;
         }
-        Brightness(t)
+        Brightness(t, level)
+    }
+
+    /// The level this table was built for, 0.0..=1.0.
+    pub fn level(&self) -> f32 {
+        self.1
+    }
+
+    /// This level times `factor` (a live `brightness F`), never above full. No
+    /// allocation: the render thread builds it when an override or a show changes.
+    pub fn scaled(&self, factor: f32) -> Brightness {
+        Brightness::new(self.1 * factor)
     }
 
     #[inline]
@@ -85,6 +100,16 @@ mod tests {
             format: PixelFormat::Rgb8,
             order,
         }
+    }
+
+    #[test]
+    fn a_live_factor_multiplies_the_show_level_and_never_goes_above_full() {
+        let show = Brightness::new(0.5);
+        assert_eq!(show.scaled(0.5).apply(200), 50);
+        assert_eq!(show.scaled(1.0).apply(200), 100);
+        assert_eq!(show.scaled(4.0).apply(255), 255, "capped at full");
+        assert_eq!(show.scaled(0.0).apply(255), 0);
+        assert_eq!(Brightness::new(f32::NAN).apply(255), 0);
     }
 
     #[test]

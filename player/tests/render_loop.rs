@@ -33,6 +33,8 @@ fn options() -> RunOptions {
         config: None,
         store: None,
         show_state: Default::default(),
+        control_socket: None,
+        control_state: Default::default(),
     }
 }
 

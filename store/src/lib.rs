@@ -8,6 +8,7 @@
 //! <root>/active                 symlink to shows/<id>, replaced by rename(2)
 //! <root>/staging/<key>.part     a transfer or upload in progress (resumable)
 //! <root>/staging/*.tmp          half-made files and show directories (never resumed)
+//! <root>/control/held.json      a live override kept across restarts (a blackout; `held`)
 //! ```
 //!
 //! Every write goes to a temporary name, is fsynced, renamed into place, and the directory
@@ -16,6 +17,7 @@
 //! leaves the old show or the new one, whole.
 
 mod hash;
+pub mod held;
 
 pub use hash::{BadHash, BadShowId, Hash, ShowId};
 

@@ -13,11 +13,14 @@
 //! - `tx_queue`: the head-drop queue on the show interface, put in place and removed.
 //! - `play`: the supervisor loop (signals, reload, stop).
 //! - `showpick`: the store's active show or the config's, and why.
+//! - `control`: live control's local socket and the supervisor's part in it (blackout,
+//!   stop, play, brightness, test patterns, resume).
 //! - `schedule`: follows the show's schedule, switching engines at its starts and ends.
 //! - `sync`: MultiSync's sockets and threads: a master announces what it plays, a remote
 //!   follows the master's timeline and plays its sequences.
 
 pub mod build;
+pub mod control;
 pub mod play;
 pub mod schedule;
 pub mod services;
@@ -59,6 +62,10 @@ pub struct RunOptions {
     pub store: Option<PathBuf>,
     /// What plays now, for `/profile` and `/health`.
     pub show_state: showpick::ShowState,
+    /// Live control's local socket (`app::control`); None: no live control.
+    pub control_socket: Option<PathBuf>,
+    /// The live override held now, for `/profile` and the dashboard.
+    pub control_state: control::ControlShared,
 }
 
 /// What `run --check` found: the show opens, and what it would do to the interface.

@@ -10,13 +10,16 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use super::RunOptions;
 use super::build::{self, build_engine};
+use super::control::{self as live_control, Pending};
 use super::schedule::Follower;
 use super::services::{self, Services};
 use super::showpick;
 use super::sync as multisync;
 use super::tx_queue;
 use crate::config::show::{Show, ShowConfig, SyncRole};
-use crate::engine::frame_loop::{self, Engine, Exit, OnEnd, SyncLink};
+use crate::engine::frame_loop::{self, Engine, Exit, LiveMsg, OnEnd, SyncLink};
+use crate::engine::live::{self, EngineChange};
+use pfx_api::control::{ControlAnswer, ControlState};
 
 /// How often the supervisor looks at signals, the deadline and the render thread.
 const TICK: Duration = Duration::from_millis(20);
@@ -52,8 +55,33 @@ pub fn play(mut show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
             show.source.display()
         );
     }
-    let handle = frame_loop::spawn_with(engine, sink, on_end(&follower, &show), link)
-        .context("cannot start the render thread")?;
+    // A blackout a previous run kept holds from the first frame.
+    let mut held = live_control::restore(opts.store.as_deref()).unwrap_or_default();
+    live_control::publish(&opts.control_state, &held);
+    let unit = build::unit_id(&show);
+    let handle = frame_loop::spawn_live(
+        engine,
+        sink,
+        on_end(&follower, &show),
+        link,
+        live::overlay_for(&held),
+    )
+    .context("cannot start the render thread")?;
+    let (control_tx, control_rx) = std::sync::mpsc::channel::<Pending>();
+    // The show comes first: a socket that cannot be made is logged, and the show plays.
+    let _control = match &opts.control_socket {
+        None => None,
+        Some(p) => match live_control::listen(p, unit.clone(), control_tx) {
+            Ok(c) => {
+                tracing::info!("live control on {}", p.display());
+                Some(c)
+            }
+            Err(e) => {
+                tracing::error!("live control off: cannot listen on {}: {e}", p.display());
+                None
+            }
+        },
+    };
     let _sync = match sync_prepared {
         Some(p) => Some(p.start(&show, &opts, handle.sender())?),
         None => None,
@@ -79,6 +107,17 @@ pub fn play(mut show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
                 ),
                 SIGHUP => match &opts.config {
                     Some(p) => match reload(p, &opts) {
+                        // A held play or stop keeps the engine: the new show is taken and
+                        // plays at `resume`.
+                        Ok((new_show, _, new_follower)) if live::holds_engine(&held) => {
+                            tx_queue = Some(tx_queue::apply(&new_show, tx_queue.take()));
+                            show = new_show;
+                            follower = new_follower;
+                            tracing::info!(
+                                "SIGHUP: new show accepted; it plays at `resume` (live control holds {})",
+                                held.summary()
+                            );
+                        }
                         Ok((new_show, engine, new_follower)) => {
                             tx_queue = Some(tx_queue::apply(&new_show, tx_queue.take()));
                             if on_end(&new_follower, &new_show) != on_end(&follower, &show) {
@@ -114,7 +153,8 @@ pub fn play(mut show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
         if let Some(q) = tx_queue.as_mut() {
             q.refresh(Instant::now());
         }
-        if let Some(f) = follower.as_mut() {
+        // A held play or stop: the schedule waits for `resume`.
+        if let Some(f) = follower.as_mut().filter(|_| !live::holds_engine(&held)) {
             let now_us = crate::sys::time::unix_micros() as i64;
             if let Some(switch) = f.poll(&show, now_us, &opts) {
                 if switch.graceful {
@@ -131,7 +171,125 @@ pub fn play(mut show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
             let mut handle = handle;
             return Ok(finish(handle.join(), services));
         }
-        std::thread::sleep(TICK);
+        // Waits on the control channel instead of sleeping: an action is taken as soon
+        // as it arrives, not at the next tick.
+        if let Ok(p) = control_rx.recv_timeout(TICK) {
+            let answer = control(
+                &p.request,
+                &mut Supervised {
+                    show: &show,
+                    follower: &mut follower,
+                    held: &mut held,
+                    handle: &handle,
+                    opts: &opts,
+                    unit: &unit,
+                },
+            );
+            let _ = p.answer.try_send(answer);
+        }
+    }
+}
+
+/// What an action needs done to the engine: the engine to hand over (and whether it waits
+/// for the item's end), the end-of-playlist rule, and the schedule follower that goes
+/// with it (Some: replace the supervisor's).
+type Built = (
+    Option<(Box<Engine>, bool)>,
+    Option<OnEnd>,
+    Option<Option<Follower>>,
+);
+
+/// What a control request may change in the supervisor.
+struct Supervised<'a> {
+    show: &'a Show,
+    follower: &'a mut Option<Follower>,
+    held: &'a mut ControlState,
+    handle: &'a frame_loop::LoopHandle,
+    opts: &'a RunOptions,
+    unit: &'a str,
+}
+
+/// Decides and carries out one live action; the answer says when it took effect, or why
+/// not (and then nothing changed).
+fn control(req: &pfx_api::control::ControlRequest, s: &mut Supervised<'_>) -> ControlAnswer {
+    let by = format!("{}@{}", req.by, req.from);
+    let now_ms = crate::sys::time::unix_micros() / 1000;
+    let ctx = live_control::context(s.show, is_remote(s.show));
+    let plan = match live::decide(s.held, &req.action, &ctx, &by, now_ms) {
+        Ok(p) => p,
+        Err(why) => {
+            tracing::warn!(
+                "live control: refused {} for {by}: {why}",
+                req.action.describe()
+            );
+            return live_control::refused(s.unit, why);
+        }
+    };
+    // An engine the action needs is built here, off the render thread; one that does not
+    // open refuses the action and changes nothing.
+    let built: anyhow::Result<Built> = (|| match &plan.engine {
+        EngineChange::Keep => Ok((None, None, None)),
+        EngineChange::Play(name) => {
+            let items = live_control::playlist_items(s.show, name)
+                .with_context(|| format!("no playlist `{name}`"))?;
+            let e = build::build_engine_for(s.show, items, false, s.opts)?;
+            Ok((Some((Box::new(e), false)), Some(OnEnd::Black), None))
+        }
+        EngineChange::StopAfterItem => {
+            let e = build::build_engine_for(s.show, &[], false, s.opts)?;
+            Ok((Some((Box::new(e), true)), Some(OnEnd::Black), None))
+        }
+        EngineChange::BackToSchedule => {
+            let (f, e) = start(s.show, s.opts)?;
+            let end = on_end(&f, s.show);
+            Ok((Some((Box::new(e), false)), Some(end), Some(f)))
+        }
+    })();
+    let (engine, end, new_follower) = match built {
+        Ok(b) => b,
+        Err(e) => {
+            let why = format!("{}: cannot open it: {e:#}", req.action.describe());
+            tracing::error!("live control: refused for {by}: {why}");
+            return live_control::refused(s.unit, why);
+        }
+    };
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let sent = s.handle.live(LiveMsg {
+        overlay: plan.overlay.clone(),
+        engine,
+        on_end: end,
+        reply: Some(tx),
+    });
+    if !sent {
+        return live_control::refused(s.unit, "the render thread has stopped".into());
+    }
+    if let Some(f) = new_follower {
+        *s.follower = f;
+    }
+    // Written while the render thread takes the override at its next frame.
+    let (held_on_disk, note) =
+        live_control::persist(s.opts.store.as_deref(), plan.persist, &plan.state);
+    let effective_unix_us = live_control::wait_stamp(&rx, s.show.config.fps);
+    *s.held = plan.state.clone();
+    live_control::publish(&s.opts.control_state, s.held);
+    tracing::info!(
+        "live control: {} for {by} (now: {})",
+        req.action.describe(),
+        s.held.summary()
+    );
+    ControlAnswer {
+        unit: s.unit.to_string(),
+        accepted: true,
+        error: None,
+        reached_player: true,
+        effective_unix_us,
+        state: plan.state,
+        held_on_disk,
+        note: note.or_else(|| {
+            effective_unix_us
+                .is_none()
+                .then(|| "taken, but the render thread did not confirm the frame in time".into())
+        }),
     }
 }
 

@@ -174,6 +174,8 @@ mod tests {
             config: None,
             store: None,
             show_state: Default::default(),
+            control_socket: None,
+            control_state: Default::default(),
         }
     }
 

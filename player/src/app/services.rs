@@ -65,6 +65,7 @@ pub fn start(show: &Show, engine: &Engine, opts: &RunOptions) -> anyhow::Result<
         unit.clone(),
         opts.show_state.clone(),
         opts.store.clone(),
+        opts.control_state.clone(),
     )?;
     let fpp_cfg = show.config.fpp_connect.clone().filter(|f| f.enabled);
     let mut mdns = if !opts.mdns {
@@ -134,6 +135,7 @@ fn start_http(
     unit_id: String,
     show: super::showpick::ShowState,
     store: Option<std::path::PathBuf>,
+    control: super::control::ControlShared,
 ) -> anyhow::Result<HttpThread> {
     let std_listener = std::net::TcpListener::bind(addr).with_context(|| {
         format!("cannot serve HTTP on {addr}; choose another address with --http ADDR:PORT")
@@ -167,6 +169,7 @@ fn start_http(
                     version: VERSION,
                     show,
                     store,
+                    control,
                 };
                 if let Err(e) = crate::http::serve(listener, state, async move {
                     let _ = rx.await;

@@ -134,6 +134,81 @@ pub fn store_findings(root: &std::path::Path) -> Vec<String> {
     }
 }
 
+/// When, in UTC, for a Unix ms.
+fn utc_ms(ms: Option<u64>) -> String {
+    ms.and_then(|m| jiff::Timestamp::from_millisecond(m as i64).ok())
+        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_else(|| "?".into())
+}
+
+/// The live override: what the running player holds (its `/profile` at `player`), and a
+/// blackout kept on the data partition at `store` (which a restart applies). Text and
+/// JSON.
+pub fn control_text(player: &str, store: &std::path::Path) -> (String, serde_json::Value) {
+    use pfx_api::control::ControlState;
+    let live: Result<Option<ControlState>, String> =
+        pfx_api::http::request_path("GET", player, "/profile", &[], None, Duration::from_secs(2))
+            .map_err(|e| e.to_string())
+            .and_then(|r| {
+                serde_json::from_slice::<pfx_api::profile::ProfileDoc>(&r.body)
+                    .map(|d| d.control)
+                    .map_err(|e| format!("not a player's /profile: {e}"))
+            });
+    let held: Result<Option<ControlState>, String> = pfx_store::held::read(store)
+        .map_err(|e| e.to_string())
+        .and_then(|b| match b {
+            None => Ok(None),
+            Some(b) => serde_json::from_slice(&b)
+                .map(Some)
+                .map_err(|e| format!("unreadable ({e}): the player holds black to be safe")),
+        });
+    let mut text = String::new();
+    match &live {
+        Ok(None) => text.push_str("control: no live override: the schedule plays\n"),
+        Ok(Some(c)) => {
+            text.push_str(&format!("control: LIVE OVERRIDE: {}\n", c.summary()));
+            if c.content.is_some() {
+                text.push_str(&format!(
+                    "  content since {}\n",
+                    utc_ms(c.content_since_unix_ms)
+                ));
+            }
+            if c.brightness.is_some() {
+                text.push_str(&format!(
+                    "  brightness since {}\n",
+                    utc_ms(c.brightness_since_unix_ms)
+                ));
+            }
+            text.push_str(
+                "  fix: `pfx-fleet control resume --unit U` gives the unit back to its schedule\n",
+            );
+        }
+        Err(e) => text.push_str(&format!(
+            "control: the player's override is not known: {e}\n"
+        )),
+    }
+    match &held {
+        Ok(None) => {}
+        Ok(Some(c)) => text.push_str(&format!(
+            "control: a blackout is kept on the data partition ({}; {} since {}): a restarted player starts black\n",
+            pfx_store::held::path(store).display(),
+            c.summary(),
+            utc_ms(c.content_since_unix_ms)
+        )),
+        Err(e) => text.push_str(&format!(
+            "control: the held override {} is {e}\n",
+            pfx_store::held::path(store).display()
+        )),
+    }
+    let json = serde_json::json!({
+        "live": live.as_ref().ok().cloned().flatten(),
+        "live_error": live.as_ref().err(),
+        "held": held.as_ref().ok().cloned().flatten(),
+        "held_error": held.as_ref().err(),
+    });
+    (text, json)
+}
+
 fn store_text(findings: &[String]) -> String {
     findings.iter().map(|f| format!("store: {f}\n")).collect()
 }
@@ -185,6 +260,7 @@ pub fn run_code(args: DoctorArgs) -> anyhow::Result<u8> {
         }
     }
     let store = store_findings(&args.store);
+    let (control_text, control_json) = control_text(&args.player, &args.store);
     match measured {
         Ok(report) => {
             if args.json {
@@ -193,11 +269,12 @@ pub fn run_code(args: DoctorArgs) -> anyhow::Result<u8> {
                     m.insert("show".into(), serde_json::to_value(&show)?);
                     m.insert("fpp_connect".into(), fpp_json);
                     m.insert("store_quarantined".into(), serde_json::to_value(&store)?);
+                    m.insert("control".into(), control_json);
                 }
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
                 print!(
-                    "{}{}{fpp_text}{}",
+                    "{}{}{control_text}{fpp_text}{}",
                     render(&report),
                     show_text(&show),
                     store_text(&store)
@@ -219,10 +296,15 @@ pub fn run_code(args: DoctorArgs) -> anyhow::Result<u8> {
                     "findings": [],
                     "show": show,
                     "store_quarantined": store,
+                    "control": control_json,
                 });
                 println!("{}", serde_json::to_string_pretty(&v)?);
             }
-            eprint!("{}{fpp_text}{}", show_text(&show), store_text(&store));
+            eprint!(
+                "{}{control_text}{fpp_text}{}",
+                show_text(&show),
+                store_text(&store)
+            );
             eprintln!("pfx-player doctor: could not measure: {e}");
             Ok(2)
         }
@@ -253,6 +335,30 @@ pub fn render(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn doctor_names_a_held_blackout_who_and_since() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(pfx_store::MARKER), b"").unwrap();
+        let (text, json) = control_text("http://127.0.0.1:1", d.path());
+        assert!(text.contains("override is not known"), "{text}");
+        assert!(json["held"].is_null());
+        let st = pfx_api::control::ControlState {
+            content: Some(pfx_api::control::Action::Blackout),
+            content_by: Some("alice@10.0.0.5".into()),
+            content_since_unix_ms: Some(1_767_225_600_000),
+            ..Default::default()
+        };
+        pfx_store::held::write(d.path(), &serde_json::to_vec(&st).unwrap()).unwrap();
+        let (text, json) = control_text("http://127.0.0.1:1", d.path());
+        assert!(
+            text.contains("a blackout is kept on the data partition")
+                && text.contains("blackout by alice@10.0.0.5")
+                && text.contains("since 2026-01-01 00:00:00 UTC"),
+            "{text}"
+        );
+        assert_eq!(json["held"]["content"]["action"], "blackout");
+    }
 
     #[test]
     fn unknown_interface_cannot_be_measured_exit_2() {

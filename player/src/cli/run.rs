@@ -66,13 +66,26 @@ pub struct CommonArgs {
     /// When the show stops, write the profiler's final snapshot (the `/profile` JSON) here.
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
+    /// Live control (blackout, play, test patterns, ...; `pfx-fleet control`) on this
+    /// local Unix socket, mode 0600, for root and the player's own user only. Default for
+    /// `run`: /run/pfx-player/control.sock (the service's runtime directory); `demo`
+    /// has none unless given.
+    #[arg(long, value_name = "PATH", conflicts_with = "no_control")]
+    pub control_socket: Option<PathBuf>,
+    /// No live control socket.
+    #[arg(long)]
+    pub no_control: bool,
 }
+
+/// Where `run` listens for live control unless told otherwise.
+pub const DEFAULT_CONTROL_SOCKET: &str = "/run/pfx-player/control.sock";
 
 impl CommonArgs {
     fn options(
         self,
         config: Option<PathBuf>,
         store: Option<PathBuf>,
+        default_control: Option<PathBuf>,
     ) -> anyhow::Result<RunOptions> {
         let duration = match self.duration {
             None => None,
@@ -91,14 +104,22 @@ impl CommonArgs {
             config,
             store,
             show_state: Default::default(),
+            control_socket: if self.no_control {
+                None
+            } else {
+                self.control_socket.or(default_control)
+            },
+            control_state: Default::default(),
         })
     }
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let opts = args
-        .common
-        .options(Some(args.config.clone()), args.store.clone())?;
+    let opts = args.common.options(
+        Some(args.config.clone()),
+        args.store.clone(),
+        Some(DEFAULT_CONTROL_SOCKET.into()),
+    )?;
     let show = match &args.store {
         None => {
             let show = if args.pushed {
@@ -142,7 +163,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
-    let mut opts = args.common.options(None, None)?;
+    let mut opts = args.common.options(None, None, None)?;
     if opts.http.is_none() {
         opts.http = Some(SocketAddr::from(([127, 0, 0, 1], 8080)));
     }

@@ -72,6 +72,32 @@ pub struct ShowConfig {
     /// MultiSync with other units (FPP-compatible); absent = standalone.
     #[serde(default)]
     pub sync: Option<SyncConfig>,
+    /// Live control on a show night (`pfx-fleet control`): its limits on this unit.
+    #[serde(default)]
+    pub control: ControlConfig,
+}
+
+/// `control:`: what live actions may do on this unit (docs/show-config.md).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlConfig {
+    /// The largest `brightness F` an operator may set: a multiplier on the show's own
+    /// `brightness`, 0.0..=4.0 (default 1.0: never brighter than the show). The light
+    /// never goes above full whatever the product.
+    #[serde(default = "default_brightness_max")]
+    pub brightness_max: f32,
+}
+
+impl Default for ControlConfig {
+    fn default() -> Self {
+        ControlConfig {
+            brightness_max: default_brightness_max(),
+        }
+    }
+}
+
+fn default_brightness_max() -> f32 {
+    1.0
 }
 
 /// `fpp_connect:`: uploads from xLights. Needs a password hash when enabled.
@@ -453,6 +479,8 @@ pub enum PatternKind {
     Chase,
     Rainbow,
     Id,
+    /// A channel walk: one channel at a time at full, ten a second (`source::pattern`).
+    Walk,
 }
 
 /// One playlist entry: either `fseq: PATH` or `pattern: KIND` (with `seconds`, `color`).
@@ -651,6 +679,12 @@ impl ShowConfig {
             return bad(format!(
                 "brightness: {} is outside 0.0..=1.0",
                 self.brightness
+            ));
+        }
+        let cap = self.control.brightness_max;
+        if !(cap.is_finite() && (0.0..=pfx_api::control::MAX_FACTOR as f32).contains(&cap)) {
+            return bad(format!(
+                "control.brightness_max: {cap} is outside 0.0..=4.0 (a multiplier on the show's brightness)"
             ));
         }
         if self.interface.is_empty() {

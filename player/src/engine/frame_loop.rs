@@ -18,11 +18,12 @@
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, TryRecvError, channel};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use super::clock::FrameClock;
+use super::live::{Overlay, output_dark};
 use super::playlist::{Entry, Now, Playlist};
 use super::sample::{FrameSample, FrameSink, SourceStatus, Stage};
 use crate::geometry::{Brightness, PoleMap};
@@ -74,8 +75,24 @@ pub enum Control {
     /// From now on, the end of a playlist does this (a reload that adds or drops a
     /// schedule).
     OnEnd(OnEnd),
+    /// A live override (`engine::live`): what every frame does from this frame boundary
+    /// on, with the engine and the end-of-playlist rule that go with it, in one message
+    /// so they take effect at the same frame.
+    Live(Box<LiveMsg>),
     /// Send stream-terminated packets and end the thread.
     Stop,
+}
+
+/// A live override for the render thread.
+pub struct LiveMsg {
+    pub overlay: Overlay,
+    /// An engine to swap in with it: at this frame, or (`true`) when the item playing
+    /// ends, as `Control::After`.
+    pub engine: Option<(Box<Engine>, bool)>,
+    pub on_end: Option<OnEnd>,
+    /// Hears the Unix µs stamp of the frame that first carried the override (the
+    /// frame's datagrams carry the same stamp). `try_send`: the loop never waits on it.
+    pub reply: Option<SyncSender<u64>>,
 }
 
 /// What the loop does when a playlist without `loop` (or with no items) ends.
@@ -184,6 +201,11 @@ impl LoopHandle {
         self.control.send(Control::Reload(Box::new(engine))).is_ok()
     }
 
+    /// Hands over a live override (with its engine, if any) for the next frame.
+    pub fn live(&self, msg: LiveMsg) -> bool {
+        self.control.send(Control::Live(Box::new(msg))).is_ok()
+    }
+
     /// Changes what the end of a playlist does.
     pub fn set_on_end(&self, on_end: OnEnd) -> bool {
         self.control.send(Control::OnEnd(on_end)).is_ok()
@@ -233,12 +255,24 @@ pub fn spawn_with(
     on_end: OnEnd,
     sync: SyncLink,
 ) -> std::io::Result<LoopHandle> {
+    spawn_live(engine, sink, on_end, sync, Overlay::default())
+}
+
+/// `spawn_with`, holding `overlay` from the first frame (a blackout kept across a
+/// restart must not let one lit frame out).
+pub fn spawn_live(
+    engine: Engine,
+    sink: impl FrameSink + 'static,
+    on_end: OnEnd,
+    sync: SyncLink,
+    overlay: Overlay,
+) -> std::io::Result<LoopHandle> {
     let (tx, rx) = channel();
     let thread = std::thread::Builder::new()
         .name("pfx-render".into())
         .spawn(move || {
             raise_priority("render thread");
-            run(engine, sink, rx, on_end, sync)
+            run(engine, sink, rx, on_end, sync, overlay)
         })?;
     Ok(LoopHandle {
         control: tx,
@@ -259,6 +293,59 @@ struct Show {
     parallel: Vec<bool>,
     /// The channels this thread fills itself: all but the `parallel` outputs'.
     serial: Vec<Range<usize>>,
+}
+
+/// The live override as the loop applies it, with what it derives from the show playing
+/// (rebuilt at each override and show change, never per frame).
+struct LiveRender {
+    overlay: Overlay,
+    /// The show's brightness times the override's factor.
+    scaled: Brightness,
+    zero: Brightness,
+    /// The output a test on one output is for, by index in the show playing.
+    only: Option<usize>,
+    /// When the test pattern began (its moving patterns start from there).
+    test_start_ns: u64,
+    reply: Option<SyncSender<u64>>,
+}
+
+impl LiveRender {
+    fn new(overlay: Overlay, show: &Show, now_ns: u64) -> LiveRender {
+        let mut l = LiveRender {
+            overlay,
+            scaled: Brightness::new(1.0),
+            zero: Brightness::new(0.0),
+            only: None,
+            test_start_ns: now_ns,
+            reply: None,
+        };
+        l.rebind(show);
+        l
+    }
+
+    fn rebind(&mut self, show: &Show) {
+        self.scaled = show.engine.brightness.scaled(self.overlay.factor);
+        self.only = self
+            .overlay
+            .test
+            .as_ref()
+            .and_then(|t| t.output.as_deref())
+            .and_then(|name| show.engine.outputs.iter().position(|o| o.name == name));
+    }
+
+    /// Whether the override decides what the outputs show (the end of a playlist then
+    /// holds black rather than ending the player).
+    fn holds(&self) -> bool {
+        self.overlay.black || self.overlay.test.is_some()
+    }
+
+    fn brightness(&self, index: usize) -> &Brightness {
+        if output_dark(&self.overlay, self.only, index) {
+            &self.zero
+        } else {
+            &self.scaled
+        }
+    }
 }
 
 /// Counts events and lets one through every `SOURCE_LOG_EVERY_NS`. No allocation.
@@ -525,10 +612,12 @@ fn run(
     control: Receiver<Control>,
     mut on_end: OnEnd,
     mut sync: SyncLink,
+    overlay: Overlay,
 ) -> Exit {
     let loop_start = mono_ns();
     let mut clock = FrameClock::new(loop_start, engine.fps);
     let mut show = Show::new(engine, clock.start_ns());
+    let mut live = LiveRender::new(overlay, &show, loop_start);
     let mut show_gen = 0u64;
     // A show waiting for the current item to end, and when that is.
     let mut pending: Option<(Box<Engine>, u64)> = None;
@@ -566,6 +655,7 @@ fn run(
                 last_tick = None;
                 pending = None;
                 next_discovery = t0;
+                live.rebind(&show);
                 tracing::info!("show reloaded");
             }
             Ok(Control::After(new)) => {
@@ -577,6 +667,48 @@ fn run(
                 pending = Some((new, at));
             }
             Ok(Control::OnEnd(e)) => on_end = e,
+            Ok(Control::Live(msg)) => {
+                let LiveMsg {
+                    overlay,
+                    engine,
+                    on_end: new_on_end,
+                    reply,
+                } = *msg;
+                if let Some(e) = new_on_end {
+                    on_end = e;
+                }
+                match engine {
+                    Some((new, false)) => {
+                        show = Show::new(*new, t0);
+                        show_gen += 1;
+                        followed = None;
+                        last_tick = None;
+                        pending = None;
+                        next_discovery = t0;
+                    }
+                    Some((new, true)) => {
+                        let at = match &pending {
+                            Some((_, at)) => *at,
+                            None if show.ended => t0,
+                            None => show.playlist.item_end_ns().unwrap_or(t0),
+                        };
+                        pending = Some((new, at));
+                    }
+                    None => {}
+                }
+                if overlay.test != live.overlay.test {
+                    live.test_start_ns = t0;
+                }
+                // An ended playlist's channels were blackened once; a pattern drawn
+                // into them since must not stay when it is lifted.
+                if show.ended {
+                    show.channels.fill(0);
+                }
+                live.overlay = overlay;
+                live.reply = reply;
+                live.rebind(&show);
+                tracing::info!("live control: a new override from this frame");
+            }
             Ok(Control::Stop) | Err(TryRecvError::Disconnected) => {
                 terminate(&mut show, &mut sync);
                 return Exit::Stopped;
@@ -592,6 +724,7 @@ fn run(
             followed = None;
             last_tick = None;
             next_discovery = t0;
+            live.rebind(&show);
             tracing::info!("the item ended; the next show starts");
         }
         if t0 >= next_discovery {
@@ -656,11 +789,13 @@ fn run(
                 );
             }
             Now::Finished => match on_end {
-                OnEnd::Exit => {
+                // A held override keeps the player up (black or the pattern) when an
+                // unscheduled show ends.
+                OnEnd::Exit if !live.holds() => {
                     terminate(&mut show, &mut sync);
                     return Exit::Finished;
                 }
-                OnEnd::Black => {
+                OnEnd::Exit | OnEnd::Black => {
                     if !show.ended {
                         show.channels.fill(0);
                         show.ended = true;
@@ -668,12 +803,32 @@ fn run(
                 }
             },
         }
+        // A live test pattern in place of whatever the show has now (which goes on
+        // underneath: its frames are still fetched, so it resumes where it is).
+        if let Some(tr) = &live.overlay.test {
+            let t = t0.saturating_sub(live.test_start_ns) as f64 / 1e9;
+            let f = pattern_frame.insert(pattern::Frame::new(tr.kind, tr.color, t));
+            render_serial(
+                f,
+                &show.layout,
+                &show.parallel,
+                &show.serial,
+                &mut show.channels,
+            );
+        }
         let t2 = mono_ns();
 
-        // geometry: each pole's wire pixels (the outputs in halves map their own).
-        for (o, parallel) in show.engine.outputs.iter_mut().zip(&show.parallel) {
+        // geometry: each pole's wire pixels (the outputs in halves map their own), at
+        // the show's brightness under the live override's.
+        for (i, (o, parallel)) in show
+            .engine
+            .outputs
+            .iter_mut()
+            .zip(&show.parallel)
+            .enumerate()
+        {
             if !parallel {
-                o.map_from(&show.channels, &show.engine.brightness);
+                o.map_from(&show.channels, live.brightness(i));
             }
         }
         let t3 = mono_ns();
@@ -698,11 +853,15 @@ fn run(
                 (None, Some(d)) => Fill::Frame(d.get(range.start..).unwrap_or(&[])),
                 (None, None) => Fill::Keep,
             };
-            let t = o.render_and_send(&mut show.channels[range], fill, &show.engine.brightness);
+            let t = o.render_and_send(&mut show.channels[range], fill, live.brightness(i));
             halves.source_ns += t.source_ns;
             halves.geometry_ns += t.geometry_ns;
         }
         let t4 = mono_ns();
+        // The override's first frame is in the kernel: say when it went.
+        if let Some(r) = live.reply.take() {
+            let _ = r.try_send(stamp);
+        }
         if let Some((item, frame)) = played
             && let Some(ItemSource::Fseq { prefetch, .. }) = show.engine.items.get(item)
         {

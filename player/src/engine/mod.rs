@@ -5,6 +5,7 @@
 
 pub mod clock;
 pub mod frame_loop;
+pub mod live;
 pub mod playlist;
 pub mod sample;
 

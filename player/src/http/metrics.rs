@@ -551,6 +551,82 @@ pub fn render(s: &Snapshot, unit: &str, version: &str, healthy: bool) -> String 
     out
 }
 
+/// The live override as metrics: `pfx_control_override` is 1 while one is held
+/// (labelled with the layer, the action and who set it) and 0 with `action="none"` when
+/// the schedule plays; its `_since_seconds` is when it was set (Unix seconds);
+/// `pfx_control_brightness_factor` the factor on the show's brightness (1 without one).
+/// Pure.
+pub fn render_control(state: Option<&pfx_api::control::ControlState>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# HELP pfx_control_override A live override (pfx-fleet control) held now: 1, labelled with its layer (content, brightness), action and who set it; 0 (labelled action none) when the schedule plays."
+    );
+    let _ = writeln!(out, "# TYPE pfx_control_override gauge");
+    let mut since = Vec::new();
+    let st = state.cloned().unwrap_or_default();
+    if let Some(c) = &st.content {
+        let _ = writeln!(
+            out,
+            "pfx_control_override{} 1",
+            labels(&[
+                ("layer", "content"),
+                ("action", &c.describe()),
+                ("by", st.content_by.as_deref().unwrap_or("")),
+            ])
+        );
+        since.push(("content", st.content_since_unix_ms));
+    }
+    if let Some(f) = st.brightness {
+        let _ = writeln!(
+            out,
+            "pfx_control_override{} 1",
+            labels(&[
+                ("layer", "brightness"),
+                (
+                    "action",
+                    &format!("brightness {}", pfx_api::control::format_factor(f))
+                ),
+                ("by", st.brightness_by.as_deref().unwrap_or("")),
+            ])
+        );
+        since.push(("brightness", st.brightness_since_unix_ms));
+    }
+    if st.is_clear() {
+        let _ = writeln!(
+            out,
+            "pfx_control_override{} 0",
+            labels(&[("action", "none")])
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP pfx_control_override_since_seconds When the held override was set (Unix seconds)."
+    );
+    let _ = writeln!(out, "# TYPE pfx_control_override_since_seconds gauge");
+    for (layer, ms) in since {
+        if let Some(ms) = ms {
+            let _ = writeln!(
+                out,
+                "pfx_control_override_since_seconds{} {}",
+                labels(&[("layer", layer)]),
+                num(ms as f64 / 1000.0)
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP pfx_control_brightness_factor The live brightness factor on the show's own brightness (1: none)."
+    );
+    let _ = writeln!(out, "# TYPE pfx_control_brightness_factor gauge");
+    let _ = writeln!(
+        out,
+        "pfx_control_brightness_factor {}",
+        num(st.brightness.unwrap_or(1.0))
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -698,5 +774,34 @@ mod tests {
         }
         assert!(t.contains("pfx_healthy 0"));
         assert!(num(f64::NAN) == "NaN" && num(f64::INFINITY) == "+Inf" && num(1e-7) == "0.0000001");
+    }
+
+    #[test]
+    fn the_live_override_is_a_metric_with_who_and_since() {
+        use pfx_api::control::{Action, ControlState};
+        let none = render_control(None);
+        assert!(
+            none.contains("pfx_control_override{action=\"none\"} 0"),
+            "{none}"
+        );
+        assert!(none.contains("pfx_control_brightness_factor 1\n"), "{none}");
+        let st = ControlState {
+            content: Some(Action::Blackout),
+            content_by: Some("alice@10.0.0.5".into()),
+            content_since_unix_ms: Some(1_700_000_000_000),
+            brightness: Some(0.5),
+            ..Default::default()
+        };
+        let t = render_control(Some(&st));
+        assert!(
+            t.contains("pfx_control_override{layer=\"content\",action=\"blackout\",by=\"alice@10.0.0.5\"} 1"),
+            "{t}"
+        );
+        assert!(
+            t.contains("pfx_control_override_since_seconds{layer=\"content\"} 1700000000\n"),
+            "{t}"
+        );
+        assert!(t.contains("pfx_control_brightness_factor 0.5"), "{t}");
+        assert!(!t.contains("{action=\"none\"}"));
     }
 }

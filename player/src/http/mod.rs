@@ -36,6 +36,8 @@ pub struct HttpState {
     pub show: std::sync::Arc<std::sync::Mutex<Option<pfx_api::show::ShowInfo>>>,
     /// The show store (`run --store`), whose quarantined files `/health` reports.
     pub store: Option<std::path::PathBuf>,
+    /// The live override held now (`app::control::ControlShared`; None: nothing held).
+    pub control: std::sync::Arc<std::sync::Mutex<Option<pfx_api::control::ControlState>>>,
 }
 
 /// `GET /profile`: the snapshot plus who answered (the contract, in pfx-api).
@@ -106,7 +108,12 @@ async fn profile(State(s): State<HttpState>) -> Json<ProfileDoc> {
         health: health_text(&s),
         snapshot: s.profiler.snapshot(),
         show: show_info(&s),
+        control: control_info(&s),
     })
+}
+
+fn control_info(s: &HttpState) -> Option<pfx_api::control::ControlState> {
+    s.control.lock().ok().and_then(|g| g.clone())
 }
 
 fn show_info(s: &HttpState) -> Option<pfx_api::show::ShowInfo> {
@@ -175,7 +182,8 @@ async fn history(State(s): State<HttpState>, Query(q): Query<HistoryQuery>) -> J
 
 async fn metrics_text(State(s): State<HttpState>) -> Response {
     let healthy = s.profiler.health().is_ok();
-    let body = metrics::render(&s.profiler.snapshot(), &s.unit_id, s.version, healthy);
+    let body = metrics::render(&s.profiler.snapshot(), &s.unit_id, s.version, healthy)
+        + &metrics::render_control(control_info(&s).as_ref());
     (
         [(
             header::CONTENT_TYPE,

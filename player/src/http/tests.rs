@@ -26,6 +26,7 @@ fn state() -> (SampleSink, HttpState) {
             version: "0.1.0",
             show: Default::default(),
             store: None,
+            control: Default::default(),
         },
     )
 }
@@ -318,6 +319,7 @@ async fn profile_json_matches_the_golden_file() {
         version: "0.1.0",
         show: std::sync::Arc::new(std::sync::Mutex::new(Some(golden_show()))),
         store: None,
+        control: Default::default(),
     };
     st.profiler.set_nic(crate::nic::golden_status());
     // Rates need two readings, one second apart; the frames come after them, so the
@@ -354,6 +356,7 @@ async fn profile_json_matches_the_golden_file() {
             health: "ok".into(),
             snapshot: st.profiler.snapshot(),
             show: Some(golden_show()),
+            control: None,
         };
         doc.snapshot.last_frame_age_ms = Some(12.5);
         doc.snapshot.uptime_s = 3.25;

@@ -65,6 +65,7 @@ impl Frame {
                 PatternKind::Chase => chase(self.color, p, n, t),
                 PatternKind::Rainbow => self.wheel[(p * HUES / n + self.shift) % HUES],
                 PatternKind::Id => id(index, p, t),
+                PatternKind::Walk => walk(p, n, t),
             };
             px[..3].copy_from_slice(&rgb);
             px[3..].fill(0);
@@ -104,6 +105,22 @@ fn chase(color: [u8; 3], p: usize, n: usize, t: f64) -> [u8; 3] {
     let head = ((t * 0.5).fract() * n as f64) as usize;
     let behind = (head + n - p) % n;
     if behind < width { color } else { [0, 0, 0] }
+}
+
+/// Channels a second the walk steps through.
+pub const WALK_PER_S: f64 = 10.0;
+
+/// The channel walk: channel k of the pole at full (R, G, B of pixel 0, then of pixel 1,
+/// ...), k stepping ten times a second and starting again at the pole's end; every other
+/// channel black. A crew sees which pixel and which colour each channel drives (a wrong
+/// colour order or start channel shows at once).
+fn walk(p: usize, n: usize, t: f64) -> [u8; 3] {
+    let step = (t.max(0.0) * WALK_PER_S) as usize % (3 * n).max(1);
+    let mut rgb = [0, 0, 0];
+    if step / 3 == p {
+        rgb[step % 3] = 255;
+    }
+    rgb
 }
 
 /// Pole i shows i+1 blocks of 5 lit pixels separated by 5 dark ones, in a colour of its
@@ -218,6 +235,7 @@ mod tests {
             PatternKind::Chase,
             PatternKind::Rainbow,
             PatternKind::Id,
+            PatternKind::Walk,
         ] {
             for format in [PixelFormat::Rgb8, PixelFormat::Rgbw8] {
                 let pole = PoleMap {
@@ -269,6 +287,24 @@ mod tests {
                 assert_eq!(px, want, "pixel {p} of {pixels}");
             }
         }
+    }
+
+    #[test]
+    fn walk_lights_one_channel_at_a_time_in_order() {
+        let pole = &layout()[..1];
+        let lit = |t: f64| {
+            let mut ch = vec![0; 300];
+            render(PatternKind::Walk, [0; 3], t, pole, &mut ch);
+            let on: Vec<usize> = (0..300).filter(|&i| ch[i] != 0).collect();
+            assert_eq!(on.len(), 1, "one channel at t={t}");
+            assert_eq!(ch[on[0]], 255);
+            on[0]
+        };
+        assert_eq!(lit(0.0), 0);
+        assert_eq!(lit(0.1), 1, "green of pixel 0");
+        assert_eq!(lit(0.25), 2);
+        assert_eq!(lit(0.3), 3, "red of pixel 1");
+        assert_eq!(lit(30.0), 0, "again from the start after 300 channels");
     }
 
     #[test]
