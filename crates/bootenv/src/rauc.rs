@@ -79,7 +79,7 @@ impl RaucOp {
     ///   booted slot reads `bad`: its one attempt is spent until the health check marks it
     ///   good.)
     /// - set-primary X: `BOOT_ORDER` = X first, X's count = 1, the one trial boot.
-    /// - set-state X good: X's count = 3; bad: 0.
+    /// - set-state X good: X's count = 3; bad: 0, and X no longer first in `BOOT_ORDER`.
     pub fn apply(self, state: &BootState) -> Result<RaucOutcome, RaucError> {
         let mut next = *state;
         let print = match self {
@@ -92,6 +92,13 @@ impl RaucOp {
             }
             RaucOp::SetState(s, good) => {
                 next.set_left(s, if good { BootState::GOOD_LEFT } else { 0 });
+                // A bad slot also leaves the head of the order: when the good slot's count
+                // runs out too (power cuts before its health commit), the script gives both
+                // 3 attempts again, and the first of the order must then be the good one,
+                // not a slot whose write was cut short.
+                if !good && next.primary() == s {
+                    next.set_primary(s.other());
+                }
                 None
             }
         };
@@ -105,6 +112,27 @@ impl RaucOp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slot_marked_bad_leaves_the_head_of_the_order() {
+        // The trial slot B first with its one attempt; RAUC marks it bad (a failed health
+        // check, or an install writing it): A first, so a reset of both counts boots A.
+        let st = BootState::new(Slot::B, 0, 1);
+        let out = RaucOp::SetState(Slot::B, false).apply(&st).unwrap();
+        let w = out.write.unwrap();
+        assert_eq!(
+            (w.primary(), w.left(Slot::B), w.left(Slot::A)),
+            (Slot::A, 0, 0)
+        );
+        // Marking the slot that is not first bad keeps the order.
+        let st = BootState::new(Slot::A, 2, 3);
+        let w = RaucOp::SetState(Slot::B, false)
+            .apply(&st)
+            .unwrap()
+            .write
+            .unwrap();
+        assert_eq!((w.primary(), w.left(Slot::B)), (Slot::A, 0));
+    }
 
     #[test]
     fn parses_exactly_what_rauc_calls() {
@@ -173,12 +201,12 @@ mod tests {
             .unwrap()
             .write
             .unwrap();
-        assert_eq!(bad, BootState::new(Slot::B, 2, 0));
+        assert_eq!(bad, BootState::new(Slot::A, 2, 0));
         assert_eq!(get(RaucOp::GetPrimary, &bad), "A");
         // Unchanged: nothing to write.
         assert_eq!(
-            RaucOp::SetState(Slot::A, false)
-                .apply(&BootState::new(Slot::A, 0, 3))
+            RaucOp::SetState(Slot::B, false)
+                .apply(&BootState::new(Slot::A, 3, 0))
                 .unwrap()
                 .write,
             None
