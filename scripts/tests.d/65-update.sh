@@ -31,7 +31,7 @@ fi
 export PFX_CACHE=${PFX_CACHE:-/var/cache/pfx}
 # The fleet prints switch times in UTC; --switch at HH:MM is this machine's local time.
 export TZ=UTC
-# CI (scripts/test-all) runs the default set, about 15 minutes on 2 cores; the power cuts
+# CI (scripts/test-all) runs the default set, about 20 minutes on 2 cores; the power cuts
 # (five more boots and three more installs, about 12 minutes) run with
 # PFX_UPDATE_CASES=cuts or =all (README, Tests).
 cases=${PFX_UPDATE_CASES:-refuse update crash env}
