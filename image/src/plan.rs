@@ -39,11 +39,7 @@ pub const WATCHDOG_TEXT: &str = "# pfx: a hang resets the unit (docs/update.md, 
 /// RAUC's D-Bus service does the install (the agent only asks it to): at idle I/O and CPU
 /// priority, so writing a slot costs a playing show no frame.
 pub const RAUC_DROPIN: &str = "/etc/systemd/system/rauc.service.d/50-pfx-idle.conf";
-/// RAUC is D-Bus activated (by the health check, every boot) long after local-fs.target.
-/// Without default dependencies its activation does not pull sysinit.target and with it
-/// local-fs.target's requirements again: on a unit without its data partition that re-queued
-/// the data mount that pfx-data-absent had cancelled, and the boot waited on its device.
-pub const RAUC_DROPIN_TEXT: &str = "# pfx: the show comes first (docs/update.md).\n[Unit]\nDefaultDependencies=no\nAfter=dbus.service local-fs.target\nConflicts=shutdown.target\nBefore=shutdown.target\n\n[Service]\nIOSchedulingClass=idle\nCPUSchedulingPolicy=idle\nNice=19\n";
+pub const RAUC_DROPIN_TEXT: &str = "# pfx: the show comes first (docs/update.md).\n[Service]\nIOSchedulingClass=idle\nCPUSchedulingPolicy=idle\nNice=19\n";
 pub const JOURNALD_TEXT: &str = "# pfx: the journal lives in RAM only, and is bounded.\n[Journal]\nStorage=volatile\nRuntimeMaxUse=32M\nRuntimeMaxFileSize=4M\n";
 
 /// The fstab the image ships. overlayroot rewrites it into the overlay at boot; with
