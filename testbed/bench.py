@@ -462,6 +462,7 @@ content:
         qd = tb.qdisc_stats(PLAYER)
         subprocess.run(["tc", "-n", tb.ns(PLAYER), "qdisc", "del", "dev", "eth0", "root"], check=False)
         t_lift = time.time()
+        mark("lift")
         time.sleep(a.recover_seconds)
         mark("end")
         drops1 = udp_rcvbuf_errors(tb, POLE_SACN)
@@ -482,7 +483,7 @@ content:
     if drops0 is None or drops1 is None or drops1 > drops0:
         res.unmeasurable = res.unmeasurable or f"the receiver's kernel dropped datagrams (RcvbufErrors {drops0} -> {drops1})"
     by = {m[0]: m for m in marks}
-    if len(by) == 4 and all(m[3] for m in marks):
+    if len(by) == 5 and all(m[3] for m in marks):
         for ph, (b, e) in {"base": ("base", "stall"), "stall": ("stall", "stall_end")}.items():
             pb, pe = by[b][3]["since_start"], by[e][3]["since_start"]
             dt = max(1e-9, by[e][1] - by[b][1])
@@ -496,6 +497,14 @@ content:
             cb, ce = output_counts(by[b][3]), output_counts(by[e][3])
             for k in ("frames_sent", "frames_partial", "frames_skipped"):
                 row[f"{ph}_{k}_per_s"] = round((ce[k] - cb[k]) / dt, 2)
+        # The recovery window's own loop counters: a tick the loop skipped is a frame nobody
+        # sent, which 55-stall must tell from a frame the admission still held back.
+        pl, pe = by["lift"][3]["since_start"], by["end"][3]["since_start"]
+        row["recover_misses"] = pe["deadline_misses"] - pl["deadline_misses"]
+        row["recover_skipped_ticks"] = pe.get("skipped_ticks", 0) - pl.get("skipped_ticks", 0)
+        cl, ce = output_counts(by["lift"][3]), output_counts(by["end"][3])
+        row["recover_frames_skipped"] = ce["frames_skipped"] - cl["frames_skipped"]
+        row["recover_frames_partial"] = ce["frames_partial"] - cl["frames_partial"]
         if row.get("base_cpu_pct"):
             row["cpu_ratio"] = round(row.get("stall_cpu_pct", 0) / row["base_cpu_pct"], 2)
         # Guard: before the limit the link carries the whole show, so a loop that misses
@@ -566,7 +575,8 @@ def print_rate_table(results: list[Result]) -> None:
     print("\n## rate limit on the player's link: 20/37 of what the show needs (sender: player)\n")
     cols = ["cell", "link kbit/s (need Mbit/s)", "complete fps base/stall", "universe fps min/mean (stall)",
             "age p99 ms stall", "torn frames stall", "loop fps/misses stall", "CPU % base/stall (ratio)",
-            "frames whole/part/skipped per s (stall)", "recovered ms", "CPU pressure % base/stall"]  # fmt: skip
+            "frames whole/part/skipped per s (stall)", "recovered ms (strict; absent / ticks skipped)",
+            "CPU pressure % base/stall"]  # fmt: skip
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in results:
@@ -587,7 +597,8 @@ def print_rate_table(results: list[Result]) -> None:
             f"{st.get('torn_frames')} | {w.get('stall_loop_fps')} / {w.get('stall_misses')} | "
             f"{w.get('base_cpu_pct')} / {w.get('stall_cpu_pct')} ({w.get('cpu_ratio')}) | "
             f"{w.get('stall_frames_sent_per_s')} / {w.get('stall_frames_partial_per_s')} / {w.get('stall_frames_skipped_per_s')} | "
-            f"{rx.get('recovered_ms', '-')} | {w.get('base_psi_pct')} / {w.get('stall_psi_pct')} |"
+            f"{rx.get('recovered_ms_sent', '-')} ({rx.get('recovered_ms', '-')}; {rx.get('absent_after_recovered', '-')} / "
+            f"{w.get('recover_skipped_ticks', '-')}) | {w.get('base_psi_pct')} / {w.get('stall_psi_pct')} |"
         )
     for r in results:
         st = (r.row.get("rx") or {}).get("stall") or {}

@@ -109,19 +109,38 @@ def analyse(records, universes: int, first_universe: int, period_us: float, seq_
         }
     if lift_us is not None:
         # The first frame due after the lift from which every later frame (to the end of the
-        # records' last phase) is complete; a frame nobody sent counts as not complete.
+        # records' last phase) is complete; a frame nobody sent counts as not complete. This
+        # strict figure is reported; 55-stall judges the one below.
         end = max(t1 for _, t1 in phases.values())
         due = lambda f: base + f * period_us  # noqa: E731
         lo = math.ceil((lift_us - base) / period_us)
         hi = math.floor((end - 4 * period_us - base) / period_us)
         after = [f for f in range(lo, hi + 1) if due(f) >= lift_us]
-        recovered = None
-        for k, f in enumerate(after):
-            if all(g in complete for g in after[k:]):
-                recovered = f
-                break
-        out["recovered_ms"] = _r((due(recovered) - lift_us) / 1000.0) if recovered is not None else None
+        ms = lambda f: None if f is None else _r((due(f) - lift_us) / 1000.0)  # noqa: E731
+        out["recovered_ms"] = ms(_recovered(after, lambda f: f in complete))
+        # The same, with a frame of which no datagram arrived passed over: a loop that wakes
+        # a period late skips that tick (`skipped_ticks` in /profile) and sends nothing for
+        # it, which is the host's doing, not the link's. The caller holds the count of such
+        # absent frames against the ticks the loop says it skipped in the window.
+        sent = _recovered(after, lambda f: f in complete or f not in got)
+        # ... and from the first of them that arrived: frames left unsent at the lift itself
+        # were the admission's last skips, inside the recovery this measures.
+        sent = next((f for f in after if sent is not None and f >= sent and f in complete), None)
+        out["recovered_ms_sent"] = ms(sent)
+        out["absent_after_recovered"] = None if sent is None else sum(1 for f in after if f >= sent and f not in got)
+        out["torn_after_lift"] = sum(1 for f in after if f in got and f not in complete)
     return out
+
+
+def _recovered(after, whole):
+    """The first frame of `after` from which every later one is `whole`; None when the last
+    of them is not."""
+    recovered = None
+    for f in reversed(after):
+        if not whole(f):
+            break
+        recovered = f
+    return recovered
 
 
 def _frames_by_record(kind, data, frames):

@@ -80,3 +80,42 @@ def test_a_sync_after_a_torn_frame_is_counted():
     an = frames.analyse(records(rows), 2, 1, P, 100, {"a": (1_000_000, 1_000_000 + 4 * P)})
     assert an["a"]["syncs_after_torn_frame"] == 1
     assert an["a"]["sync_packets_per_s"] == 40.0
+
+
+def _rec_rows(P, frames_sent, universes=(1, 2, 3), torn=()):
+    rows = []
+    for f in frames_sent:
+        for u in universes:
+            if f in torn and u == universes[-1]:
+                continue
+            rows.append((1_000_000 + f * P + 100 * u, u, f % 32, 0))
+    return rows
+
+
+def test_recovery_passes_over_a_tick_the_loop_skipped_and_counts_it():
+    P = 25_000
+    # Frames 0..59 whole except frame 50, of which nothing arrived (a tick the late loop
+    # skipped): the strict figure lands after it, the sent one at the lift, with one absent frame.
+    sent = [f for f in range(60) if f != 50]
+    phases = {"a": (1_000_000, 1_000_000 + 20 * P), "b": (1_000_000 + 20 * P, 1_000_000 + 60 * P)}
+    an = frames.analyse(records(_rec_rows(P, sent)), 3, 1, P, 32, phases, lift_us=1_000_000 + 20 * P)
+    assert an["recovered_ms"] == 775.1  # frame 51, 31 periods after the lift
+    assert an["recovered_ms_sent"] == 0.1 and an["absent_after_recovered"] == 1
+    assert an["torn_after_lift"] == 0
+
+
+def test_recovery_still_fails_when_frames_keep_going_missing_or_torn():
+    P = 25_000
+    phases = {"a": (1_000_000, 1_000_000 + 20 * P), "b": (1_000_000 + 20 * P, 1_000_000 + 60 * P)}
+    # Every other frame left unsent after the lift: the sent figure is early, but the absent
+    # count (20) is what the caller holds against the loop's skipped ticks.
+    sent = [f for f in range(60) if f < 20 or f % 2 == 0]
+    an = frames.analyse(records(_rec_rows(P, sent)), 3, 1, P, 32, phases, lift_us=1_000_000 + 20 * P)
+    assert an["absent_after_recovered"] == 18
+    # The admission's last skip at the lift itself is before the recovery, not counted.
+    sent = [f for f in range(60) if f not in (20, 21)]
+    an = frames.analyse(records(_rec_rows(P, sent)), 3, 1, P, 32, phases, lift_us=1_000_000 + 20 * P)
+    assert an["recovered_ms_sent"] == 50.1 and an["absent_after_recovered"] == 0
+    # A torn frame late in the window is never passed over.
+    an = frames.analyse(records(_rec_rows(P, range(60), torn=(50,))), 3, 1, P, 32, phases, lift_us=1_000_000 + 20 * P)
+    assert an["recovered_ms_sent"] == 775.1 and an["torn_after_lift"] == 1
