@@ -25,6 +25,7 @@ use std::time::Instant;
 use super::clock::FrameClock;
 use super::live::{Overlay, output_dark};
 use super::playlist::{Entry, Now, Playlist};
+use super::retire::Retirer;
 use super::sample::{FrameSample, FrameSink, SourceStatus, Stage};
 use crate::geometry::{Brightness, PoleMap};
 use crate::output::{Fill, HalfTimes, Output};
@@ -617,6 +618,9 @@ fn run(
     let loop_start = mono_ns();
     let mut clock = FrameClock::new(loop_start, engine.fps);
     let mut show = Show::new(engine, clock.start_ns());
+    // Old shows are dropped on a thread of their own (their decode threads are joined and
+    // their buffers freed there), never inside a frame.
+    let retire = Retirer::new();
     let mut live = LiveRender::new(overlay, &show, loop_start);
     let mut show_gen = 0u64;
     // A show waiting for the current item to end, and when that is.
@@ -649,11 +653,11 @@ fn run(
                     );
                 }
                 // A reload restarts the playlist now.
-                show = Show::new(*new, t0);
+                retire.retire(std::mem::replace(&mut show, Show::new(*new, t0)));
                 show_gen += 1;
                 followed = None;
                 last_tick = None;
-                pending = None;
+                retire.retire_some(pending.take());
                 next_discovery = t0;
                 live.rebind(&show);
                 tracing::info!("show reloaded");
@@ -664,7 +668,7 @@ fn run(
                     None if show.ended => t0,
                     None => show.playlist.item_end_ns().unwrap_or(t0),
                 };
-                pending = Some((new, at));
+                retire.retire_some(pending.replace((new, at)));
             }
             Ok(Control::OnEnd(e)) => on_end = e,
             Ok(Control::Live(msg)) => {
@@ -679,11 +683,11 @@ fn run(
                 }
                 match engine {
                     Some((new, false)) => {
-                        show = Show::new(*new, t0);
+                        retire.retire(std::mem::replace(&mut show, Show::new(*new, t0)));
                         show_gen += 1;
                         followed = None;
                         last_tick = None;
-                        pending = None;
+                        retire.retire_some(pending.take());
                         next_discovery = t0;
                     }
                     Some((new, true)) => {
@@ -692,7 +696,7 @@ fn run(
                             None if show.ended => t0,
                             None => show.playlist.item_end_ns().unwrap_or(t0),
                         };
-                        pending = Some((new, at));
+                        retire.retire_some(pending.replace((new, at)));
                     }
                     None => {}
                 }
@@ -719,7 +723,7 @@ fn run(
             && let Some((new, at)) = pending.take()
         {
             // The next show starts where the item ended, not when this tick noticed.
-            show = Show::new(*new, at.min(t0));
+            retire.retire(std::mem::replace(&mut show, Show::new(*new, at.min(t0))));
             show_gen += 1;
             followed = None;
             last_tick = None;
