@@ -19,7 +19,15 @@ step "pytest testbed/tests"
 python3 -m pytest -q "$tb/tests" || bad "pytest"
 
 out=$(mktemp -d /tmp/pfx-testbed-suite.XXXXXX)
-cleanup() { "$tb/testbed" down >/dev/null 2>&1; rm -rf "$out"; }
+# The testbed namespaces that were there before this suite (another run's, an operator's
+# bench): never torn down here, never counted as left behind by it.
+ip netns list | awk '{print $1}' | grep '^pfxtb' | sort > "$out/before" || true
+ours() { ip netns list | awk '{print $1}' | grep '^pfxtb' | sort | comm -23 - "$out/before"; }
+cleanup() {
+  local ns
+  for ns in $(ours); do ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null; ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$out"
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -69,8 +77,8 @@ PY
 fi
 
 step "nothing left behind"
-left=$(ip netns list | grep '^pfxtb' || true)
-[ -z "$left" ] || bad "namespaces left: $left"
+left=$(ours)
+[ -z "$left" ] || bad "namespaces this suite made and left: $left"
 
 [ $fail = 0 ] && echo "50-testbed: passed" || echo "50-testbed: FAILED"
 exit $fail
