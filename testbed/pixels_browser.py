@@ -33,6 +33,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 PIXELS = {"pole-a": 100, "pole-b": 60}
@@ -136,9 +138,10 @@ def expect_ok(step: str, name: str, frame: bytes) -> str | None:
     if step == "blackout":
         return None if all(p == b"\0\0\0" for p in px) else "not black"
     if step == "test red":
-        ok = all(p == b"\0\0\0" or p == wire((v, 0, 0)) for p in px for v in [p[ORDER[name].index("r")]])
-        lit = {p for p in px if p != b"\0\0\0"}
-        return None if ok and len(lit) == 1 and len(px) == len([p for p in px if p != b"\0\0\0"]) else f"not solid red: {sorted(lit)[:3]}"
+        # Every pixel the same red (the show's brightness under it), nothing else lit.
+        rgb = [(p[ORDER[name].index("r")], p[ORDER[name].index("g")], p[ORDER[name].index("b")]) for p in px]
+        ok = len(set(rgb)) == 1 and rgb[0][0] > 0 and rgb[0][1:] == (0, 0)
+        return None if ok else f"not solid red: {sorted(set(rgb))[:3]}"
     if step == "test id":
         lit = sum(1 for p in px if p != b"\0\0\0")
         want = 5 * (list(PIXELS).index(name) + 1)
@@ -161,6 +164,55 @@ def expect_ok(step: str, name: str, frame: bytes) -> str | None:
             return f"rgb {r},{g},{b}, want about 0.4 of {scale}"
         return None
     return f"unknown step {step}"
+
+
+def rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def rate_and_hostile(url: str, pid: int) -> int:
+    """The rate one viewer gets, then many viewers at once: 200 or 503, bounded memory."""
+    failed = 0
+    seqs = set()
+    t = time.monotonic()
+    while time.monotonic() - t < 2.0:
+        body = urllib.request.urlopen(url, timeout=5).read()
+        seqs.add(int.from_bytes(body[4:12], "little"))
+    rate = len(seqs) / 2.0
+    ok = rate >= 10
+    failed += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} one viewer polling /pixels: {rate:.1f} new frames/s (need >= 10; the page asks at most 12.5/s)")
+    statuses: collections.Counter[str] = collections.Counter()
+    lock = threading.Lock()
+    rss0 = rss_kb(pid)
+    end = time.monotonic() + 3.0
+
+    def hammer() -> None:
+        while time.monotonic() < end:
+            try:
+                code = str(urllib.request.urlopen(url, timeout=10).status)
+            except urllib.error.HTTPError as e:
+                code = str(e.code)
+            except OSError as e:
+                code = type(e).__name__
+            with lock:
+                statuses[code] += 1
+
+    threads = [threading.Thread(target=hammer) for _ in range(40)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    rss1 = rss_kb(pid)
+    grew = (rss1 - rss0) / 1024
+    ok = set(statuses) <= {"200", "503"} and statuses["503"] > 0 and statuses["200"] > 0 and grew < 32
+    failed += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} 40 viewers at once for 3 s: answers {dict(statuses)}, "
+          f"player RSS {rss0 // 1024} -> {rss1 // 1024} MiB (need only 200 and 503, some of each, growth < 32 MiB)")
+    return failed
 
 
 def main() -> int:
@@ -230,7 +282,7 @@ def main() -> int:
                 continue
             got = {o["name"]: o for o in doc["outputs"]}
             for name, pole in poles.items():
-                recent = pole.since(t0 - 1.0)
+                recent = pole.since(t0 - 0.3)
                 if not recent:
                     print(f"UNMEASURABLE {step} {name}: the pole received no frame")
                     unmeasurable += 1
@@ -255,6 +307,10 @@ def main() -> int:
                 else:
                     print(f"ok   {step} {name}: canvas = a received frame ({len(recent)} in the window), "
                           f"{lit}/{PIXELS[name]} lit, first pixel on the wire {first}; browser {took:.1f} s")
+        failed += rate_and_hostile(f"http://127.0.0.1:{http}/pixels", player.pid)
+        if player.poll() is not None:
+            print(f"FAIL the player exited ({player.returncode})")
+            failed += 1
     finally:
         player.terminate()
         try:
