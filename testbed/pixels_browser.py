@@ -272,41 +272,52 @@ def main() -> int:
                     print(f"FAIL {step}: the player refused {r}: {ans}")
                     failed += 1
             time.sleep(0.4)
-            t0 = time.monotonic()
-            doc = readback(a.chromium, f"http://127.0.0.1:{http}/?readback=3", str(Path(work, "chromium")))
-            took = time.monotonic() - t0
-            time.sleep(0.2)
-            if doc is None:
-                print(f"UNMEASURABLE {step}: the browser wrote no readback ({took:.1f} s)")
-                unmeasurable += 1
-                continue
-            got = {o["name"]: o for o in doc["outputs"]}
-            for name, pole in poles.items():
-                recent = pole.since(t0 - 0.3)
-                if not recent:
-                    print(f"UNMEASURABLE {step} {name}: the pole received no frame")
+            # `id` blinks once a second: three readbacks, each must equal a received frame,
+            # and one at least must show the lit blocks (a dark phase alone proves little).
+            attempts = 3 if step == "test id" else 1
+            lit_seen = collections.Counter()
+            for _ in range(attempts):
+                t0 = time.monotonic()
+                doc = readback(a.chromium, f"http://127.0.0.1:{http}/?readback=3", str(Path(work, "chromium")))
+                took = time.monotonic() - t0
+                time.sleep(0.2)
+                if doc is None:
+                    print(f"UNMEASURABLE {step}: the browser wrote no readback ({took:.1f} s)")
                     unmeasurable += 1
                     continue
-                o = got.get(name)
-                if o is None:
-                    print(f"FAIL {step} {name}: not on the dashboard (it drew {sorted(got)})")
-                    failed += 1
-                    continue
-                wire = to_wire(bytes.fromhex(o["rgb"]), ORDER[name])
-                matched = [f for f in recent if f == wire]
-                meaning = expect_ok(step, name, wire) if matched else None
-                lit = sum(1 for i in range(0, len(wire), 3) if wire[i:i + 3] != b"\0\0\0")
-                first = wire[:3].hex()
-                if not matched:
-                    print(f"FAIL {step} {name}: the canvas ({lit} lit, first pixel {first}) equals none of the "
-                          f"{len(recent)} frames the pole received (newest first pixel {recent[-1][:3].hex()})")
-                    failed += 1
-                elif meaning:
-                    print(f"FAIL {step} {name}: canvas equals a received frame, but {meaning}")
-                    failed += 1
-                else:
-                    print(f"ok   {step} {name}: canvas = a received frame ({len(recent)} in the window), "
-                          f"{lit}/{PIXELS[name]} lit, first pixel on the wire {first}; browser {took:.1f} s")
+                got = {o["name"]: o for o in doc["outputs"]}
+                for name, pole in poles.items():
+                    recent = pole.since(t0 - 0.3)
+                    if not recent:
+                        print(f"UNMEASURABLE {step} {name}: the pole received no frame")
+                        unmeasurable += 1
+                        continue
+                    o = got.get(name)
+                    if o is None:
+                        print(f"FAIL {step} {name}: not on the dashboard (it drew {sorted(got)})")
+                        failed += 1
+                        continue
+                    wire = to_wire(bytes.fromhex(o["rgb"]), ORDER[name])
+                    matched = [f for f in recent if f == wire]
+                    meaning = expect_ok(step, name, wire) if matched else None
+                    lit = sum(1 for i in range(0, len(wire), 3) if wire[i:i + 3] != b"\0\0\0")
+                    first = wire[:3].hex()
+                    if not matched:
+                        print(f"FAIL {step} {name}: the canvas ({lit} lit, first pixel {first}) equals none of the "
+                              f"{len(recent)} frames the pole received (newest first pixel {recent[-1][:3].hex()})")
+                        failed += 1
+                    elif meaning:
+                        print(f"FAIL {step} {name}: canvas equals a received frame, but {meaning}")
+                        failed += 1
+                    else:
+                        lit_seen[name] += lit > 0
+                        print(f"ok   {step} {name}: canvas = a received frame ({len(recent)} in the window), "
+                              f"{lit}/{PIXELS[name]} lit, first pixel on the wire {first}; browser {took:.1f} s")
+            if step == "test id":
+                for name in poles:
+                    if not lit_seen[name]:
+                        print(f"FAIL {step} {name}: no readback caught the lit phase")
+                        failed += 1
         failed += rate_and_hostile(f"http://127.0.0.1:{http}/pixels", player.pid)
         if player.poll() is not None:
             print(f"FAIL the player exited ({player.returncode})")
