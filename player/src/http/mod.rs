@@ -249,11 +249,28 @@ impl Drop for Viewer {
     }
 }
 
+/// The body in pieces of 64 KiB that keep the viewer's slot until the last piece is taken
+/// (or the client goes away): a client that reads slowly holds its slot, so slow readers
+/// cannot pile up copies beyond `PIXEL_VIEWERS_MAX`.
+fn held_body(body: Vec<u8>, viewer: Viewer) -> axum::body::Body {
+    use futures::StreamExt;
+    const PIECE: usize = 64 * 1024;
+    let all = axum::body::Bytes::from(body);
+    let pieces: Vec<_> = (0..all.len().div_ceil(PIECE))
+        .map(|i| all.slice(i * PIECE..((i + 1) * PIECE).min(all.len())))
+        .collect();
+    let stream = futures::stream::iter(pieces).map(move |p| {
+        let _slot = &viewer;
+        Ok::<_, std::convert::Infallible>(p)
+    });
+    axum::body::Body::from_stream(stream)
+}
+
 /// `GET /pixels`: every output's pixels as the poles were last sent them (the binary
 /// format of `crate::pixels`). Asks the render thread for a copy of its next frame and
 /// waits for it a little, polling: the render thread never signals anyone.
 async fn pixels() -> Response {
-    let Some(_viewer) = Viewer::enter() else {
+    let Some(viewer) = Viewer::enter() else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
@@ -275,7 +292,7 @@ async fn pixels() -> Response {
                 (header::CONTENT_TYPE, "application/octet-stream"),
                 (header::CACHE_CONTROL, "no-store"),
             ],
-            body,
+            held_body(body, viewer),
         )
             .into_response(),
         None => (

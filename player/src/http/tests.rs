@@ -481,6 +481,21 @@ async fn pixels_answers_the_offered_frame_and_bounds_its_viewers() {
     assert_eq!(s.outputs[0].order, [1, 0, 2]);
     assert_eq!(s.outputs[0].data, vec![10, 20, 30, 40, 50, 60, 70, 80, 90]);
 
+    // A client that has not read its body yet still holds its slot; it frees when the
+    // response goes away.
+    let r = router(st.clone())
+        .oneshot(Request::get("/pixels").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        PIXEL_VIEWERS.load(std::sync::atomic::Ordering::Acquire),
+        1,
+        "an unread body holds its viewer slot"
+    );
+    drop(r);
+    assert_eq!(PIXEL_VIEWERS.load(std::sync::atomic::Ordering::Acquire), 0);
+
     let held: Vec<_> = (0..PIXEL_VIEWERS_MAX)
         .map(|_| Viewer::enter().expect("a free viewer slot"))
         .collect();
