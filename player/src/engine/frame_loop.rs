@@ -839,6 +839,15 @@ fn run(
             halves.source_ns += t.source_ns;
             halves.geometry_ns += t.geometry_ns;
         }
+        // The dashboard's copy of what went out, only when a viewer asked (counted in
+        // wire_send: it is part of what a frame costs while someone watches).
+        crate::pixels::BOARD.offer(
+            stamp,
+            show.engine
+                .outputs
+                .iter()
+                .map(|o| (o.name.as_str(), o.map(), o.pixels())),
+        );
         let t4 = mono_ns();
         // The override's first frame is in the kernel: say when it went.
         if let Some(r) = live.reply.take() {
