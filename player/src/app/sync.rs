@@ -249,11 +249,27 @@ impl MasterSender {
     }
 }
 
+impl MasterSender {
+    fn send_blank(&mut self) {
+        let b = packet::encode_blank();
+        for d in &self.dests {
+            match self.sock.send_to(&b, d) {
+                Ok(_) => self.status.sent.fetch_add(1, Ordering::Relaxed),
+                Err(_) => self.status.send_errors.fetch_add(1, Ordering::Relaxed),
+            };
+        }
+    }
+}
+
 impl Announce for MasterSender {
     fn frame_sent(&mut self, playing: Option<Playing<'_>>) {
         let Some(p) = playing else {
+            // Also a blackout on the master (the loop says nothing plays): the stop is
+            // what makes its remotes black (they go idle, black until the next start),
+            // and FPP remotes blank their outputs on the blank packet.
             if self.announcer.idle() {
                 self.send(Action::Stop, 0, 0.0);
+                self.send_blank();
             }
             return;
         };

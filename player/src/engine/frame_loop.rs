@@ -634,13 +634,31 @@ fn run(
     // ticks passed while following were played, not skipped). A reload between the two
     // (the master's stop hands over a black show) must not hide that.
     let mut own_clock_stale = false;
+    // A master's blackout waits one frame: this frame's announce tells the remotes nothing
+    // plays (they stop at their next frame), the next frame is black here and there alike.
+    let mut deferred: Option<Box<LiveMsg>> = None;
     loop {
         let deadline = followed.map_or_else(|| clock.deadline(ctick), |f| f.deadline());
         sleep_until(deadline);
         let t0 = mono_ns();
 
         // background: control messages, discovery, interface upkeep.
-        match control.try_recv() {
+        let was_deferred = deferred.is_some();
+        let got = match deferred.take() {
+            Some(m) => Ok(Control::Live(m)),
+            None => control.try_recv(),
+        };
+        let mut telling_remotes = false;
+        match got {
+            Ok(Control::Live(msg))
+                if !was_deferred
+                    && matches!(sync, SyncLink::Master(_))
+                    && msg.overlay.black
+                    && !live.overlay.black =>
+            {
+                telling_remotes = true;
+                deferred = Some(msg);
+            }
             Ok(Control::Reload(new)) => {
                 if new.fps != show.engine.fps {
                     tracing::warn!(
@@ -886,7 +904,9 @@ fn run(
                 }),
                 _ => None,
             });
-            a.frame_sent(playing);
+            // A blacked-out master plays on unseen and tells its remotes nothing plays:
+            // they stop at their next frame (docs/operator-guide.md, "Show night").
+            a.frame_sent(playing.filter(|_| !live.overlay.black && !telling_remotes));
         }
         let period_ns = followed.map_or(clock.period_ns(), |f| f.period_ns);
 

@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""A master's live action across a synced site, measured (docs/testbed.md, "In step").
+
+One master and N-1 remotes are network-namespace hosts on one bridge, each player in its own
+time namespace, all sending DDP to one pole-simulator host that tells them apart by source
+address and timestamps every datagram on arrival (SO_TIMESTAMPNS); an all-zero frame is black.
+Each try: every unit lit, then `blackout` on the master's control socket (as its agent sends
+it); the first black frame from each unit is found in the pole's log. Then `resume`, and the
+next try waits until every unit is lit again. One attempt per try; a try whose guard fails is
+UNMEASURABLE with the reason.
+
+    instep_bench.py run --player BIN [--units 20] [--tries 20] [--fps 40] [--json F] [--out DIR]
+    instep_bench.py down                     # remove whatever a killed run left (instep*)
+
+Figures per try: `latency_ms` from the request to the last unit's first black frame at the
+pole; `spread_ms` between the first and the last unit's first black frame (and in frames);
+`told_to_last_ms` from the master's answered frame stamp to the last unit's first black frame.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import netns  # noqa: E402
+import sync_bench  # noqa: E402
+
+PREFIX = "instep"
+SUBNET = "10.81.0"
+POLE_ADDR = f"{SUBNET}.250"
+SYNC_PORT = 32320
+SEQ_NAME = sync_bench.SEQ_NAME
+# A unit counts as lit when its last frame at the pole is a sequence frame this recent.
+LIT_WITHIN_US = 300_000
+# How long a try waits for every unit's first black frame.
+BLACK_WITHIN_S = 2.0
+# How long it waits for every unit to light again after `resume`.
+RELIGHT_WITHIN_S = 8.0
+
+
+def unit_names(n: int) -> list[str]:
+    return ["m"] + [f"r{i}" for i in range(1, n)]
+
+
+def unit_addr(i: int) -> str:
+    return f"{SUBNET}.{i + 1}"
+
+
+# ---------------------------------------------------------------------------- pure: the log
+def parse_pole(lines) -> list[tuple[str, int, str]]:
+    """`src rx_us tag` lines (sync_bench's pole) as (src, rx_us, tag); a torn line is skipped."""
+    out = []
+    for line in lines:
+        p = line.split()
+        if len(p) == 3 and p[1].isdigit():
+            out.append((p[0], int(p[1]), p[2]))
+    return out
+
+
+def lit_now(rows: list[tuple[str, int, str]], srcs: list[str], now_us: int) -> list[str]:
+    """The sources NOT lit now: whose last datagram is not a sequence frame received within
+    LIT_WITHIN_US of `now_us`."""
+    last: dict[str, tuple[int, str]] = {}
+    for src, t, tag in rows:
+        last[src] = (t, tag)
+    dark = []
+    for s in srcs:
+        t, tag = last.get(s, (0, "B"))
+        if not tag.isdigit() or now_us - t > LIT_WITHIN_US:
+            dark.append(s)
+    return dark
+
+
+def first_black(rows: list[tuple[str, int, str]], srcs: list[str], after_us: int) -> dict[str, int | None]:
+    """Per source, the arrival of its first black datagram after `after_us` that no lit frame
+    follows before the end of the rows (a black frame between two lit ones is not the change)."""
+    out: dict[str, int | None] = {s: None for s in srcs}
+    for src, t, tag in rows:
+        if src not in out or t < after_us:
+            continue
+        if tag == "B":
+            if out[src] is None:
+                out[src] = t
+        else:
+            out[src] = None
+    return out
+
+
+def judge_try(t_cmd_us: int, stamp_us: int | None, firsts: dict[str, int | None], period_ms: float,
+              unit_of: dict[str, str]) -> dict:
+    """One try's figures, or `unmeasurable` naming the unit that never went black."""
+    missing = [unit_of.get(s, s) for s, t in firsts.items() if t is None]
+    if missing:
+        return {"unmeasurable": f"no black frame within {BLACK_WITHIN_S} s from {', '.join(missing[:5])}"}
+    ts = [t for t in firsts.values() if t is not None]
+    last, first = max(ts), min(ts)
+    spread = (last - first) / 1000.0
+    return {
+        "unmeasurable": None,
+        "latency_ms": round((last - t_cmd_us) / 1000.0, 3),
+        "spread_ms": round(spread, 3),
+        "spread_frames": round(spread / period_ms, 3),
+        "told_to_last_ms": None if stamp_us is None else round((last - stamp_us) / 1000.0, 3),
+        "last_unit": unit_of.get(max(firsts, key=lambda s: firsts[s] or 0)),
+    }
+
+
+def summarize(tries: list[dict]) -> dict:
+    good = [t for t in tries if t.get("unmeasurable") is None]
+    out: dict = {"tries": len(tries), "measured": len(good)}
+    for k in ("latency_ms", "spread_ms", "spread_frames", "told_to_last_ms"):
+        xs = [t[k] for t in good if t.get(k) is not None]
+        out[k] = {"p50": sync_bench.percentile(xs, 50), "p99": sync_bench.percentile(xs, 99),
+                  "max": max(xs) if xs else None}  # fmt: skip
+    return out
+
+
+# ---------------------------------------------------------------------------- the testbed
+class Bed(sync_bench.Bed):
+    def __init__(self, run_dir: Path, tb_id: str, units: list[str]):
+        super().__init__(run_dir, tb_id)
+        self.name = f"{PREFIX}{tb_id}"
+        self.units = units
+
+    def hosts(self) -> list[tuple[str, str]]:
+        return [(u, unit_addr(i)) for i, u in enumerate(self.units)] + [("pole", POLE_ADDR)]
+
+
+def ask(sock: Path, action: str, timeout: float = 20.0) -> dict:
+    """One request on a player's control socket, as the agent sends it."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(str(sock))
+        s.sendall(json.dumps({"action": action, "by": "instep-bench", "from": "local"}).encode() + b"\n")
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    finally:
+        s.close()
+    return json.loads(buf.decode() or "{}")
+
+
+def read_rows(path: Path) -> list[tuple[str, int, str]]:
+    try:
+        with open(path) as fh:
+            return parse_pole(fh)
+    except OSError:
+        return []
+
+
+def unit_yaml(unit: str, d: Path, fps: int, sync: dict, seq: str | None) -> str:
+    y = sync_bench.unit_yaml(unit, d, fps, sync, seq)
+    return y.replace(f"{sync_bench.POLE[1]}:", f"{POLE_ADDR}:").replace("unit_id: synctest-", "unit_id: instep-")
+
+
+def run(a) -> int:
+    if os.geteuid() != 0:
+        print("skipped: needs root (network namespaces, time namespaces)")
+        return 77
+    if not Path(a.player).is_file():
+        print(f"instep_bench: no player binary at {a.player}; build it (cargo build -p pfx-player) or pass --player")
+        return 2
+    run_dir = Path(a.out or f"/tmp/{PREFIX}-{os.getpid()}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    units = unit_names(a.units)
+    bed = Bed(run_dir, str(os.getpid()), units)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    step_ms = round(1000 / a.fps)
+    period_ms = 1000.0 / a.fps
+    seq_dir = run_dir / "seq"
+    seq_dir.mkdir(exist_ok=True)
+    # Long enough for every try (the show plays on under a blackout).
+    sync_bench.write_fseq(seq_dir / SEQ_NAME, int((60 + a.tries * 6) * 1000 / step_ms), step_ms)
+    (run_dir / "profiles").mkdir(exist_ok=True)
+    (run_dir / "profiles" / "synctest-ddp.yaml").write_text(
+        sync_bench.PROFILE_YAML.replace(f"{sync_bench.POLE[1]}:", f"{POLE_ADDR}:"))
+    pole_log = run_dir / "pole.log"
+    pole_log.unlink(missing_ok=True)
+    srcs = {u: unit_addr(i) for i, u in enumerate(units)}
+    unit_of = {ip: u for u, ip in srcs.items()}
+    result: dict = {"units": a.units, "fps": a.fps, "tries": []}
+    try:
+        bed.up()
+        p = bed.spawn("pole", "pole", [sys.executable, str(HERE / "sync_bench.py"), "pole", "--out", str(pole_log)])
+        sync_bench.wait_file(Path(str(pole_log) + ".ready"), 5, p)
+        socks = {}
+        for i, u in enumerate(units):
+            d = run_dir / "cell1" / u
+            d.mkdir(parents=True, exist_ok=True)
+            if u == "m":
+                sync = {"role": "master", "port": SYNC_PORT, "transport": "multicast"}
+            else:
+                sync = {"role": "remote", "port": SYNC_PORT, "sequences": str(seq_dir),
+                        "master_lost": {"after_s": 5, "then": "stop"}}  # fmt: skip
+            (d / "show.yaml").write_text(unit_yaml(u, d, a.fps, sync, str(seq_dir / SEQ_NAME) if u == "m" else None))
+            socks[u] = d / "control.sock"
+            if u != "m":
+                bed.spawn(u, u, [a.player, "run", "--config", str(d / "show.yaml"),
+                                 "--control-socket", str(socks[u])], mono_offset=10_000 + 1000 * i)  # fmt: skip
+        time.sleep(1.0 + 0.05 * a.units)
+        bed.spawn("m", "m", [a.player, "run", "--config", str(run_dir / "cell1" / "m" / "show.yaml"),
+                             "--control-socket", str(socks["m"])], mono_offset=10_000)  # fmt: skip
+        dark = wait_lit(pole_log, list(srcs.values()), 15.0 + 0.5 * a.units)
+        if dark:
+            result["unmeasurable"] = ("not every unit lit after the start: "
+                                      + ", ".join(unit_of[s] for s in dark[:5])
+                                      + f" ({bed.log_tail(unit_of[dark[0]])})")  # fmt: skip
+            return finish(result, a)
+        time.sleep(a.warmup)
+        for n in range(a.tries):
+            result["tries"].append(one_try(bed, socks["m"], pole_log, srcs, unit_of, period_ms, n))
+            print(f"try {n + 1}: {json.dumps(result['tries'][-1])}", flush=True)
+        dead = [u for u in units if u in bed.procs and bed.procs[u].poll() is not None]
+        if dead:
+            result["unmeasurable"] = f"unit {dead[0]} exited during the run: {bed.log_tail(dead[0])}"
+        result["load"] = os.getloadavg()
+    finally:
+        bed.down()
+    return finish(result, a)
+
+
+def wait_lit(pole_log: Path, srcs: list[str], within: float) -> list[str]:
+    end = time.time() + within
+    dark = srcs
+    while time.time() < end:
+        time.sleep(0.6)  # the pole flushes its log every half second
+        dark = lit_now(read_rows(pole_log), srcs, time.time_ns() // 1000 - 600_000)
+        if not dark:
+            return []
+    return dark
+
+
+def one_try(bed, msock: Path, pole_log: Path, srcs: dict, unit_of: dict, period_ms: float, n: int) -> dict:
+    dark = wait_lit(pole_log, list(srcs.values()), RELIGHT_WITHIN_S)
+    if dark:
+        return {"unmeasurable": "not every unit lit before the try: " + ", ".join(unit_of[s] for s in dark[:5])}
+    t_cmd = time.time_ns() // 1000
+    try:
+        ans = ask(msock, "blackout")
+    except (OSError, ValueError) as e:
+        return {"unmeasurable": f"the master's control socket: {e}"}
+    if not ans.get("accepted"):
+        return {"unmeasurable": f"the master did not take it: {ans.get('error')}"}
+    time.sleep(BLACK_WITHIN_S + 0.6)
+    rows = [r for r in read_rows(pole_log) if r[1] <= t_cmd + int(BLACK_WITHIN_S * 1e6)]
+    firsts = first_black(rows, list(srcs.values()), t_cmd)
+    res = judge_try(t_cmd, ans.get("effective_unix_us"), firsts, period_ms, unit_of)
+    try:
+        r = ask(msock, "resume")
+        if not r.get("accepted"):
+            res.setdefault("note", f"resume not taken: {r.get('error')}")
+    except (OSError, ValueError) as e:
+        res.setdefault("note", f"resume: {e}")
+    return res
+
+
+def finish(result: dict, a) -> int:
+    result["summary"] = summarize(result["tries"])
+    s = result["summary"]
+    print(f"\nblackout on the master of a {a.units}-unit synced site, {a.fps} fps "
+          f"(one frame {1000 / a.fps:.1f} ms), {s['measured']} of {s['tries']} tries measured")  # fmt: skip
+    if result.get("unmeasurable"):
+        print(f"UNMEASURABLE: {result['unmeasurable']}")
+    for k in ("latency_ms", "told_to_last_ms", "spread_ms", "spread_frames"):
+        v = s[k]
+        if v["p50"] is None:
+            print(f"{k:16s} UNMEASURABLE: no try measured")
+        else:
+            print(f"{k:16s} p50 {v['p50']:8.3f}  p99 {v['p99']:8.3f}  max {v['max']:8.3f}")
+    for i, t in enumerate(result["tries"]):
+        if t.get("unmeasurable"):
+            print(f"try {i + 1}: UNMEASURABLE: {t['unmeasurable']}")
+    if a.json:
+        Path(a.json).write_text(json.dumps(result, indent=1, default=str) + "\n")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--player", default=os.environ.get("PFX_PLAYER", str(HERE.parent / "target/debug/pfx-player")))
+    r.add_argument("--units", type=int, default=20)
+    r.add_argument("--tries", type=int, default=20)
+    r.add_argument("--fps", type=int, default=40)
+    r.add_argument("--warmup", type=float, default=2.0)
+    r.add_argument("--json")
+    r.add_argument("--out", help="run directory (default /tmp/instep-PID)")
+    sub.add_parser("down")
+    a = ap.parse_args(argv)
+    if a.cmd == "run":
+        return run(a)
+    gone = netns.down_all(PREFIX)
+    print(f"removed {len(gone)} namespace(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
