@@ -46,6 +46,11 @@ LIT_WITHIN_US = 300_000
 BLACK_WITHIN_S = 2.0
 # How long it waits for every unit to light again after `resume`.
 RELIGHT_WITHIN_S = 8.0
+# The guard: a try is not the player's figure when a unit sent no frame for more than
+# MAX_GAP_FRAMES frames between the request and its change (its render thread did not run).
+# The host's CPU pressure over the try ("some": the share of time a runnable task waited for
+# a CPU) is recorded beside each try.
+MAX_GAP_FRAMES = 2.0
 
 
 def unit_names(n: int) -> list[str]:
@@ -94,6 +99,33 @@ def first_black(rows: list[tuple[str, int, str]], srcs: list[str], after_us: int
         else:
             out[src] = None
     return out
+
+
+def stalled(rows: list[tuple[str, int, str]], firsts: dict[str, int | None], after_us: int,
+            period_ms: float, unit_of: dict[str, str]) -> str | None:
+    """The first unit that sent nothing for more than MAX_GAP_FRAMES frames between
+    `after_us` and its first black frame (its render thread did not run: the host's doing),
+    said as a reason; None when every unit kept its frame rate."""
+    for src, fb in firsts.items():
+        if fb is None:
+            continue
+        ts = [t for s_, t, _ in rows if s_ == src and after_us - 100_000 <= t <= fb]
+        gaps = [b - a for a, b in zip(ts, ts[1:])]
+        if gaps and max(gaps) > MAX_GAP_FRAMES * period_ms * 1000:
+            return (f"unit {unit_of.get(src, src)} sent no frame for {max(gaps) / 1000:.1f} ms around "
+                    f"the change (more than {MAX_GAP_FRAMES:g} frames): the host did not carry it")
+    return None
+
+
+def cpu_pressure_total_us() -> int | None:
+    """/proc/pressure/cpu's `some total=` (µs), None without PSI."""
+    try:
+        for line in Path("/proc/pressure/cpu").read_text().splitlines():
+            if line.startswith("some"):
+                return int(line.rsplit("total=", 1)[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def judge_try(t_cmd_us: int, stamp_us: int | None, firsts: dict[str, int | None], period_ms: float,
@@ -249,6 +281,7 @@ def one_try(bed, msock: Path, pole_log: Path, srcs: dict, unit_of: dict, period_
     if dark:
         return {"unmeasurable": "not every unit lit before the try: " + ", ".join(unit_of[s] for s in dark[:5])}
     t_cmd = time.time_ns() // 1000
+    psi0 = cpu_pressure_total_us()
     try:
         ans = ask(msock, "blackout")
     except (OSError, ValueError) as e:
@@ -259,6 +292,15 @@ def one_try(bed, msock: Path, pole_log: Path, srcs: dict, unit_of: dict, period_
     rows = [r for r in read_rows(pole_log) if r[1] <= t_cmd + int(BLACK_WITHIN_S * 1e6)]
     firsts = first_black(rows, list(srcs.values()), t_cmd)
     res = judge_try(t_cmd, ans.get("effective_unix_us"), firsts, period_ms, unit_of)
+    psi1 = cpu_pressure_total_us()
+    if psi0 is not None and psi1 is not None:
+        share = (psi1 - psi0) / (time.time_ns() // 1000 - t_cmd)
+        # Recorded, not a guard: twenty players on two cores make this pressure themselves.
+        res["cpu_pressure"] = round(share, 3)
+    if res["unmeasurable"] is None:
+        why = stalled(rows, firsts, t_cmd, period_ms, unit_of)
+        if why:
+            res["unmeasurable"] = f"{why} (spread {res['spread_ms']} ms)"
     try:
         r = ask(msock, "resume")
         if not r.get("accepted"):

@@ -27,7 +27,7 @@ use super::RunOptions;
 use super::build::{build_engine_for, unit_id};
 use crate::config::show::{Item, MasterLostThen, Show, SyncRole, SyncSettings, SyncTransport};
 use crate::engine::frame_loop::{
-    Announce, Control, Engine, ItemSource, Playing, RemoteLink, SyncLink,
+    Announce, Control, Engine, ItemSource, Playing, RemoteLink, SyncLink, TELL_REMOTES_FRAMES,
 };
 use crate::sync::announce::Announcer;
 use crate::sync::follow::{Do, Follow, Lost, Then};
@@ -305,7 +305,9 @@ impl Prepared {
     ) -> anyhow::Result<SyncService> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
-        let (tx, rx) = channel::<Do>();
+        // Each action with the moment its packet was read (the receiver's clock right after
+        // recv), so a stop is timed from its packet, not from when the opener woke.
+        let (tx, rx) = channel::<(Do, u64)>();
         if self.settings.role == SyncRole::Remote {
             let (show, opts, dir) = (show.clone(), opts.clone(), self.settings.sequences.clone());
             let timeline = self.timeline.clone();
@@ -332,7 +334,7 @@ impl Prepared {
     }
 }
 
-fn receiver(p: Prepared, actions: Sender<Do>, stop: Arc<AtomicBool>) {
+fn receiver(p: Prepared, actions: Sender<(Do, u64)>, stop: Arc<AtomicBool>) {
     let s = &p.settings;
     let mut follow = Follow::new(
         Lost {
@@ -426,7 +428,7 @@ fn receiver(p: Prepared, actions: Sender<Do>, stop: Arc<AtomicBool>) {
             if a == Do::Stop {
                 tracing::info!("sync: stopped with the master ({})", follow.state.name());
             }
-            let _ = actions.send(a);
+            let _ = actions.send((a, now));
         }
         let est = follow.estimator.estimate();
         if est.is_some() || follow.generation != published_gen {
@@ -499,8 +501,18 @@ fn cue(engine: &mut Engine, timeline: &Timeline) {
     }
 }
 
+/// When a stop heard at `heard_ns` takes effect: at the first frame boundary from one and
+/// a half frames on. The master's stop leaves right after its frame N, and a blacked-out
+/// master goes black at N + `TELL_REMOTES_FRAMES` (2): this unit's frame N+1 comes about
+/// one frame after the stop was heard and its N+2 about two, so the half frame either side
+/// is the margin for this unit's tick being late (it must not go black a frame early) and
+/// for the stop being heard late (nor a frame late). Pure.
+pub fn stop_at(heard_ns: u64, period_ns: u64) -> u64 {
+    heard_ns + period_ns * (2 * u64::from(TELL_REMOTES_FRAMES) - 1) / 2
+}
+
 fn opener(
-    rx: Receiver<Do>,
+    rx: Receiver<(Do, u64)>,
     show: &Show,
     opts: &RunOptions,
     dir: &Path,
@@ -529,7 +541,8 @@ fn opener(
         }
     };
     let black = || build_engine_for(show, &[], false, opts).ok();
-    while let Ok(a) = rx.recv() {
+    let period_ns = 1_000_000_000 / u64::from(show.config.fps.max(1));
+    while let Ok((a, heard_ns)) = rx.recv() {
         let engine = match a {
             Do::Prepare(name) => {
                 if prepared.as_ref().is_none_or(|(n, _)| *n != name) {
@@ -542,7 +555,16 @@ fn opener(
                 _ => build(&name, &mut missing),
             }
             .or_else(black),
-            Do::Stop => black(),
+            Do::Stop => {
+                if let Some(e) = black()
+                    && control
+                        .send(Control::At(Box::new(e), stop_at(heard_ns, period_ns)))
+                        .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
         };
         if let Some(mut e) = engine {
             cue(&mut e, timeline);
