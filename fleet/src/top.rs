@@ -587,7 +587,7 @@ mod tests {
         let r = row(&unit("u1"), &Ok(d));
         let want = "blackout by alice@10.20.0.5 since 2026-01-01 00:00:00 UTC; brightness 0.4 by bob@10.20.0.6 since 2026-01-01 00:01:00 UTC";
         assert_eq!(r.live_override.as_deref(), Some(want));
-        assert!(render(&[r.clone()]).contains(&format!("OVERRIDE {want}")));
+        assert!(render(std::slice::from_ref(&r)).contains(&format!("OVERRIDE {want}")));
         let j = serde_json::to_value(&r).unwrap();
         assert_eq!(j["override"], want);
         let plain = row(&unit("u1"), &Ok(doc()));

@@ -75,7 +75,7 @@ impl Announcer {
             return false;
         }
         self.idle_frames += 1;
-        if self.idle_frames % STOP_EVERY != 0 {
+        if !self.idle_frames.is_multiple_of(STOP_EVERY) {
             return false;
         }
         self.stops_left -= 1;
