@@ -260,6 +260,11 @@ def run(a) -> int:
         if dead:
             result["unmeasurable"] = f"unit {dead[0]} exited during the run: {bed.log_tail(dead[0])}"
         result["load"] = os.getloadavg()
+        if a.laptops:
+            try:
+                result["laptops"] = laptops_cell(bed, a, run_dir, units, socks, srcs, pole_log)
+            except Exception as e:  # one attempt: reported, not retried
+                result["laptops"] = {"cell": "laptops", "unmeasurable": f"testbed error: {e}"}
     finally:
         bed.down()
     return finish(result, a)
@@ -310,6 +315,100 @@ def one_try(bed, msock: Path, pole_log: Path, srcs: dict, unit_of: dict, period_
     return res
 
 
+SSH_STANDIN = """#!/bin/sh
+# ssh ... HOST -- WORDS, as pfx-fleet calls it: the unit's forced command run here instead of
+# over a network (the agent, its root-owned config, the request in SSH_ORIGINAL_COMMAND).
+prev=; cmd=; after=; host=
+for a; do
+  if [ -n "$after" ]; then cmd="$cmd${cmd:+ }$a"; elif [ "$a" = -- ]; then after=1; host=$prev; else prev=$a; fi
+done
+case "$host" in
+%s
+  *) echo "ssh: connect to host $host port 22: Connection refused" >&2; exit 255;;
+esac
+SSH_ORIGINAL_COMMAND="$cmd" SSH_CLIENT="$LAPTOP 40000 22" SUDO_USER=pfx exec %s dispatch --config "$cfg"
+"""
+
+
+def final_states(bed, units: list[str]) -> dict[str, str | None]:
+    """Each unit's held content action from its own /profile (None: nothing held, or no answer)."""
+    out = {}
+    for u in units:
+        doc = bed.profile(u) or {}
+        c = doc.get("control") or {}
+        out[u] = (c.get("content") or {}).get("action")
+    return out
+
+
+def judge_laptops(runs: dict[str, dict], finals: dict[str, str | None], last_tags: dict[str, str]) -> list[tuple[bool, str]]:
+    """Per unit: both operators' actions taken, the unit holds the one it stamped later, and
+    its pole shows it (black for a blackout, a lit frame for the test). Pure."""
+    checks = []
+    for u, final in finals.items():
+        got = {}
+        for who, r in runs.items():
+            row = next((x for x in r.get("units", []) if x.get("unit") == u), None)
+            if row and row.get("state") == "done" and row.get("effective_unix_us"):
+                got[who] = (row["effective_unix_us"], r["action"])
+        if len(got) != len(runs):
+            checks.append((False, f"{u}: both actions taken ({sorted(got)})"))
+            continue
+        last = max(got.values())[1]
+        shown = {"blackout": "B"}.get(last, "X")
+        checks.append((final == last and last_tags.get(u) == shown,
+                       f"{u}: holds the later stamped action {last!r} (holds {final!r}, pole shows {last_tags.get(u)!r})"))
+    return checks
+
+
+def laptops_cell(bed, a, run_dir: Path, units: list[str], socks: dict, srcs: dict, pole_log: Path) -> dict:
+    """Two operators at once: two pfx-fleet processes (each its own database, as two laptops
+    are), one `blackout --site`, the other `test red --site`, started together, against the
+    same units through the real agent."""
+    fleet_bin = Path(a.fleet_bin)
+    d = run_dir / "laptops"
+    d.mkdir(exist_ok=True)
+    cases = []
+    for i, u in enumerate(units):
+        ud = d / u
+        (ud / "data").mkdir(parents=True, exist_ok=True)
+        (ud / "data" / ".pfx-data").write_text("")
+        cfg = ud / "agent.yaml"
+        cfg.write_text(f"iface: lo\nunit_id: {u}\nsystemd: false\nstore_root: {ud / 'data'}\n"
+                       f"control_socket: {socks[u]}\naudit_log: {ud / 'audit.log'}\n")
+        cfg.chmod(0o644)
+        cases.append(f"  *127.0.1.{i + 1}) cfg={cfg};;")
+    ssh = d / "ssh"
+    ssh.write_text(SSH_STANDIN % ("\n".join(cases), fleet_bin.parent / "pfx-agent"))
+    ssh.chmod(0o755)
+    fleet = d / "fleet.yaml"
+    fleet.write_text(f"ssh:\n  ssh: {ssh}\n  known_hosts: {d}/known_hosts\n  command_timeout_s: 20\n"
+                     "sites:\n  - name: instep\n    units:\n"
+                     + "".join(f"      - {{id: {u}, host: 127.0.1.{i + 1}}}\n" for i, u in enumerate(units)))  # fmt: skip
+    procs = {}
+    for who, action, addr in (("alice", ["blackout"], "10.9.9.1"), ("bob", ["test", "red"], "10.9.9.2")):
+        env = dict(os.environ, USER=who, LAPTOP=addr)
+        env.pop("SUDO_USER", None)
+        procs[who] = (" ".join(action), subprocess.Popen(
+            [str(fleet_bin), "--config", str(fleet), "--db", str(d / f"{who}.db"), "control", *action,
+             "--site", "instep", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))  # fmt: skip
+    runs = {}
+    for who, (action, p) in procs.items():
+        out, err = p.communicate(timeout=60)
+        try:
+            runs[who] = json.loads(out) | {"action": action.split()[0]}
+        except json.JSONDecodeError:
+            return {"cell": "laptops", "unmeasurable": f"{who}'s pfx-fleet printed no JSON (exit {p.returncode}): {err[-300:]}"}
+    time.sleep(1.2)  # the pole's log is flushed every half second
+    rows = read_rows(pole_log)
+    last_tags = {}
+    for u in units:
+        mine = [tag for s_, _t, tag in rows if s_ == srcs[u]]
+        last_tags[u] = mine[-1] if mine else None
+    finals = final_states(bed, units)
+    return {"cell": "laptops", "unmeasurable": None, "checks": judge_laptops(runs, finals, last_tags),
+            "stamps": {who: {x["unit"]: x.get("effective_unix_us") for x in r.get("units", [])} for who, r in runs.items()}}  # fmt: skip
+
+
 def finish(result: dict, a) -> int:
     result["summary"] = summarize(result["tries"])
     s = result["summary"]
@@ -326,6 +425,13 @@ def finish(result: dict, a) -> int:
     for i, t in enumerate(result["tries"]):
         if t.get("unmeasurable"):
             print(f"try {i + 1}: UNMEASURABLE: {t['unmeasurable']}")
+    lp = result.get("laptops")
+    if lp:
+        print("\ntwo operators at once (two pfx-fleet processes, blackout and test red, same units)")
+        if lp.get("unmeasurable"):
+            print(f"  UNMEASURABLE: {lp['unmeasurable']}")
+        for ok, what in lp.get("checks", []):
+            print(f"  {'ok  ' if ok else 'FAIL'} {what}")
     if a.json:
         Path(a.json).write_text(json.dumps(result, indent=1, default=str) + "\n")
     return 0
@@ -342,6 +448,10 @@ def main(argv=None) -> int:
     r.add_argument("--warmup", type=float, default=2.0)
     r.add_argument("--json")
     r.add_argument("--out", help="run directory (default /tmp/instep-PID)")
+    r.add_argument("--laptops", action="store_true",
+                   help="after the tries: two pfx-fleet processes act on the same units at once")
+    r.add_argument("--fleet-bin", default=os.environ.get("PFX_FLEET", str(HERE.parent / "target/debug/pfx-fleet")),
+                   help="pfx-fleet (its pfx-agent beside it)")
     sub.add_parser("down")
     a = ap.parse_args(argv)
     if a.cmd == "run":

@@ -5,11 +5,14 @@
 # 5) blackouts on the master's control socket, each followed by a resume. Fails when no try is
 # measurable (a try whose unit stalled on the host is UNMEASURABLE), when the spread between the units' first black frames exceeds one frame
 # (p99), or when the last unit's first black frame comes later than 250 ms after the request
-# (p99). The 20-unit, 20-try figure in docs/PERFORMANCE.md is the bench command in README.md.
+# (p99); then two operators at once: two pfx-fleet processes (two databases, as two laptops),
+# `blackout --site` and `test red --site` started together through the real agent: each unit
+# must hold the action it stamped later, and its pole show it. The 20-unit, 20-try figure in docs/PERFORMANCE.md is the bench command in README.md.
 set -uo pipefail
 if [ "$(id -u)" != 0 ]; then echo "skipped: needs root (network and time namespaces)"; exit 77; fi
 top=${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 player=${PFX_PLAYER:-$top/target/debug/pfx-player}
+[ -x "$top/target/debug/pfx-fleet" ] || [ -n "${PFX_FLEET:-}" ] || { echo "FAILED: build first (cargo build -p pfx-player -p pfx-fleet)"; exit 1; }
 out=$(mktemp -d /tmp/pfx-instep.XXXXXX)
 cleanup() { python3 "$top/testbed/instep_bench.py" down >/dev/null 2>&1; rm -rf "$out"; }
 trap cleanup EXIT
@@ -19,7 +22,7 @@ echo "--- pytest testbed/tests/test_instep_bench.py"
 python3 -m pytest -q "$top/testbed/tests/test_instep_bench.py" || { echo "FAILED: pytest"; exit 1; }
 
 python3 "$top/testbed/instep_bench.py" run --player "$player" --units "${PFX_INSTEP_UNITS:-5}" \
-  --tries "${PFX_INSTEP_TRIES:-5}" --json "$out/instep.json" --out "$out/run" \
+  --tries "${PFX_INSTEP_TRIES:-5}" --laptops --fleet-bin "${PFX_FLEET:-$top/target/debug/pfx-fleet}" --json "$out/instep.json" --out "$out/run" \
   || { echo "FAILED: instep_bench.py run"; exit 1; }
 python3 - "$out/instep.json" <<'PY'
 import json, sys
@@ -38,6 +41,10 @@ sf = s["spread_frames"]["p99"]
 check(sf is not None and sf <= 1.0, f"spread between units p99 {sf} frames <= 1 ({s['spread_ms']['p99']} ms)")
 lat = s["latency_ms"]["p99"]
 check(lat is not None and lat <= 250, f"request to the last pole black p99 {lat} ms <= 250 ms")
+lp = r.get("laptops") or {"unmeasurable": "not run"}
+check(lp.get("unmeasurable") is None, f"two operators at once: measurable ({lp.get('unmeasurable')})")
+for good, what in lp.get("checks", []):
+    check(good, f"two operators at once: {what}")
 print(f"instep: {ok} passed, {bad} failed")
 sys.exit(1 if bad else 0)
 PY

@@ -46,3 +46,19 @@ def test_a_unit_that_stopped_sending_is_the_hosts_not_the_players():
     why = ib.stalled(sorted(rows, key=lambda r: r[1]), firsts, 0, 25.0, unit_of)
     assert why is not None and "unit r1" in why and "85.0 ms" in why
     assert ib.stalled([r for r in rows if r[0] == A], {A: 100_000}, 0, 25.0, unit_of) is None
+
+
+def test_two_operators_the_unit_holds_the_later_stamped_action():
+    runs = {
+        "alice": {"action": "blackout", "units": [{"unit": "m", "state": "done", "effective_unix_us": 200},
+                                                   {"unit": "r1", "state": "done", "effective_unix_us": 100}]},
+        "bob": {"action": "test", "units": [{"unit": "m", "state": "done", "effective_unix_us": 150},
+                                             {"unit": "r1", "state": "done", "effective_unix_us": 180}]},
+    }  # fmt: skip
+    ok = ib.judge_laptops(runs, {"m": "blackout", "r1": "test"}, {"m": "B", "r1": "X"})
+    assert [c[0] for c in ok] == [True, True], ok
+    # A unit that holds the earlier action, or whose pole does not show the later one, fails.
+    bad = ib.judge_laptops(runs, {"m": "test", "r1": "test"}, {"m": "B", "r1": "B"})
+    assert [c[0] for c in bad] == [False, False], bad
+    runs["bob"]["units"][0]["state"] = "pending"
+    assert "both actions taken" in ib.judge_laptops(runs, {"m": "blackout", "r1": "test"}, {"m": "B", "r1": "X"})[0][1]
