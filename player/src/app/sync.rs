@@ -163,6 +163,25 @@ fn open_listen(port: u16, ifindex: u32) -> std::io::Result<Socket> {
         );
     }
     s.set_read_timeout(Some(RECV_TIMEOUT))?;
+    let on: libc::c_int = 1;
+    use std::os::fd::AsRawFd;
+    // SAFETY: setsockopt(2) reads `on` (an int) for SO_TIMESTAMPNS.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        // Without it a stop is timed from when the thread read it.
+        tracing::warn!(
+            "sync: no kernel receive stamps ({}); a busy unit may take a master's blackout a frame late",
+            std::io::Error::last_os_error()
+        );
+    }
     Ok(s)
 }
 
@@ -360,12 +379,15 @@ fn receiver(p: Prepared, actions: Sender<(Do, u64)>, stop: Arc<AtomicBool>) {
     let mut warned_other_master = false;
     let mut published_gen = u64::MAX;
     while !stop.load(Ordering::Relaxed) {
-        let got = p.listen.recv_from(as_uninit(&mut buf));
+        let got = recv_stamped(&p.listen, &mut buf);
         let now = mono_ns();
+        // When the packet arrived: the kernel's stamp, so a thread that woke late (a busy
+        // unit) does not move a stop's frame (`stop_at`); the estimator keeps `now`.
+        let mut heard = now;
         let mut act = None;
         match got {
-            Ok((n, from)) => {
-                let from = from.as_socket_ipv4();
+            Ok((n, from, arrival)) => {
+                heard = arrival.unwrap_or(now);
                 match packet::decode(&buf[..n]) {
                     Err(e) => {
                         p.status.dropped.fetch_add(1, Ordering::Relaxed);
@@ -428,7 +450,7 @@ fn receiver(p: Prepared, actions: Sender<(Do, u64)>, stop: Arc<AtomicBool>) {
             if a == Do::Stop {
                 tracing::info!("sync: stopped with the master ({})", follow.state.name());
             }
-            let _ = actions.send((a, now));
+            let _ = actions.send((a, heard));
         }
         let est = follow.estimator.estimate();
         if est.is_some() || follow.generation != published_gen {
@@ -453,10 +475,65 @@ fn receiver(p: Prepared, actions: Sender<(Do, u64)>, stop: Arc<AtomicBool>) {
     }
 }
 
-/// socket2 reads into `MaybeUninit` bytes; an initialised buffer is a valid one.
-fn as_uninit(buf: &mut [u8]) -> &mut [std::mem::MaybeUninit<u8>] {
-    // SAFETY: u8 and MaybeUninit<u8> have the same layout, and recv only writes.
-    unsafe { &mut *(buf as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) }
+/// One datagram, its sender, and when it arrived on CLOCK_MONOTONIC: the kernel's receive
+/// stamp (SO_TIMESTAMPNS, on CLOCK_REALTIME) carried back by how long ago it was; None
+/// without a stamp, or when the wall clock stepped in between (more than a second ago, or
+/// in the future).
+fn recv_stamped(
+    sock: &Socket,
+    buf: &mut [u8],
+) -> std::io::Result<(usize, Option<SocketAddrV4>, Option<u64>)> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: all-zero is a valid sockaddr_in and msghdr.
+    let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // u64s: aligned for cmsghdr; room for one timespec message and more.
+    let mut control = [0u64; 16];
+    // SAFETY: as above.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&mut addr as *mut libc::sockaddr_in).cast();
+    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: every pointer in `msg` points at a live local of the length it says.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let from = (addr.sin_family == libc::AF_INET as libc::sa_family_t).then(|| {
+        SocketAddrV4::new(
+            Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr)),
+            u16::from_be(addr.sin_port),
+        )
+    });
+    let mut stamp: Option<libc::timespec> = None;
+    // SAFETY: the CMSG macros walk the control buffer the kernel filled, within
+    // msg_controllen; the timespec is read unaligned from the message's data.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                stamp = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast()));
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    let arrival = stamp.and_then(|ts| {
+        let at = i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec);
+        let real = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_nanos() as i128;
+        let mono = mono_ns();
+        let ago = real - at;
+        (0..1_000_000_000).contains(&ago).then(|| mono - ago as u64)
+    });
+    Ok((n as usize, from, arrival))
 }
 
 /// The master's name for a file, resolved under `dir`: its base name only, so a master
