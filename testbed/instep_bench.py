@@ -47,10 +47,11 @@ BLACK_WITHIN_S = 2.0
 # How long it waits for every unit to light again after `resume`.
 RELIGHT_WITHIN_S = 8.0
 # The guard: a try is not the player's figure when a unit sent no frame for more than
-# MAX_GAP_FRAMES frames between the request and its change (its render thread did not run).
+# MAX_GAP_FRAMES frames between the request and its change (it missed a tick: its render
+# thread did not run, and no design can show a change at a tick that did not happen).
 # The host's CPU pressure over the try ("some": the share of time a runnable task waited for
 # a CPU) is recorded beside each try.
-MAX_GAP_FRAMES = 2.0
+MAX_GAP_FRAMES = 1.5
 
 
 def unit_names(n: int) -> list[str]:

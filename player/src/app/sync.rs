@@ -619,6 +619,9 @@ fn opener(
     };
     let black = || build_engine_for(show, &[], false, opts).ok();
     let period_ns = 1_000_000_000 / u64::from(show.config.fps.max(1));
+    // A black show built ahead: a stop hands it over at once (building one opens the
+    // outputs' sockets, which a busy unit may take longer than a frame to do).
+    let mut spare_black = black();
     while let Ok((a, heard_ns)) = rx.recv() {
         let engine = match a {
             Do::Prepare(name) => {
@@ -633,13 +636,15 @@ fn opener(
             }
             .or_else(black),
             Do::Stop => {
-                if let Some(e) = black()
+                let ready = spare_black.take().or_else(black);
+                if let Some(e) = ready
                     && control
                         .send(Control::At(Box::new(e), stop_at(heard_ns, period_ns)))
                         .is_err()
                 {
                     return;
                 }
+                spare_black = black();
                 continue;
             }
         };
