@@ -263,6 +263,10 @@ def run(a) -> int:
         result["load"] = os.getloadavg()
         if a.laptops:
             try:
+                result["own"] = own_action_cell(socks, srcs, unit_of, pole_log)
+            except Exception as e:  # one attempt: reported, not retried
+                result["own"] = {"cell": "own", "unmeasurable": f"testbed error: {e}", "checks": []}
+            try:
                 result["laptops"] = laptops_cell(bed, a, run_dir, units, socks, srcs, pole_log)
             except Exception as e:  # one attempt: reported, not retried
                 result["laptops"] = {"cell": "laptops", "unmeasurable": f"testbed error: {e}"}
@@ -410,6 +414,31 @@ def laptops_cell(bed, a, run_dir: Path, units: list[str], socks: dict, srcs: dic
             "stamps": {who: {x["unit"]: x.get("effective_unix_us") for x in r.get("units", [])} for who, r in runs.items()}}  # fmt: skip
 
 
+def own_action_cell(socks: dict, srcs: dict, unit_of: dict, pole_log: Path) -> dict:
+    """A remote's own blackout against its master's: r1 blacked out on its own socket, then
+    the master's blackout and resume. r1 must stay black (its own layer) while every other
+    unit lights again, and light with them once its own resume comes."""
+    checks = []
+    others = [ip for u, ip in srcs.items() if u != "r1"]
+    r1 = srcs["r1"]
+    if wait_lit(pole_log, list(srcs.values()), RELIGHT_WITHIN_S):
+        return {"cell": "own", "unmeasurable": "not every unit lit before the cell", "checks": []}
+    for sock, action in ((socks["r1"], "blackout"), (socks["m"], "blackout"), (socks["m"], "resume")):
+        ans = ask(sock, action)
+        if not ans.get("accepted"):
+            return {"cell": "own", "unmeasurable": f"{action} not taken: {ans.get('error')}", "checks": []}
+    dark = wait_lit(pole_log, others, RELIGHT_WITHIN_S)
+    checks.append((not dark, f"after the master's resume every other unit lit ({[unit_of[d] for d in dark]} dark)"))
+    time.sleep(0.6)
+    rows = read_rows(pole_log)
+    mine = [tag for s_, _t, tag in rows if s_ == r1]
+    checks.append((bool(mine) and mine[-1] == "B", f"r1 still black under its own blackout (last frame {mine[-1] if mine else None!r})"))
+    ans = ask(socks["r1"], "resume")
+    dark = wait_lit(pole_log, [r1], RELIGHT_WITHIN_S) if ans.get("accepted") else [r1]
+    checks.append((not dark, "r1 lit after its own resume"))
+    return {"cell": "own", "unmeasurable": None, "checks": checks}
+
+
 def finish(result: dict, a) -> int:
     result["summary"] = summarize(result["tries"])
     s = result["summary"]
@@ -426,6 +455,13 @@ def finish(result: dict, a) -> int:
     for i, t in enumerate(result["tries"]):
         if t.get("unmeasurable"):
             print(f"try {i + 1}: UNMEASURABLE: {t['unmeasurable']}")
+    own = result.get("own")
+    if own:
+        print("\na remote's own blackout against its master's blackout and resume")
+        if own.get("unmeasurable"):
+            print(f"  UNMEASURABLE: {own['unmeasurable']}")
+        for ok, what in own.get("checks", []):
+            print(f"  {'ok  ' if ok else 'FAIL'} {what}")
     lp = result.get("laptops")
     if lp:
         print("\ntwo operators at once (two pfx-fleet processes, blackout and test red, same units)")

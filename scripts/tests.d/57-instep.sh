@@ -5,7 +5,8 @@
 # 5) blackouts on the master's control socket, each followed by a resume. Fails when no try is
 # measurable (a try whose unit stalled on the host is UNMEASURABLE), when the spread between the units' first black frames exceeds one frame
 # (p99), or when the last unit's first black frame comes later than 250 ms after the request
-# (p99); then two operators at once: two pfx-fleet processes (two databases, as two laptops),
+# (p99); then a remote's own blackout against its master's (it stays black through the
+# master's resume, lights at its own); then two operators at once: two pfx-fleet processes (two databases, as two laptops),
 # `blackout --site` and `test red --site` started together through the real agent: each unit
 # must hold the action it stamped later, and its pole show it. The 20-unit, 20-try figure in docs/PERFORMANCE.md is the bench command in README.md.
 set -uo pipefail
@@ -41,6 +42,10 @@ sf = s["spread_frames"]["p99"]
 check(sf is not None and sf <= 1.0, f"spread between units p99 {sf} frames <= 1 ({s['spread_ms']['p99']} ms)")
 lat = s["latency_ms"]["p99"]
 check(lat is not None and lat <= 250, f"request to the last pole black p99 {lat} ms <= 250 ms")
+own = r.get("own") or {"unmeasurable": "not run"}
+check(own.get("unmeasurable") is None, f"a remote's own action: measurable ({own.get('unmeasurable')})")
+for good, what in own.get("checks", []):
+    check(good, f"a remote's own action: {what}")
 lp = r.get("laptops") or {"unmeasurable": "not run"}
 check(lp.get("unmeasurable") is None, f"two operators at once: measurable ({lp.get('unmeasurable')})")
 for good, what in lp.get("checks", []):
