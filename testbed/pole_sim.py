@@ -195,6 +195,19 @@ class PoleSim:
         )
         self.dump_index += 1
 
+    def read_one(self, sock: socket.socket) -> bool:
+        """Takes one queued datagram; False when none is queued."""
+        try:
+            data, anc, _flags, _addr = sock.recvmsg(65536, 256)
+        except (BlockingIOError, InterruptedError):
+            return False
+        rx = rx_time_us(anc)
+        frames_before = self.tracker.frames
+        pkt = self.tracker.on_datagram(data, rx)
+        if self.tracker.frames != frames_before:
+            self.on_frame(pkt, rx)
+        return True
+
     def run(self, sock: socket.socket) -> None:
         stop = {"flag": False}
 
@@ -227,15 +240,14 @@ class PoleSim:
             if not r:
                 continue
             for _ in range(256):  # drain, but come back to the report clock
-                try:
-                    data, anc, _flags, _addr = sock.recvmsg(65536, 256)
-                except (BlockingIOError, InterruptedError):
+                if not self.read_one(sock):
                     break
-                rx = rx_time_us(anc)
-                frames_before = self.tracker.frames
-                pkt = self.tracker.on_datagram(data, rx)
-                if self.tracker.frames != frames_before:
-                    self.on_frame(pkt, rx)
+        if stop["flag"]:
+            # What had arrived before the stop counts: a sender that finished, then the
+            # stop, must find every datagram it sent in the report (the socket is
+            # non-blocking; this reads what is queued, no more).
+            while self.read_one(sock):
+                pass
         self.write_report()
         if self.dump is not None:
             self.dump.close()

@@ -113,6 +113,10 @@ pub struct TopRow {
     pub sync_offset_ms: Option<f64>,
     /// The software version recorded for the unit (see [`TopUnit::software`]).
     pub software: Option<String>,
+    /// The live override the unit holds (`/profile`'s `control`): what, who, since when
+    /// (see [`override_text`]); `None` when the schedule plays.
+    #[serde(rename = "override")]
+    pub live_override: Option<String>,
     /// Why the unit did not answer (`None` when it did).
     pub down: Option<DownKind>,
     pub reason: Option<String>,
@@ -181,6 +185,7 @@ pub fn row(unit: &TopUnit, got: &Result<ProfileDoc, Down>) -> TopRow {
                     .filter(|y| y.role == "remote")
                     .and_then(|y| y.offset_ms),
                 software: unit.software.clone(),
+                live_override: d.control.as_ref().and_then(override_text),
                 down: None,
                 reason: None,
             }
@@ -199,10 +204,42 @@ pub fn row(unit: &TopUnit, got: &Result<ProfileDoc, Down>) -> TopRow {
             pause_rx_per_s: None,
             sync_offset_ms: None,
             software: unit.software.clone(),
+            live_override: None,
             down: Some(e.kind.clone()),
             reason: Some(e.detail.clone()),
         },
     }
+}
+
+/// The override as `top` shows it: each layer's action, who set it and since when (the
+/// unit's clock, UTC), `;` between the two layers; `None` when nothing is held. Pure.
+pub fn override_text(c: &pfx_api::control::ControlState) -> Option<String> {
+    let since = |ms: Option<u64>| {
+        ms.map(|ms| {
+            let t = crate::controlpush::utc_us(ms * 1000);
+            // `YYYY-MM-DD HH:MM:SS.ffffff UTC`: the time to the second is enough here.
+            format!(" since {} UTC", t.get(..19).unwrap_or(&t))
+        })
+        .unwrap_or_default()
+    };
+    let mut parts = Vec::new();
+    if let Some(a) = &c.content {
+        parts.push(format!(
+            "{} by {}{}",
+            a.describe(),
+            c.content_by.as_deref().unwrap_or("?"),
+            since(c.content_since_unix_ms)
+        ));
+    }
+    if let Some(f) = c.brightness {
+        parts.push(format!(
+            "brightness {} by {}{}",
+            pfx_api::control::format_factor(f),
+            c.brightness_by.as_deref().unwrap_or("?"),
+            since(c.brightness_since_unix_ms)
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
@@ -230,6 +267,10 @@ pub fn render(rows: &[TopRow]) -> String {
                 && a != &r.unit
             {
                 health.push_str(&format!(" (answers as {a})"));
+            }
+            // Last, where a long line may run on: what an operator set, who and since when.
+            if let Some(o) = &r.live_override {
+                health.push_str(&format!("  OVERRIDE {o}"));
             }
             out.push_str(&format!(
                 "{:<w$} {:<5} {:<16} {:>7} {:>6} {:>10} {:>8} {:>9}  {:<10} {}",
@@ -529,6 +570,30 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(row(&unit("u1"), &Ok(d)).sync_offset_ms, None);
+    }
+
+    #[test]
+    fn a_held_override_shows_what_who_and_since_when() {
+        use pfx_api::control::{Action, ControlState};
+        let mut d = doc();
+        d.control = Some(ControlState {
+            content: Some(Action::Blackout),
+            content_by: Some("alice@10.20.0.5".into()),
+            content_since_unix_ms: Some(1_767_225_600_000),
+            brightness: Some(0.4),
+            brightness_by: Some("bob@10.20.0.6".into()),
+            brightness_since_unix_ms: Some(1_767_225_660_000),
+        });
+        let r = row(&unit("u1"), &Ok(d));
+        let want = "blackout by alice@10.20.0.5 since 2026-01-01 00:00:00 UTC; brightness 0.4 by bob@10.20.0.6 since 2026-01-01 00:01:00 UTC";
+        assert_eq!(r.live_override.as_deref(), Some(want));
+        assert!(render(std::slice::from_ref(&r)).contains(&format!("OVERRIDE {want}")));
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(j["override"], want);
+        let plain = row(&unit("u1"), &Ok(doc()));
+        assert_eq!(plain.live_override, None);
+        assert!(!render(&[plain]).contains("OVERRIDE"));
+        assert_eq!(override_text(&ControlState::default()), None);
     }
 
     #[test]

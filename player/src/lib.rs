@@ -21,6 +21,7 @@ pub mod http;
 pub mod mdns;
 pub mod nic;
 pub mod output;
+pub mod pixels;
 pub mod profiler;
 pub mod schedule;
 pub mod source;

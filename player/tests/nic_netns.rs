@@ -129,7 +129,7 @@ fn pause_off_on_veth_returns_the_driver_error() {
 #[ignore = "a re-exec trampoline: runs only as a namespace test's child (netns_util::run_child)"]
 fn child_tx_queue() {
     use pfx_player::nic::qdisc;
-    use pfx_player::nic::txqueue::Parent;
+    use pfx_player::nic::tx_queue::Parent;
     let Some(args) = child_args() else { return };
     let out = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["apply", iface, parent, limit] => {

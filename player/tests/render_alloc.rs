@@ -438,3 +438,42 @@ fn an_output_rendered_in_halves_makes_no_allocation_on_the_render_thread_or_its_
         );
     }
 }
+
+/// The dashboard watching: a viewer asks for the pixels every millisecond and reads the
+/// copies back (so the render thread also meets a reader holding a slot), and after the
+/// warm-up (the first copy sizes the buffers) the render thread still allocates nothing
+/// while it copies nearly every frame.
+#[test]
+fn a_pixel_viewer_asking_every_frame_makes_no_allocation_on_the_render_thread() {
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let board = &pfx_player::pixels::BOARD;
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let viewer = std::thread::spawn(move || {
+        let mut read = 0u64;
+        while !s2.load(Ordering::Relaxed) {
+            board.want();
+            if board.encoded().is_some() {
+                read += 1;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        read
+    });
+    let seq0 = board.seq();
+    let (frames, allocs) = measure(demo_engine(), 60, 600);
+    let copies = board.seq() - seq0;
+    stop.store(true, Ordering::Relaxed);
+    let read = viewer.join().expect("viewer");
+    assert!(frames >= 600, "{frames} frames");
+    assert!(
+        copies >= 600 && read > 0,
+        "{copies} copies in {frames} + 60 frames, {read} read back: the viewer was not served"
+    );
+    assert_eq!(
+        allocs,
+        0,
+        "with a pixel viewer: the render thread allocated {allocs} times in {frames} frames (the first of {} bytes)",
+        FIRST_SIZE.load(Ordering::SeqCst)
+    );
+}

@@ -13,13 +13,13 @@
 # payload, other target, older version) with slot B's bytes and the boot environment
 # unchanged and no reboot; update -> trial boot -> health commit -> the new version plays,
 # same host key, same show, PAUSE-off carried; a bundle whose player crashes rolls back by
-# itself and the fleet stops; a power cut (QEMU system_reset) during the transfer, the slot
+# itself and the fleet stops, and so does one whose root hangs (the watchdog); a power cut (QEMU system_reset) during the transfer, the slot
 # write, between install and switch, during the trial boot and right after the commit each
 # leaves a unit that boots, plays and takes the update again; one environment copy erased:
 # the unit still boots.
 #
 # Env: PFX_CACHE, PFX_IMAGE_PLAYER/PFX_IMAGE_AGENT (as 60-image), PFX_UPDATE_KEEP=1,
-# PFX_UPDATE_CASES (space-separated subset of: refuse update crash cuts env, or all;
+# PFX_UPDATE_CASES (space-separated subset of: refuse update crash hang cuts env, or all;
 # default: all but cuts).
 set -euo pipefail
 top=${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -34,8 +34,8 @@ export TZ=UTC
 # CI (scripts/test-all) runs the default set, about 20 minutes on 2 cores; the power cuts
 # (five more boots and three more installs, about 12 minutes) run with
 # PFX_UPDATE_CASES=cuts or =all (README, Tests).
-cases=${PFX_UPDATE_CASES:-refuse update crash env}
-[ "$cases" = all ] && cases="refuse update crash cuts env"
+cases=${PFX_UPDATE_CASES:-refuse update crash hang env}
+[ "$cases" = all ] && cases="refuse update crash hang cuts env"
 want_case() { case " $cases " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 suite_start=$(date +%s)
 lap_start=$suite_start
@@ -112,10 +112,31 @@ echo 2.1.0 > "$work/crash.version"
 printf '#!/bin/sh\necho "pfx-player: test bundle: exits at start" >&2\nexit 1\n' > "$work/crash.player"; chmod 755 "$work/crash.player"
 variant v2 "rm /etc/pfx/image-version" "write $work/v2.version /etc/pfx/image-version"
 variant v3 "rm /etc/pfx/image-version" "write $work/v3.version /etc/pfx/image-version"
+# The hanging bundle (2.2.0): 3 s into its boot it freezes PID 1 and every service
+# (cgroup freezer), the player and the health check among them: a unit that answers
+# nothing, as a kernel or userspace deadlock leaves it. Only the hardware watchdog, which
+# systemd no longer pings, can end that trial.
+echo 2.2.0 > "$work/hang.version"
+cat > "$work/hang.service" <<'UNIT'
+[Unit]
+Description=pfx test bundle: hang the whole unit 3 s into the boot
+DefaultDependencies=no
+After=sysinit.target
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c 'sleep 3; echo "<2>pfx test bundle: freezing every service and PID 1" > /dev/kmsg; for g in user.slice init.scope system.slice; do [ -e /sys/fs/cgroup/$$g/cgroup.freeze ] && echo 1 > /sys/fs/cgroup/$$g/cgroup.freeze; done'
+[Install]
+WantedBy=sysinit.target
+UNIT
+variant hang "rm /etc/pfx/image-version" "write $work/hang.version /etc/pfx/image-version" \
+  "write $work/hang.service /etc/systemd/system/pfx-test-hang.service" \
+  "mkdir /etc/systemd/system/sysinit.target.wants" \
+  "symlink /etc/systemd/system/sysinit.target.wants/pfx-test-hang.service /etc/systemd/system/pfx-test-hang.service"
 variant crash "rm /etc/pfx/image-version" "write $work/crash.version /etc/pfx/image-version" "rm /usr/bin/pfx-player" "write $work/crash.player /usr/bin/pfx-player"
 bundle v2 "$work/v2.img" "$work/keys"
 bundle v3 "$work/v3.img" "$work/keys"
 bundle crash "$work/crash.img" "$work/keys"
+want_case hang && bundle hang "$work/hang.img" "$work/keys"
 # The refusals need no whole root: a unit must refuse them before it writes a byte, so a
 # small image of the same layout (its slot A holds only what `bundle` reads: the RAUC
 # config and the version) makes bundles that are refused for the same reasons, in
@@ -348,6 +369,22 @@ PY
   grep -qi "rolled back\|rollback" "$work/history.txt" || { cat "$work/history.txt"; fail "history does not record the rollback"; }
   ok "a bundle whose player exits at start: the trial failed its health check, the unit went back to slot $slot0 ($ver0) by itself, the old show plays, the fleet stopped and recorded it"
   lap "crashing bundle (boots 3-4)"
+fi
+
+# ---------------------------------------------------------------- 6b. a hanging root
+if want_case hang; then
+  slot0=$(booted) ver0=$(version); profile_ok; show0=$(show_of)
+  t0=$(date +%s.%N)
+  if push_update "$work/hang.raucb" --switch now; then cat "$work/push.out"; fail "the fleet called the hanging bundle a success"; fi
+  cat "$work/push.out"
+  grep -qi "rolled back" "$work/push.out" || fail "the fleet did not say the unit rolled back"
+  grep -q "pfx test bundle: freezing" "$work/serial.log" || fail "the hanging bundle's trial boot never froze (the case tested nothing)"
+  profile_ok
+  [ "$(booted)" = "$slot0" ] && [ "$(version)" = "$ver0" ] || fail "after the hung trial the unit runs slot $(booted) $(version), expected $slot0 $ver0"
+  [ "$(show_of)" = "$show0" ] || fail "after the hung trial the unit plays $(show_of), before it $show0"
+  echo "UPDATE hang: push to rollback recorded $(python3 -c "import time; print(round(time.time()-$t0,1))") s"
+  ok "a bundle whose root hangs 3 s into its trial boot (PID 1 and every service frozen): the watchdog reset it, U-Boot went back to slot $slot0 ($ver0) by itself, the old show plays, the fleet stopped and said rolled back"
+  lap "hanging bundle (boots)"
 fi
 
 # ---------------------------------------------------------------- 7. power cuts

@@ -27,7 +27,7 @@ use super::RunOptions;
 use super::build::{build_engine_for, unit_id};
 use crate::config::show::{Item, MasterLostThen, Show, SyncRole, SyncSettings, SyncTransport};
 use crate::engine::frame_loop::{
-    Announce, Control, Engine, ItemSource, Playing, RemoteLink, SyncLink,
+    Announce, Control, Engine, ItemSource, Playing, RemoteLink, SyncLink, TELL_REMOTES_FRAMES,
 };
 use crate::sync::announce::Announcer;
 use crate::sync::follow::{Do, Follow, Lost, Then};
@@ -163,6 +163,25 @@ fn open_listen(port: u16, ifindex: u32) -> std::io::Result<Socket> {
         );
     }
     s.set_read_timeout(Some(RECV_TIMEOUT))?;
+    let on: libc::c_int = 1;
+    use std::os::fd::AsRawFd;
+    // SAFETY: setsockopt(2) reads `on` (an int) for SO_TIMESTAMPNS.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        // Without it a stop is timed from when the thread read it.
+        tracing::warn!(
+            "sync: no kernel receive stamps ({}); a busy unit may take a master's blackout a frame late",
+            std::io::Error::last_os_error()
+        );
+    }
     Ok(s)
 }
 
@@ -249,11 +268,27 @@ impl MasterSender {
     }
 }
 
+impl MasterSender {
+    fn send_blank(&mut self) {
+        let b = packet::encode_blank();
+        for d in &self.dests {
+            match self.sock.send_to(&b, d) {
+                Ok(_) => self.status.sent.fetch_add(1, Ordering::Relaxed),
+                Err(_) => self.status.send_errors.fetch_add(1, Ordering::Relaxed),
+            };
+        }
+    }
+}
+
 impl Announce for MasterSender {
     fn frame_sent(&mut self, playing: Option<Playing<'_>>) {
         let Some(p) = playing else {
+            // Also a blackout on the master (the loop says nothing plays): the stop is
+            // what makes its remotes black (they go idle, black until the next start),
+            // and FPP remotes blank their outputs on the blank packet.
             if self.announcer.idle() {
                 self.send(Action::Stop, 0, 0.0);
+                self.send_blank();
             }
             return;
         };
@@ -289,7 +324,9 @@ impl Prepared {
     ) -> anyhow::Result<SyncService> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
-        let (tx, rx) = channel::<Do>();
+        // Each action with the moment its packet was read (the receiver's clock right after
+        // recv), so a stop is timed from its packet, not from when the opener woke.
+        let (tx, rx) = channel::<(Do, u64)>();
         if self.settings.role == SyncRole::Remote {
             let (show, opts, dir) = (show.clone(), opts.clone(), self.settings.sequences.clone());
             let timeline = self.timeline.clone();
@@ -316,7 +353,7 @@ impl Prepared {
     }
 }
 
-fn receiver(p: Prepared, actions: Sender<Do>, stop: Arc<AtomicBool>) {
+fn receiver(p: Prepared, actions: Sender<(Do, u64)>, stop: Arc<AtomicBool>) {
     let s = &p.settings;
     let mut follow = Follow::new(
         Lost {
@@ -342,12 +379,15 @@ fn receiver(p: Prepared, actions: Sender<Do>, stop: Arc<AtomicBool>) {
     let mut warned_other_master = false;
     let mut published_gen = u64::MAX;
     while !stop.load(Ordering::Relaxed) {
-        let got = p.listen.recv_from(as_uninit(&mut buf));
+        let got = recv_stamped(&p.listen, &mut buf);
         let now = mono_ns();
+        // When the packet arrived: the kernel's stamp, so a thread that woke late (a busy
+        // unit) does not move a stop's frame (`stop_at`); the estimator keeps `now`.
+        let mut heard = now;
         let mut act = None;
         match got {
-            Ok((n, from)) => {
-                let from = from.as_socket_ipv4();
+            Ok((n, from, arrival)) => {
+                heard = arrival.unwrap_or(now);
                 match packet::decode(&buf[..n]) {
                     Err(e) => {
                         p.status.dropped.fetch_add(1, Ordering::Relaxed);
@@ -410,7 +450,7 @@ fn receiver(p: Prepared, actions: Sender<Do>, stop: Arc<AtomicBool>) {
             if a == Do::Stop {
                 tracing::info!("sync: stopped with the master ({})", follow.state.name());
             }
-            let _ = actions.send(a);
+            let _ = actions.send((a, heard));
         }
         let est = follow.estimator.estimate();
         if est.is_some() || follow.generation != published_gen {
@@ -435,10 +475,65 @@ fn receiver(p: Prepared, actions: Sender<Do>, stop: Arc<AtomicBool>) {
     }
 }
 
-/// socket2 reads into `MaybeUninit` bytes; an initialised buffer is a valid one.
-fn as_uninit(buf: &mut [u8]) -> &mut [std::mem::MaybeUninit<u8>] {
-    // SAFETY: u8 and MaybeUninit<u8> have the same layout, and recv only writes.
-    unsafe { &mut *(buf as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) }
+/// One datagram, its sender, and when it arrived on CLOCK_MONOTONIC: the kernel's receive
+/// stamp (SO_TIMESTAMPNS, on CLOCK_REALTIME) carried back by how long ago it was; None
+/// without a stamp, or when the wall clock stepped in between (more than a second ago, or
+/// in the future).
+fn recv_stamped(
+    sock: &Socket,
+    buf: &mut [u8],
+) -> std::io::Result<(usize, Option<SocketAddrV4>, Option<u64>)> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: all-zero is a valid sockaddr_in and msghdr.
+    let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // u64s: aligned for cmsghdr; room for one timespec message and more.
+    let mut control = [0u64; 16];
+    // SAFETY: as above.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&mut addr as *mut libc::sockaddr_in).cast();
+    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: every pointer in `msg` points at a live local of the length it says.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let from = (addr.sin_family == libc::AF_INET as libc::sa_family_t).then(|| {
+        SocketAddrV4::new(
+            Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr)),
+            u16::from_be(addr.sin_port),
+        )
+    });
+    let mut stamp: Option<libc::timespec> = None;
+    // SAFETY: the CMSG macros walk the control buffer the kernel filled, within
+    // msg_controllen; the timespec is read unaligned from the message's data.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                stamp = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast()));
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    let arrival = stamp.and_then(|ts| {
+        let at = i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec);
+        let real = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_nanos() as i128;
+        let mono = mono_ns();
+        let ago = real - at;
+        (0..1_000_000_000).contains(&ago).then(|| mono - ago as u64)
+    });
+    Ok((n as usize, from, arrival))
 }
 
 /// The master's name for a file, resolved under `dir`: its base name only, so a master
@@ -483,8 +578,18 @@ fn cue(engine: &mut Engine, timeline: &Timeline) {
     }
 }
 
+/// When a stop heard at `heard_ns` takes effect: at the first frame boundary from one and
+/// a half frames on. The master's stop leaves right after its frame N, and a blacked-out
+/// master goes black at N + `TELL_REMOTES_FRAMES` (2): this unit's frame N+1 comes about
+/// one frame after the stop was heard and its N+2 about two, so the half frame either side
+/// is the margin for this unit's tick being late (it must not go black a frame early) and
+/// for the stop being heard late (nor a frame late). Pure.
+pub fn stop_at(heard_ns: u64, period_ns: u64) -> u64 {
+    heard_ns + period_ns * (2 * u64::from(TELL_REMOTES_FRAMES) - 1) / 2
+}
+
 fn opener(
-    rx: Receiver<Do>,
+    rx: Receiver<(Do, u64)>,
     show: &Show,
     opts: &RunOptions,
     dir: &Path,
@@ -513,7 +618,11 @@ fn opener(
         }
     };
     let black = || build_engine_for(show, &[], false, opts).ok();
-    while let Ok(a) = rx.recv() {
+    let period_ns = 1_000_000_000 / u64::from(show.config.fps.max(1));
+    // A black show built ahead: a stop hands it over at once (building one opens the
+    // outputs' sockets, which a busy unit may take longer than a frame to do).
+    let mut spare_black = black();
+    while let Ok((a, heard_ns)) = rx.recv() {
         let engine = match a {
             Do::Prepare(name) => {
                 if prepared.as_ref().is_none_or(|(n, _)| *n != name) {
@@ -526,7 +635,18 @@ fn opener(
                 _ => build(&name, &mut missing),
             }
             .or_else(black),
-            Do::Stop => black(),
+            Do::Stop => {
+                let ready = spare_black.take().or_else(black);
+                if let Some(e) = ready
+                    && control
+                        .send(Control::At(Box::new(e), stop_at(heard_ns, period_ns)))
+                        .is_err()
+                {
+                    return;
+                }
+                spare_black = black();
+                continue;
+            }
         };
         if let Some(mut e) = engine {
             cue(&mut e, timeline);

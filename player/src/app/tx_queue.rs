@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::show::{Show, TxQueuePolicy};
 use crate::nic::qdisc::{self, Applied};
-use crate::nic::txqueue::{self, Parent};
+use crate::nic::tx_queue::{self, Parent};
 use crate::sys::net;
 
 /// How often `refresh` looks whether the queue is still in place.
@@ -60,7 +60,7 @@ fn plan(show: &Show) -> Plan {
         .outputs
         .iter()
         .flat_map(|o| o.profile.frame_shape().datagrams);
-    Plan::Queue(show.tx_queue_parent, txqueue::limit_packets(frame, mtu))
+    Plan::Queue(show.tx_queue_parent, tx_queue::limit_packets(frame, mtu))
 }
 
 /// What `apply` would put on the interface, in words (for `run --check`).
@@ -71,7 +71,7 @@ pub fn describe(show: &Show) -> String {
         Plan::Queue(parent, limit) => {
             format!(
                 "tx queue: {} limit {limit} packets at {parent}",
-                txqueue::KIND
+                tx_queue::KIND
             )
         }
     }
@@ -135,7 +135,7 @@ impl TxQueue {
                     limit,
                     replaced = replaced.as_deref().unwrap_or("nothing"),
                     "tx queue: {} of one frame ({limit} packets){}; a stalled link keeps only the newest frame",
-                    txqueue::KIND,
+                    tx_queue::KIND,
                     if again { ", put back" } else { "" },
                 );
                 self.installed_root |= parent == Parent::Root;

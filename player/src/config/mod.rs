@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn tx_queue_parent_is_kept_parsed() {
-        use crate::nic::txqueue::Parent;
+        use crate::nic::tx_queue::Parent;
         let base = "interface: lo\noutputs:\n  - name: a\n    profile: bench-ddp\ncontent:\n  playlist:\n    - pattern: id\n";
         let show = ShowConfig::from_str(base, Path::new("s.yaml")).unwrap();
         assert_eq!(show.tx_queue_parent, Parent::Root);

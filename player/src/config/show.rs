@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{ConfigError, DeviceProfile};
-use crate::nic::txqueue::Parent;
+use crate::nic::tx_queue::Parent;
 use crate::schedule::{self, Schedule};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

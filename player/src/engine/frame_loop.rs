@@ -66,12 +66,20 @@ pub enum ItemSource {
     },
 }
 
+/// How many frames a master's blackout waits for its remotes (docs/operator-guide.md,
+/// "Show night"): the first frame's stop reaches them, the second is their margin.
+pub const TELL_REMOTES_FRAMES: u32 = 2;
+
 pub enum Control {
     /// Swap in a new show at the next frame boundary.
     Reload(Box<Engine>),
     /// Swap in a new show when the item playing now ends (a graceful stop); at once when
     /// nothing is playing. A later `After` replaces the waiting show; a `Reload` drops it.
     After(Box<Engine>),
+    /// Swap in a new show at the first frame boundary at or after this CLOCK_MONOTONIC
+    /// time (a remote's stop: the frame its blacked-out master goes black at). A `Reload`
+    /// before then drops it.
+    At(Box<Engine>, u64),
     /// From now on, the end of a playlist does this (a reload that adds or drops a
     /// schedule).
     OnEnd(OnEnd),
@@ -617,13 +625,38 @@ fn run(
     // ticks passed while following were played, not skipped). A reload between the two
     // (the master's stop hands over a black show) must not hide that.
     let mut own_clock_stale = false;
+    // A master's blackout waits TELL_REMOTES_FRAMES frames: their announces tell the
+    // remotes nothing plays, and the remotes go black at the frame the master does
+    // (`app::sync::stop_at`). The frames still to wait are kept with the message.
+    let mut deferred: Option<(Box<LiveMsg>, u32)> = None;
     loop {
         let deadline = followed.map_or_else(|| clock.deadline(ctick), |f| f.deadline());
         sleep_until(deadline);
         let t0 = mono_ns();
 
         // background: control messages, discovery, interface upkeep.
-        match control.try_recv() {
+        let mut telling_remotes = false;
+        let mut due = None;
+        match deferred.take() {
+            Some((m, 0)) => due = Some(Ok(Control::Live(m))),
+            Some((m, left)) => {
+                deferred = Some((m, left - 1));
+                telling_remotes = true;
+            }
+            None => {}
+        }
+        let was_deferred = due.is_some();
+        match due.unwrap_or_else(|| control.try_recv()) {
+            Ok(Control::Live(msg))
+                if !was_deferred
+                    && matches!(sync, SyncLink::Master(_))
+                    && msg.overlay.black
+                    && !live.overlay.black =>
+            {
+                telling_remotes = true;
+                deferred = Some((msg, TELL_REMOTES_FRAMES - 1));
+            }
+            Ok(Control::At(new, at)) => pending = Some((new, at)),
             Ok(Control::Reload(new)) => {
                 if new.fps != show.engine.fps {
                     tracing::warn!(
@@ -839,6 +872,15 @@ fn run(
             halves.source_ns += t.source_ns;
             halves.geometry_ns += t.geometry_ns;
         }
+        // The dashboard's copy of what went out, only when a viewer asked (counted in
+        // wire_send: it is part of what a frame costs while someone watches).
+        crate::pixels::BOARD.offer(
+            stamp,
+            show.engine
+                .outputs
+                .iter()
+                .map(|o| (o.name.as_str(), o.map(), o.pixels())),
+        );
         let t4 = mono_ns();
         // The override's first frame is in the kernel: say when it went.
         if let Some(r) = live.reply.take() {
@@ -868,7 +910,9 @@ fn run(
                 }),
                 _ => None,
             });
-            a.frame_sent(playing);
+            // A blacked-out master plays on unseen and tells its remotes nothing plays:
+            // they stop at their next frame (docs/operator-guide.md, "Show night").
+            a.frame_sent(playing.filter(|_| !live.overlay.black && !telling_remotes));
         }
         let period_ns = followed.map_or(clock.period_ns(), |f| f.period_ns);
 

@@ -64,6 +64,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/metrics", get(metrics_text))
         .route("/health", get(health))
         .route("/history", get(history))
+        .route("/pixels", get(pixels))
         .layer(middleware::from_fn(timeout))
         .with_state(state)
 }
@@ -212,6 +213,91 @@ async fn health(State(s): State<HttpState>) -> Response {
                 fallback_line(&s),
                 quarantine_line(s.store.as_deref())
             ),
+        )
+            .into_response(),
+    }
+}
+
+/// At most this many `/pixels` requests at once; more answer 503. Each holds one copy
+/// of the frame's pixels while it is sent, so this bounds what viewers can make the
+/// player hold.
+pub const PIXEL_VIEWERS_MAX: usize = 8;
+/// How long a `/pixels` request waits for the render thread's next copy before it
+/// answers with the newest one there is (a player between shows, or a slow frame).
+pub const PIXELS_WAIT: Duration = Duration::from_millis(250);
+
+static PIXEL_VIEWERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One `/pixels` request in flight (released on drop, also when the client goes away).
+struct Viewer;
+
+impl Viewer {
+    fn enter() -> Option<Viewer> {
+        use std::sync::atomic::Ordering::AcqRel;
+        let prev = PIXEL_VIEWERS
+            .fetch_update(AcqRel, std::sync::atomic::Ordering::Acquire, |n| {
+                (n < PIXEL_VIEWERS_MAX).then_some(n + 1)
+            })
+            .ok();
+        prev.map(|_| Viewer)
+    }
+}
+
+impl Drop for Viewer {
+    fn drop(&mut self) {
+        PIXEL_VIEWERS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// The body in pieces of 64 KiB that keep the viewer's slot until the last piece is taken
+/// (or the client goes away): a client that reads slowly holds its slot, so slow readers
+/// cannot pile up copies beyond `PIXEL_VIEWERS_MAX`.
+fn held_body(body: Vec<u8>, viewer: Viewer) -> axum::body::Body {
+    use futures::StreamExt;
+    const PIECE: usize = 64 * 1024;
+    let all = axum::body::Bytes::from(body);
+    let pieces: Vec<_> = (0..all.len().div_ceil(PIECE))
+        .map(|i| all.slice(i * PIECE..((i + 1) * PIECE).min(all.len())))
+        .collect();
+    let stream = futures::stream::iter(pieces).map(move |p| {
+        let _slot = &viewer;
+        Ok::<_, std::convert::Infallible>(p)
+    });
+    axum::body::Body::from_stream(stream)
+}
+
+/// `GET /pixels`: every output's pixels as the poles were last sent them (the binary
+/// format of `crate::pixels`). Asks the render thread for a copy of its next frame and
+/// waits for it a little, polling: the render thread never signals anyone.
+async fn pixels() -> Response {
+    let Some(viewer) = Viewer::enter() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "pixels: {PIXEL_VIEWERS_MAX} viewers are reading the pixels already; try again in a moment\n"
+            ),
+        )
+            .into_response();
+    };
+    let board = &crate::pixels::BOARD;
+    let seen = board.seq();
+    board.want();
+    let end = tokio::time::Instant::now() + PIXELS_WAIT;
+    while board.seq() == seen && tokio::time::Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(4)).await;
+    }
+    match board.encoded() {
+        Some(body) => (
+            [
+                (header::CONTENT_TYPE, "application/octet-stream"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            held_body(body, viewer),
+        )
+            .into_response(),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "pixels: no frame sent yet (the player has not rendered since it started); try again in a moment\n",
         )
             .into_response(),
     }

@@ -429,3 +429,88 @@ async fn health_names_quarantined_store_files() {
         "{body}"
     );
 }
+
+/// `/pixels` over the router: a thread stands in for the render thread (offering a frame
+/// every 5 ms, as the loop does after each send), the answer decodes to what it offered;
+/// with every viewer slot taken the route answers 503 and holds nothing, and frees again.
+/// One test: the board and the viewer count are the process's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pixels_answers_the_offered_frame_and_bounds_its_viewers() {
+    use crate::config::{ColorOrder, PixelFormat};
+    use crate::geometry::PoleMap;
+    let (_sink, st) = state();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let render = std::thread::spawn(move || {
+        let map = PoleMap {
+            start: 0,
+            pixels: 3,
+            format: PixelFormat::Rgb8,
+            order: ColorOrder::Grb,
+        };
+        let px = [10u8, 20, 30, 40, 50, 60, 70, 80, 90];
+        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+            crate::pixels::BOARD.offer(42, [("http-test-pole", &map, &px[..])].into_iter());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    let fetch = |st: HttpState| async move {
+        let r = router(st)
+            .oneshot(Request::get("/pixels").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, to_bytes(r.into_body(), 1 << 22).await.unwrap())
+    };
+    // Another test's render loop in this process may offer too: ours is the one named so.
+    let mut got = None;
+    for _ in 0..20 {
+        let (status, body) = fetch(st.clone()).await;
+        assert_eq!(status, StatusCode::OK);
+        let s = crate::pixels::decode(&body).expect("decodes");
+        if s.outputs
+            .first()
+            .is_some_and(|o| o.name == "http-test-pole")
+        {
+            got = Some(s);
+            break;
+        }
+    }
+    let s = got.expect("the offered frame");
+    assert_eq!(s.sent_unix_us, 42);
+    assert_eq!(s.outputs[0].order, [1, 0, 2]);
+    assert_eq!(s.outputs[0].data, vec![10, 20, 30, 40, 50, 60, 70, 80, 90]);
+
+    // A client that has not read its body yet still holds its slot; it frees when the
+    // response goes away.
+    let r = router(st.clone())
+        .oneshot(Request::get("/pixels").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        PIXEL_VIEWERS.load(std::sync::atomic::Ordering::Acquire),
+        1,
+        "an unread body holds its viewer slot"
+    );
+    drop(r);
+    assert_eq!(PIXEL_VIEWERS.load(std::sync::atomic::Ordering::Acquire), 0);
+
+    let held: Vec<_> = (0..PIXEL_VIEWERS_MAX)
+        .map(|_| Viewer::enter().expect("a free viewer slot"))
+        .collect();
+    let (status, body) = fetch(st.clone()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(String::from_utf8_lossy(&body).contains("viewers are reading"));
+    drop(held);
+    let (status, _) = fetch(st.clone()).await;
+    assert_eq!(status, StatusCode::OK, "the slots free on drop");
+    // Only GET: nothing here changes anything.
+    let r = router(st.clone())
+        .oneshot(Request::post("/pixels").body(Body::from("x")).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    render.join().unwrap();
+}

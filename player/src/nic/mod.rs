@@ -12,7 +12,7 @@ pub mod monitor;
 pub mod pause;
 pub mod qdisc;
 pub mod rate;
-pub mod txqueue;
+pub mod tx_queue;
 
 pub use error::{NicError, errno_name};
 pub use monitor::{MonitorHandle, NicReader, read_status, spawn_monitor};

@@ -1,6 +1,6 @@
 //! Installs and removes the show interface's head-drop transmit queue over rtnetlink (what
 //! `tc qdisc replace dev IF root pfifo_head_drop limit N` does), so the service needs only
-//! CAP_NET_ADMIN and no `tc` binary. The plan is in `txqueue`.
+//! CAP_NET_ADMIN and no `tc` binary. The plan is in `tx_queue`.
 
 use futures::TryStreamExt;
 use rtnetlink::packet_core::{
@@ -12,7 +12,7 @@ use rtnetlink::packet_route::tc::{TcAttribute, TcHandle, TcMessage, TcOption};
 
 use super::error::NicError;
 use super::link::require_interface;
-use super::txqueue::{Decision, KIND, Parent, decide};
+use super::tx_queue::{Decision, KIND, Parent, decide};
 
 /// TCA_OPTIONS: for the FIFOs a bare `struct tc_fifo_qopt { __u32 limit; }`, not nested.
 const TCA_OPTIONS: u16 = 2;
@@ -107,7 +107,7 @@ async fn request(
     Ok(())
 }
 
-/// Puts a head-drop FIFO of `limit` packets at `parent` unless `txqueue::decide` says not to.
+/// Puts a head-drop FIFO of `limit` packets at `parent` unless `tx_queue::decide` says not to.
 pub async fn apply_async(
     rtnl: &mut rtnetlink::Handle,
     iface: &str,

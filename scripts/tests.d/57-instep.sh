@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Show-night actions in step across a synced site (docs/testbed.md, "In step"): one master and
+# PFX_INSTEP_UNITS-1 remotes (default 5 units) in network namespaces, each player in its own
+# time namespace, a pole simulator timestamping every unit's frames. PFX_INSTEP_TRIES (default
+# 5) blackouts on the master's control socket, each followed by a resume. Fails when no try is
+# measurable (a try whose unit stalled on the host is UNMEASURABLE), when the spread between the units' first black frames exceeds one frame
+# (p99), or when the last unit's first black frame comes later than 250 ms after the request
+# (p99); then a remote's own blackout against its master's (it stays black through the
+# master's resume, lights at its own); then two operators at once: two pfx-fleet processes (two databases, as two laptops),
+# `blackout --site` and `test red --site` started together through the real agent: each unit
+# must hold the action it stamped later, and its pole show it. The 20-unit, 20-try figure in docs/PERFORMANCE.md is the bench command in README.md.
+set -uo pipefail
+if [ "$(id -u)" != 0 ]; then echo "skipped: needs root (network and time namespaces)"; exit 77; fi
+top=${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+player=${PFX_PLAYER:-$top/target/debug/pfx-player}
+[ -x "$top/target/debug/pfx-fleet" ] || [ -n "${PFX_FLEET:-}" ] || { echo "FAILED: build first (cargo build -p pfx-player -p pfx-fleet)"; exit 1; }
+out=$(mktemp -d /tmp/pfx-instep.XXXXXX)
+cleanup() { python3 "$top/testbed/instep_bench.py" down >/dev/null 2>&1; rm -rf "$out"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "--- pytest testbed/tests/test_instep_bench.py"
+python3 -m pytest -q "$top/testbed/tests/test_instep_bench.py" || { echo "FAILED: pytest"; exit 1; }
+
+python3 "$top/testbed/instep_bench.py" run --player "$player" --units "${PFX_INSTEP_UNITS:-5}" \
+  --tries "${PFX_INSTEP_TRIES:-5}" --laptops --fleet-bin "${PFX_FLEET:-$top/target/debug/pfx-fleet}" --json "$out/instep.json" --out "$out/run" \
+  || { echo "FAILED: instep_bench.py run"; exit 1; }
+python3 - "$out/instep.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+s = r["summary"]
+ok = bad = 0
+def check(cond, what):
+    global ok, bad
+    print(("ok   " if cond else "FAIL ") + what)
+    ok, bad = (ok + 1, bad) if cond else (ok, bad + 1)
+check(r.get("unmeasurable") is None, f"the site came up and stayed up ({r.get('unmeasurable')})")
+if s["measured"] == 0:
+    print(f"UNMEASURABLE: no try measured of {s['tries']} (each try's reason is printed above)")
+check(s["measured"] > 0, f"tries measured: {s['measured']} of {s['tries']} (the others UNMEASURABLE, reasons above)")
+sf = s["spread_frames"]["p99"]
+check(sf is not None and sf <= 1.0, f"spread between units p99 {sf} frames <= 1 ({s['spread_ms']['p99']} ms)")
+lat = s["latency_ms"]["p99"]
+check(lat is not None and lat <= 250, f"request to the last pole black p99 {lat} ms <= 250 ms")
+own = r.get("own") or {"unmeasurable": "not run"}
+check(own.get("unmeasurable") is None, f"a remote's own action: measurable ({own.get('unmeasurable')})")
+for good, what in own.get("checks", []):
+    check(good, f"a remote's own action: {what}")
+lp = r.get("laptops") or {"unmeasurable": "not run"}
+check(lp.get("unmeasurable") is None, f"two operators at once: measurable ({lp.get('unmeasurable')})")
+for good, what in lp.get("checks", []):
+    check(good, f"two operators at once: {what}")
+print(f"instep: {ok} passed, {bad} failed")
+sys.exit(1 if bad else 0)
+PY

@@ -1,0 +1,502 @@
+#!/usr/bin/env python3
+"""A master's live action across a synced site, measured (docs/testbed.md, "In step").
+
+One master and N-1 remotes are network-namespace hosts on one bridge, each player in its own
+time namespace, all sending DDP to one pole-simulator host that tells them apart by source
+address and timestamps every datagram on arrival (SO_TIMESTAMPNS); an all-zero frame is black.
+Each try: every unit lit, then `blackout` on the master's control socket (as its agent sends
+it); the first black frame from each unit is found in the pole's log. Then `resume`, and the
+next try waits until every unit is lit again. One attempt per try; a try whose guard fails is
+UNMEASURABLE with the reason.
+
+    instep_bench.py run --player BIN [--units 20] [--tries 20] [--fps 40] [--json F] [--out DIR]
+    instep_bench.py down                     # remove whatever a killed run left (instep*)
+
+Figures per try: `latency_ms` from the request to the last unit's first black frame at the
+pole; `spread_ms` between the first and the last unit's first black frame (and in frames);
+`told_to_last_ms` from the master's answered frame stamp to the last unit's first black frame.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import netns  # noqa: E402
+import sync_bench  # noqa: E402
+
+PREFIX = "instep"
+SUBNET = "10.81.0"
+POLE_ADDR = f"{SUBNET}.250"
+SYNC_PORT = 32320
+SEQ_NAME = sync_bench.SEQ_NAME
+# A unit counts as lit when its last frame at the pole is a sequence frame this recent.
+LIT_WITHIN_US = 300_000
+# How long a try waits for every unit's first black frame.
+BLACK_WITHIN_S = 2.0
+# How long it waits for every unit to light again after `resume`.
+RELIGHT_WITHIN_S = 8.0
+# The guard: a try is not the player's figure when a unit sent no frame for more than
+# MAX_GAP_FRAMES frames between the request and its change (it missed a tick: its render
+# thread did not run, and no design can show a change at a tick that did not happen).
+# The host's CPU pressure over the try ("some": the share of time a runnable task waited for
+# a CPU) is recorded beside each try.
+MAX_GAP_FRAMES = 1.5
+
+
+def unit_names(n: int) -> list[str]:
+    return ["m"] + [f"r{i}" for i in range(1, n)]
+
+
+def unit_addr(i: int) -> str:
+    return f"{SUBNET}.{i + 1}"
+
+
+# ---------------------------------------------------------------------------- pure: the log
+def parse_pole(lines) -> list[tuple[str, int, str]]:
+    """`src rx_us tag` lines (sync_bench's pole) as (src, rx_us, tag); a torn line is skipped."""
+    out = []
+    for line in lines:
+        p = line.split()
+        if len(p) == 3 and p[1].isdigit():
+            out.append((p[0], int(p[1]), p[2]))
+    return out
+
+
+def lit_now(rows: list[tuple[str, int, str]], srcs: list[str], now_us: int) -> list[str]:
+    """The sources NOT lit now: whose last datagram is not a sequence frame received within
+    LIT_WITHIN_US of `now_us`."""
+    last: dict[str, tuple[int, str]] = {}
+    for src, t, tag in rows:
+        last[src] = (t, tag)
+    dark = []
+    for s in srcs:
+        t, tag = last.get(s, (0, "B"))
+        if not tag.isdigit() or now_us - t > LIT_WITHIN_US:
+            dark.append(s)
+    return dark
+
+
+def first_black(rows: list[tuple[str, int, str]], srcs: list[str], after_us: int) -> dict[str, int | None]:
+    """Per source, the arrival of its first black datagram after `after_us` that no lit frame
+    follows before the end of the rows (a black frame between two lit ones is not the change)."""
+    out: dict[str, int | None] = {s: None for s in srcs}
+    for src, t, tag in rows:
+        if src not in out or t < after_us:
+            continue
+        if tag == "B":
+            if out[src] is None:
+                out[src] = t
+        else:
+            out[src] = None
+    return out
+
+
+def stalled(rows: list[tuple[str, int, str]], firsts: dict[str, int | None], after_us: int,
+            period_ms: float, unit_of: dict[str, str]) -> str | None:
+    """The first unit that sent nothing for more than MAX_GAP_FRAMES frames between
+    `after_us` and its first black frame (its render thread did not run: the host's doing),
+    said as a reason; None when every unit kept its frame rate."""
+    for src, fb in firsts.items():
+        if fb is None:
+            continue
+        ts = [t for s_, t, _ in rows if s_ == src and after_us - 100_000 <= t <= fb]
+        gaps = [b - a for a, b in zip(ts, ts[1:])]
+        if gaps and max(gaps) > MAX_GAP_FRAMES * period_ms * 1000:
+            return (f"unit {unit_of.get(src, src)} sent no frame for {max(gaps) / 1000:.1f} ms around "
+                    f"the change (more than {MAX_GAP_FRAMES:g} frames): the host did not carry it")
+    return None
+
+
+def cpu_pressure_total_us() -> int | None:
+    """/proc/pressure/cpu's `some total=` (µs), None without PSI."""
+    try:
+        for line in Path("/proc/pressure/cpu").read_text().splitlines():
+            if line.startswith("some"):
+                return int(line.rsplit("total=", 1)[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def judge_try(t_cmd_us: int, stamp_us: int | None, firsts: dict[str, int | None], period_ms: float,
+              unit_of: dict[str, str]) -> dict:
+    """One try's figures, or `unmeasurable` naming the unit that never went black."""
+    missing = [unit_of.get(s, s) for s, t in firsts.items() if t is None]
+    if missing:
+        return {"unmeasurable": f"no black frame within {BLACK_WITHIN_S} s from {', '.join(missing[:5])}"}
+    ts = [t for t in firsts.values() if t is not None]
+    last, first = max(ts), min(ts)
+    spread = (last - first) / 1000.0
+    return {
+        "unmeasurable": None,
+        "latency_ms": round((last - t_cmd_us) / 1000.0, 3),
+        "spread_ms": round(spread, 3),
+        "spread_frames": round(spread / period_ms, 3),
+        "told_to_last_ms": None if stamp_us is None else round((last - stamp_us) / 1000.0, 3),
+        "last_unit": unit_of.get(max(firsts, key=lambda s: firsts[s] or 0)),
+    }
+
+
+def summarize(tries: list[dict]) -> dict:
+    good = [t for t in tries if t.get("unmeasurable") is None]
+    out: dict = {"tries": len(tries), "measured": len(good)}
+    for k in ("latency_ms", "spread_ms", "spread_frames", "told_to_last_ms"):
+        xs = [t[k] for t in good if t.get(k) is not None]
+        out[k] = {"p50": sync_bench.percentile(xs, 50), "p99": sync_bench.percentile(xs, 99),
+                  "max": max(xs) if xs else None}  # fmt: skip
+    return out
+
+
+# ---------------------------------------------------------------------------- the testbed
+class Bed(sync_bench.Bed):
+    def __init__(self, run_dir: Path, tb_id: str, units: list[str]):
+        super().__init__(run_dir, tb_id)
+        self.name = f"{PREFIX}{tb_id}"
+        self.units = units
+
+    def hosts(self) -> list[tuple[str, str]]:
+        return [(u, unit_addr(i)) for i, u in enumerate(self.units)] + [("pole", POLE_ADDR)]
+
+
+def ask(sock: Path, action: str, timeout: float = 20.0) -> dict:
+    """One request on a player's control socket, as the agent sends it."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(str(sock))
+        s.sendall(json.dumps({"action": action, "by": "instep-bench", "from": "local"}).encode() + b"\n")
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    finally:
+        s.close()
+    return json.loads(buf.decode() or "{}")
+
+
+def read_rows(path: Path) -> list[tuple[str, int, str]]:
+    try:
+        with open(path) as fh:
+            return parse_pole(fh)
+    except OSError:
+        return []
+
+
+def unit_yaml(unit: str, d: Path, fps: int, sync: dict, seq: str | None) -> str:
+    y = sync_bench.unit_yaml(unit, d, fps, sync, seq)
+    return y.replace(f"{sync_bench.POLE[1]}:", f"{POLE_ADDR}:").replace("unit_id: synctest-", "unit_id: instep-")
+
+
+def run(a) -> int:
+    if os.geteuid() != 0:
+        print("skipped: needs root (network namespaces, time namespaces)")
+        return 77
+    if not Path(a.player).is_file():
+        print(f"instep_bench: no player binary at {a.player}; build it (cargo build -p pfx-player) or pass --player")
+        return 2
+    run_dir = Path(a.out or f"/tmp/{PREFIX}-{os.getpid()}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    units = unit_names(a.units)
+    bed = Bed(run_dir, str(os.getpid()), units)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    step_ms = round(1000 / a.fps)
+    period_ms = 1000.0 / a.fps
+    seq_dir = run_dir / "seq"
+    seq_dir.mkdir(exist_ok=True)
+    # Long enough for every try (the show plays on under a blackout).
+    sync_bench.write_fseq(seq_dir / SEQ_NAME, int((60 + a.tries * 6) * 1000 / step_ms), step_ms)
+    (run_dir / "profiles").mkdir(exist_ok=True)
+    (run_dir / "profiles" / "synctest-ddp.yaml").write_text(
+        sync_bench.PROFILE_YAML.replace(f"{sync_bench.POLE[1]}:", f"{POLE_ADDR}:"))
+    pole_log = run_dir / "pole.log"
+    pole_log.unlink(missing_ok=True)
+    srcs = {u: unit_addr(i) for i, u in enumerate(units)}
+    unit_of = {ip: u for u, ip in srcs.items()}
+    result: dict = {"units": a.units, "fps": a.fps, "tries": []}
+    try:
+        bed.up()
+        p = bed.spawn("pole", "pole", [sys.executable, str(HERE / "sync_bench.py"), "pole", "--out", str(pole_log)])
+        sync_bench.wait_file(Path(str(pole_log) + ".ready"), 5, p)
+        socks = {}
+        for i, u in enumerate(units):
+            d = run_dir / "cell1" / u
+            d.mkdir(parents=True, exist_ok=True)
+            if u == "m":
+                sync = {"role": "master", "port": SYNC_PORT, "transport": "multicast"}
+            else:
+                sync = {"role": "remote", "port": SYNC_PORT, "sequences": str(seq_dir),
+                        "master_lost": {"after_s": 5, "then": "stop"}}  # fmt: skip
+            (d / "show.yaml").write_text(unit_yaml(u, d, a.fps, sync, str(seq_dir / SEQ_NAME) if u == "m" else None))
+            socks[u] = d / "control.sock"
+            if u != "m":
+                bed.spawn(u, u, [a.player, "run", "--config", str(d / "show.yaml"),
+                                 "--control-socket", str(socks[u])], mono_offset=10_000 + 1000 * i)  # fmt: skip
+        time.sleep(1.0 + 0.05 * a.units)
+        bed.spawn("m", "m", [a.player, "run", "--config", str(run_dir / "cell1" / "m" / "show.yaml"),
+                             "--control-socket", str(socks["m"])], mono_offset=10_000)  # fmt: skip
+        dark = wait_lit(pole_log, list(srcs.values()), 15.0 + 0.5 * a.units)
+        if dark:
+            result["unmeasurable"] = ("not every unit lit after the start: "
+                                      + ", ".join(unit_of[s] for s in dark[:5])
+                                      + f" ({bed.log_tail(unit_of[dark[0]])})")  # fmt: skip
+            return finish(result, a)
+        time.sleep(a.warmup)
+        for n in range(a.tries):
+            result["tries"].append(one_try(bed, socks["m"], pole_log, srcs, unit_of, period_ms, n))
+            print(f"try {n + 1}: {json.dumps(result['tries'][-1])}", flush=True)
+        dead = [u for u in units if u in bed.procs and bed.procs[u].poll() is not None]
+        if dead:
+            result["unmeasurable"] = f"unit {dead[0]} exited during the run: {bed.log_tail(dead[0])}"
+        result["load"] = os.getloadavg()
+        if a.laptops:
+            try:
+                result["own"] = own_action_cell(socks, srcs, unit_of, pole_log)
+            except Exception as e:  # one attempt: reported, not retried
+                result["own"] = {"cell": "own", "unmeasurable": f"testbed error: {e}", "checks": []}
+            try:
+                result["laptops"] = laptops_cell(bed, a, run_dir, units, socks, srcs, pole_log)
+            except Exception as e:  # one attempt: reported, not retried
+                result["laptops"] = {"cell": "laptops", "unmeasurable": f"testbed error: {e}"}
+    finally:
+        bed.down()
+    return finish(result, a)
+
+
+def wait_lit(pole_log: Path, srcs: list[str], within: float) -> list[str]:
+    end = time.time() + within
+    dark = srcs
+    while time.time() < end:
+        time.sleep(0.6)  # the pole flushes its log every half second
+        dark = lit_now(read_rows(pole_log), srcs, time.time_ns() // 1000 - 600_000)
+        if not dark:
+            return []
+    return dark
+
+
+def one_try(bed, msock: Path, pole_log: Path, srcs: dict, unit_of: dict, period_ms: float, n: int) -> dict:
+    dark = wait_lit(pole_log, list(srcs.values()), RELIGHT_WITHIN_S)
+    if dark:
+        return {"unmeasurable": "not every unit lit before the try: " + ", ".join(unit_of[s] for s in dark[:5])}
+    t_cmd = time.time_ns() // 1000
+    psi0 = cpu_pressure_total_us()
+    try:
+        ans = ask(msock, "blackout")
+    except (OSError, ValueError) as e:
+        return {"unmeasurable": f"the master's control socket: {e}"}
+    if not ans.get("accepted"):
+        return {"unmeasurable": f"the master did not take it: {ans.get('error')}"}
+    time.sleep(BLACK_WITHIN_S + 0.6)
+    rows = [r for r in read_rows(pole_log) if r[1] <= t_cmd + int(BLACK_WITHIN_S * 1e6)]
+    firsts = first_black(rows, list(srcs.values()), t_cmd)
+    res = judge_try(t_cmd, ans.get("effective_unix_us"), firsts, period_ms, unit_of)
+    psi1 = cpu_pressure_total_us()
+    if psi0 is not None and psi1 is not None:
+        share = (psi1 - psi0) / (time.time_ns() // 1000 - t_cmd)
+        # Recorded, not a guard: twenty players on two cores make this pressure themselves.
+        res["cpu_pressure"] = round(share, 3)
+    if res["unmeasurable"] is None:
+        why = stalled(rows, firsts, t_cmd, period_ms, unit_of)
+        if why:
+            res["unmeasurable"] = f"{why} (spread {res['spread_ms']} ms)"
+    try:
+        r = ask(msock, "resume")
+        if not r.get("accepted"):
+            res.setdefault("note", f"resume not taken: {r.get('error')}")
+    except (OSError, ValueError) as e:
+        res.setdefault("note", f"resume: {e}")
+    return res
+
+
+SSH_STANDIN = """#!/bin/sh
+# ssh ... HOST -- WORDS, as pfx-fleet calls it: the unit's forced command run here instead of
+# over a network (the agent, its root-owned config, the request in SSH_ORIGINAL_COMMAND).
+prev=; cmd=; after=; host=
+for a; do
+  if [ -n "$after" ]; then cmd="$cmd${cmd:+ }$a"; elif [ "$a" = -- ]; then after=1; host=$prev; else prev=$a; fi
+done
+case "$host" in
+%s
+  *) echo "ssh: connect to host $host port 22: Connection refused" >&2; exit 255;;
+esac
+SSH_ORIGINAL_COMMAND="$cmd" SSH_CLIENT="$LAPTOP 40000 22" SUDO_USER=pfx exec %s dispatch --config "$cfg"
+"""
+
+
+def final_states(bed, units: list[str]) -> dict[str, str | None]:
+    """Each unit's held content action from its own /profile (None: nothing held, or no answer)."""
+    out = {}
+    for u in units:
+        doc = bed.profile(u) or {}
+        c = doc.get("control") or {}
+        out[u] = (c.get("content") or {}).get("action")
+    return out
+
+
+def judge_laptops(runs: dict[str, dict], finals: dict[str, str | None], last_tags: dict[str, str]) -> list[tuple[bool, str]]:
+    """Per unit: both operators' actions taken, the unit holds the one it stamped later, and
+    its pole shows it (black for a blackout, a lit frame for the test). Pure."""
+    checks = []
+    for u, final in finals.items():
+        got = {}
+        for who, r in runs.items():
+            row = next((x for x in r.get("units", []) if x.get("unit") == u), None)
+            if row and row.get("state") == "done" and row.get("effective_unix_us"):
+                got[who] = (row["effective_unix_us"], r["action"])
+        if len(got) != len(runs):
+            checks.append((False, f"{u}: both actions taken ({sorted(got)})"))
+            continue
+        last = max(got.values())[1]
+        shown = {"blackout": "B"}.get(last, "X")
+        checks.append((final == last and last_tags.get(u) == shown,
+                       f"{u}: holds the later stamped action {last!r} (holds {final!r}, pole shows {last_tags.get(u)!r})"))
+    return checks
+
+
+def laptops_cell(bed, a, run_dir: Path, units: list[str], socks: dict, srcs: dict, pole_log: Path) -> dict:
+    """Two operators at once: two pfx-fleet processes (each its own database, as two laptops
+    are), one `blackout --site`, the other `test red --site`, started together, against the
+    same units through the real agent."""
+    fleet_bin = Path(a.fleet_bin)
+    d = run_dir / "laptops"
+    d.mkdir(exist_ok=True)
+    cases = []
+    for i, u in enumerate(units):
+        ud = d / u
+        (ud / "data").mkdir(parents=True, exist_ok=True)
+        (ud / "data" / ".pfx-data").write_text("")
+        cfg = ud / "agent.yaml"
+        cfg.write_text(f"iface: lo\nunit_id: {u}\nsystemd: false\nstore_root: {ud / 'data'}\n"
+                       f"control_socket: {socks[u]}\naudit_log: {ud / 'audit.log'}\n")
+        cfg.chmod(0o644)
+        cases.append(f"  *127.0.1.{i + 1}) cfg={cfg};;")
+    ssh = d / "ssh"
+    ssh.write_text(SSH_STANDIN % ("\n".join(cases), fleet_bin.parent / "pfx-agent"))
+    ssh.chmod(0o755)
+    fleet = d / "fleet.yaml"
+    fleet.write_text(f"ssh:\n  ssh: {ssh}\n  known_hosts: {d}/known_hosts\n  command_timeout_s: 20\n"
+                     "sites:\n  - name: instep\n    units:\n"
+                     + "".join(f"      - {{id: {u}, host: 127.0.1.{i + 1}}}\n" for i, u in enumerate(units)))  # fmt: skip
+    procs = {}
+    for who, action, addr in (("alice", ["blackout"], "10.9.9.1"), ("bob", ["test", "red"], "10.9.9.2")):
+        env = dict(os.environ, USER=who, LAPTOP=addr)
+        env.pop("SUDO_USER", None)
+        procs[who] = (" ".join(action), subprocess.Popen(
+            [str(fleet_bin), "--config", str(fleet), "--db", str(d / f"{who}.db"), "control", *action,
+             "--site", "instep", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))  # fmt: skip
+    runs = {}
+    for who, (action, p) in procs.items():
+        out, err = p.communicate(timeout=60)
+        try:
+            runs[who] = json.loads(out) | {"action": action.split()[0]}
+        except json.JSONDecodeError:
+            return {"cell": "laptops", "unmeasurable": f"{who}'s pfx-fleet printed no JSON (exit {p.returncode}): {err[-300:]}"}
+    time.sleep(1.2)  # the pole's log is flushed every half second
+    rows = read_rows(pole_log)
+    last_tags = {}
+    for u in units:
+        mine = [tag for s_, _t, tag in rows if s_ == srcs[u]]
+        last_tags[u] = mine[-1] if mine else None
+    finals = final_states(bed, units)
+    return {"cell": "laptops", "unmeasurable": None, "checks": judge_laptops(runs, finals, last_tags),
+            "stamps": {who: {x["unit"]: x.get("effective_unix_us") for x in r.get("units", [])} for who, r in runs.items()}}  # fmt: skip
+
+
+def own_action_cell(socks: dict, srcs: dict, unit_of: dict, pole_log: Path) -> dict:
+    """A remote's own blackout against its master's: r1 blacked out on its own socket, then
+    the master's blackout and resume. r1 must stay black (its own layer) while every other
+    unit lights again, and light with them once its own resume comes."""
+    checks = []
+    others = [ip for u, ip in srcs.items() if u != "r1"]
+    r1 = srcs["r1"]
+    if wait_lit(pole_log, list(srcs.values()), RELIGHT_WITHIN_S):
+        return {"cell": "own", "unmeasurable": "not every unit lit before the cell", "checks": []}
+    for sock, action in ((socks["r1"], "blackout"), (socks["m"], "blackout"), (socks["m"], "resume")):
+        ans = ask(sock, action)
+        if not ans.get("accepted"):
+            return {"cell": "own", "unmeasurable": f"{action} not taken: {ans.get('error')}", "checks": []}
+    dark = wait_lit(pole_log, others, RELIGHT_WITHIN_S)
+    checks.append((not dark, f"after the master's resume every other unit lit ({[unit_of[d] for d in dark]} dark)"))
+    time.sleep(0.6)
+    rows = read_rows(pole_log)
+    mine = [tag for s_, _t, tag in rows if s_ == r1]
+    checks.append((bool(mine) and mine[-1] == "B", f"r1 still black under its own blackout (last frame {mine[-1] if mine else None!r})"))
+    ans = ask(socks["r1"], "resume")
+    dark = wait_lit(pole_log, [r1], RELIGHT_WITHIN_S) if ans.get("accepted") else [r1]
+    checks.append((not dark, "r1 lit after its own resume"))
+    return {"cell": "own", "unmeasurable": None, "checks": checks}
+
+
+def finish(result: dict, a) -> int:
+    result["summary"] = summarize(result["tries"])
+    s = result["summary"]
+    print(f"\nblackout on the master of a {a.units}-unit synced site, {a.fps} fps "
+          f"(one frame {1000 / a.fps:.1f} ms), {s['measured']} of {s['tries']} tries measured")  # fmt: skip
+    if result.get("unmeasurable"):
+        print(f"UNMEASURABLE: {result['unmeasurable']}")
+    for k in ("latency_ms", "told_to_last_ms", "spread_ms", "spread_frames"):
+        v = s[k]
+        if v["p50"] is None:
+            print(f"{k:16s} UNMEASURABLE: no try measured")
+        else:
+            print(f"{k:16s} p50 {v['p50']:8.3f}  p99 {v['p99']:8.3f}  max {v['max']:8.3f}")
+    for i, t in enumerate(result["tries"]):
+        if t.get("unmeasurable"):
+            print(f"try {i + 1}: UNMEASURABLE: {t['unmeasurable']}")
+    own = result.get("own")
+    if own:
+        print("\na remote's own blackout against its master's blackout and resume")
+        if own.get("unmeasurable"):
+            print(f"  UNMEASURABLE: {own['unmeasurable']}")
+        for ok, what in own.get("checks", []):
+            print(f"  {'ok  ' if ok else 'FAIL'} {what}")
+    lp = result.get("laptops")
+    if lp:
+        print("\ntwo operators at once (two pfx-fleet processes, blackout and test red, same units)")
+        if lp.get("unmeasurable"):
+            print(f"  UNMEASURABLE: {lp['unmeasurable']}")
+        for ok, what in lp.get("checks", []):
+            print(f"  {'ok  ' if ok else 'FAIL'} {what}")
+    if a.json:
+        Path(a.json).write_text(json.dumps(result, indent=1, default=str) + "\n")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--player", default=os.environ.get("PFX_PLAYER", str(HERE.parent / "target/debug/pfx-player")))
+    r.add_argument("--units", type=int, default=20)
+    r.add_argument("--tries", type=int, default=20)
+    r.add_argument("--fps", type=int, default=40)
+    r.add_argument("--warmup", type=float, default=2.0)
+    r.add_argument("--json")
+    r.add_argument("--out", help="run directory (default /tmp/instep-PID)")
+    r.add_argument("--laptops", action="store_true",
+                   help="after the tries: two pfx-fleet processes act on the same units at once")
+    r.add_argument("--fleet-bin", default=os.environ.get("PFX_FLEET", str(HERE.parent / "target/debug/pfx-fleet")),
+                   help="pfx-fleet (its pfx-agent beside it)")
+    sub.add_parser("down")
+    a = ap.parse_args(argv)
+    if a.cmd == "run":
+        return run(a)
+    gone = netns.down_all(PREFIX)
+    print(f"removed {len(gone)} namespace(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
