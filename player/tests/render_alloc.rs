@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 #[path = "common/fseq_writer.rs"]
 mod fseq_writer;
 
-use pfx_player::config::show::Item;
+use pfx_player::config::show::{Item, PatternItem};
 use pfx_player::engine::frame_loop::{self, Engine, ItemSource, OnEnd, RemoteLink, SyncLink};
 use pfx_player::geometry::Brightness;
 use pfx_player::output::{Output, OutputOptions, SocketOptions};
@@ -115,11 +115,7 @@ fn demo_engine() -> Engine {
         .playlist
         .iter()
         .map(|item| match item {
-            Item::Pattern { kind, color, .. } => ItemSource::Pattern {
-                kind: *kind,
-                color: *color,
-                seconds: 1.5,
-            },
+            Item::Pattern(p) => ItemSource::Pattern(PatternItem { seconds: 1.5, ..*p }),
             Item::Fseq(p) => panic!("the demo plays patterns only, not {}", p.display()),
         })
         .collect();

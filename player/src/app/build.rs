@@ -86,15 +86,7 @@ pub fn build_engine_for(
                     frame_len,
                 }
             }
-            Item::Pattern {
-                kind,
-                seconds,
-                color,
-            } => ItemSource::Pattern {
-                kind: *kind,
-                color: *color,
-                seconds: *seconds,
-            },
+            Item::Pattern(p) => ItemSource::Pattern(*p),
         });
     }
     Ok(Engine {

@@ -74,7 +74,7 @@ mod tests {
         let show = crate::demo::demo_show().unwrap();
         assert_eq!(show.outputs.len(), 3);
         assert_eq!(show.outputs[1].start, 900);
-        assert!(matches!(show.playlist[0], Item::Pattern { .. }));
+        assert!(matches!(show.playlist[0], Item::Pattern(_)));
     }
 
     #[test]

@@ -503,11 +503,17 @@ pub struct ContentItem {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Item {
     Fseq(PathBuf),
-    Pattern {
-        kind: PatternKind,
-        seconds: f64,
-        color: [u8; 3],
-    },
+    Pattern(PatternItem),
+}
+
+/// A test pattern as a playlist item: one type from the config through the engine to the
+/// playlist's timing (`engine::frame_loop::ItemSource`, `engine::playlist::Entry`), each of
+/// which adds only what its stage knows about a sequence.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PatternItem {
+    pub kind: PatternKind,
+    pub color: [u8; 3],
+    pub seconds: f64,
 }
 
 /// A show config with every reference resolved: profiles loaded, paths absolute.
@@ -840,11 +846,11 @@ fn resolve_items(
                         }
                     },
                 };
-                Item::Pattern {
+                Item::Pattern(PatternItem {
                     kind,
                     seconds,
                     color,
-                }
+                })
             }
             _ => {
                 return bad(format!(

@@ -26,6 +26,7 @@ use super::live::{Overlay, output_dark};
 use super::playlist::{Entry, Now, Playlist};
 use super::retire::Retirer;
 use super::sample::{FrameSample, FrameSink, SourceStatus, Stage};
+use crate::config::show::PatternItem;
 use crate::geometry::{Brightness, PoleMap};
 use crate::output::{Fill, HalfTimes, Output, RateLimit};
 use crate::source::fseq::{Fetch, Prefetcher};
@@ -59,11 +60,22 @@ pub enum ItemSource {
         step_ms: u32,
         frame_len: usize,
     },
-    Pattern {
-        kind: crate::config::show::PatternKind,
-        color: [u8; 3],
-        seconds: f64,
-    },
+    Pattern(PatternItem),
+}
+
+impl ItemSource {
+    /// What the playlist's timing needs of this item.
+    fn entry(&self) -> Entry {
+        match self {
+            ItemSource::Fseq {
+                frames, step_ms, ..
+            } => Entry::Fseq {
+                frames: *frames,
+                step_ms: *step_ms,
+            },
+            ItemSource::Pattern(p) => Entry::Pattern(*p),
+        }
+    }
 }
 
 /// How many frames a master's blackout waits for its remotes (docs/operator-guide.md,
@@ -474,29 +486,10 @@ impl Show {
             .unwrap_or(0);
         let mut entries = Vec::with_capacity(engine.items.len());
         for item in &engine.items {
-            entries.push(match item {
-                ItemSource::Fseq {
-                    frames,
-                    step_ms,
-                    frame_len,
-                    ..
-                } => {
-                    len = len.max(*frame_len);
-                    Entry::Fseq {
-                        frames: *frames,
-                        step_ms: *step_ms,
-                    }
-                }
-                ItemSource::Pattern {
-                    kind,
-                    color,
-                    seconds,
-                } => Entry::Pattern {
-                    kind: *kind,
-                    color: *color,
-                    seconds: *seconds,
-                },
-            });
+            if let ItemSource::Fseq { frame_len, .. } = item {
+                len = len.max(*frame_len);
+            }
+            entries.push(item.entry());
         }
         let playlist = Playlist::new(entries, engine.looped, start_ns);
         let can: Vec<bool> = engine

@@ -2,26 +2,20 @@
 //! the time. Sequence time follows the wall clock: an item that lasts 60 s ends 60 s after
 //! it began, whatever the output frame rate, and the next item starts exactly there.
 
-use crate::config::show::PatternKind;
+use crate::config::show::{PatternItem, PatternKind};
 
+/// A playlist item as its timing sees it: a sequence's length, or the pattern itself.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Entry {
-    Fseq {
-        frames: u32,
-        step_ms: u32,
-    },
-    Pattern {
-        kind: PatternKind,
-        color: [u8; 3],
-        seconds: f64,
-    },
+    Fseq { frames: u32, step_ms: u32 },
+    Pattern(PatternItem),
 }
 
 impl Entry {
     fn duration_ns(&self) -> u64 {
         match self {
             Entry::Fseq { frames, step_ms } => u64::from(*frames) * u64::from(*step_ms) * 1_000_000,
-            Entry::Pattern { seconds, .. } => (seconds * 1e9) as u64,
+            Entry::Pattern(p) => (p.seconds * 1e9) as u64,
         }
         .max(1_000_000)
     }
@@ -94,10 +88,10 @@ impl Playlist {
                             frame: frame.min(frames.saturating_sub(1)),
                         }
                     }
-                    Entry::Pattern { kind, color, .. } => Now::Pattern {
+                    Entry::Pattern(p) => Now::Pattern {
                         item: self.current,
-                        kind: *kind,
-                        color: *color,
+                        kind: p.kind,
+                        color: p.color,
                         t: pos as f64 / 1e9,
                     },
                 };
@@ -128,11 +122,11 @@ mod tests {
                 frames: 600,
                 step_ms: 50,
             }, // 30 s
-            Entry::Pattern {
+            Entry::Pattern(PatternItem {
                 kind: PatternKind::Solid,
                 color: [1, 2, 3],
                 seconds: 10.0,
-            },
+            }),
         ]
     }
 
