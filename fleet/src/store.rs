@@ -222,6 +222,8 @@ impl Store {
         }
     }
 
+    /// Adds or updates a unit. A `seen_ms` of 0 says "not seen now": a known unit keeps the
+    /// time it was last seen (a new one starts at 0, never seen).
     pub fn upsert_unit(&self, u: &UnitRow) -> Result<(), StoreError> {
         self.conn
             .execute(
@@ -230,7 +232,8 @@ impl Store {
                  ON CONFLICT(unit_id) DO UPDATE SET site=excluded.site, host=excluded.host,
                    port=excluded.port, source=excluded.source,
                    version=COALESCE(excluded.version, units.version),
-                   txt=COALESCE(excluded.txt, units.txt), seen_ms=excluded.seen_ms",
+                   txt=COALESCE(excluded.txt, units.txt),
+                   seen_ms=CASE excluded.seen_ms WHEN 0 THEN units.seen_ms ELSE excluded.seen_ms END",
                 params![
                     u.unit_id,
                     u.site,
