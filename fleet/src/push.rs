@@ -5,7 +5,7 @@ use crate::agent::now_ms;
 use crate::config::FleetConfig;
 use crate::gate::{self, UnitState};
 use crate::ssh;
-use crate::store::{Store, StoreError, UnitRow};
+use crate::store::{Event, EventKind, Store, StoreError, UnitRow};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -208,30 +208,32 @@ pub fn push_pause_off(
     for m in rx {
         match m {
             Msg::Started(u) => {
-                store.record_unit(
+                store.record(&Event::new(
                     run_id,
                     &u.unit_id,
                     u.site.as_deref(),
                     UnitState::Started,
-                    None,
-                    None,
-                    None,
+                    EventKind::PauseOff { unit_read_ms: None },
                     now_ms(),
-                )?;
+                ))?;
             }
             // Closing on a signal: nothing more is recorded (see OpenRun::closing).
             _ if run.closing() => {}
             Msg::Finished(u, out) => {
-                store.record_unit(
-                    run_id,
-                    &u.unit_id,
-                    u.site.as_deref(),
-                    out.state,
-                    out.reason.as_deref(),
-                    out.readback.as_deref(),
-                    out.unit_read_ms,
-                    now_ms(),
-                )?;
+                store.record(&Event {
+                    reason: out.reason.as_deref(),
+                    readback: out.readback.as_deref(),
+                    ..Event::new(
+                        run_id,
+                        &u.unit_id,
+                        u.site.as_deref(),
+                        out.state,
+                        EventKind::PauseOff {
+                            unit_read_ms: out.unit_read_ms,
+                        },
+                        now_ms(),
+                    )
+                })?;
                 // Printed only after the commit: whatever this line reports is on disk.
                 pb.suspend(|| {
                     eprintln!(

@@ -8,7 +8,7 @@ use crate::agent::now_ms;
 use crate::config::{FleetConfig, SshConfig};
 use crate::gate::UnitState;
 use crate::ssh;
-use crate::store::{Store, StoreError, UnitRow};
+use crate::store::{Event, EventKind, Store, StoreError, UnitRow};
 use pfx_api::show::{MissingReport, PutReport, ShowManifest, ShowReadback, WantedFile};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -557,16 +557,14 @@ pub fn push_show(
     for m in rx {
         match m {
             Msg::Started(u) => {
-                store.record_show(
+                store.record(&Event::new(
                     run_id,
                     &u.unit_id,
                     u.site.as_deref(),
                     UnitState::Started,
-                    None,
-                    None,
-                    0,
+                    EventKind::Show { bytes_sent: 0 },
                     now_ms(),
-                )?;
+                ))?;
             }
             Msg::Planned(unit, total) => {
                 let pb = multi.add(indicatif::ProgressBar::new(total));
@@ -596,16 +594,20 @@ pub fn push_show(
             // Closing on a signal: nothing more is recorded (see OpenRun::closing).
             Msg::Finished(..) if run.closing() => {}
             Msg::Finished(u, out) => {
-                store.record_show(
-                    run_id,
-                    &u.unit_id,
-                    u.site.as_deref(),
-                    out.state,
-                    out.reason.as_deref(),
-                    out.readback.as_deref(),
-                    out.bytes_sent,
-                    now_ms(),
-                )?;
+                store.record(&Event {
+                    reason: out.reason.as_deref(),
+                    readback: out.readback.as_deref(),
+                    ..Event::new(
+                        run_id,
+                        &u.unit_id,
+                        u.site.as_deref(),
+                        out.state,
+                        EventKind::Show {
+                            bytes_sent: out.bytes_sent,
+                        },
+                        now_ms(),
+                    )
+                })?;
                 if let Some((pb, _, _)) = bars.remove(&u.unit_id) {
                     pb.finish_and_clear();
                 }
