@@ -256,12 +256,8 @@ enum Msg {
     Finished(UnitRow, UnitOutcome),
 }
 
-pub(crate) fn remote(prefix: &str, verb: &str) -> String {
-    match prefix.trim() {
-        "" => verb.to_string(),
-        p => format!("{p} {verb}"),
-    }
-}
+/// The remote command, built in `config` (here for the callers that import it from here).
+pub(crate) use crate::config::remote_command as remote;
 
 /// Pushes the show to one unit. Pure of the database: the caller records the outcome.
 fn push_unit(job: &UnitJob, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome {
@@ -505,13 +501,7 @@ pub fn push_show(
     };
     let show = Arc::new(show);
     let (tx, rx) = mpsc::channel::<Msg>();
-    let prefixes: BTreeMap<String, String> = cfg
-        .sites
-        .iter()
-        .flat_map(|s| s.units.iter())
-        .map(|u| (u.id.clone(), cfg.unit_agent_command(&u.id)))
-        .collect();
-    let default_prefix = cfg.agent_command.clone();
+    let agents = cfg.agent_commands();
     let (ssh_cfg, chunk) = (cfg.ssh.clone(), o.chunk_bytes);
     let workers = crate::pool::spawn(
         targets,
@@ -524,10 +514,7 @@ pub fn push_show(
             }
             let job = UnitJob {
                 ssh: ssh_cfg.clone(),
-                agent_prefix: prefixes
-                    .get(&u.unit_id)
-                    .cloned()
-                    .unwrap_or_else(|| default_prefix.clone()),
+                agent_prefix: agents.prefix(&u.unit_id).to_string(),
                 show: Arc::clone(&show),
                 chunk,
                 socket,
@@ -672,13 +659,10 @@ pub struct ShowsRow {
 pub fn shows(cfg: &FleetConfig, units: Vec<UnitRow>, parallel: usize) -> Vec<ShowsRow> {
     let (tx, rx) = mpsc::channel();
     let ssh_cfg = cfg.ssh.clone();
-    let prefixes: BTreeMap<String, String> = units
-        .iter()
-        .map(|u| (u.unit_id.clone(), cfg.unit_agent_command(&u.unit_id)))
-        .collect();
+    let agents = cfg.agent_commands();
     let workers = crate::pool::spawn(units, parallel, None, None, move |i, u: UnitRow, _| {
-        let prefix = prefixes.get(&u.unit_id).cloned().unwrap_or_default();
-        let args = ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote(&prefix, "show status"));
+        let remote = agents.remote(&u.unit_id, "show status");
+        let args = ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote);
         let raw = ssh::run(
             &ssh_cfg.ssh,
             &args,
