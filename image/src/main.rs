@@ -231,15 +231,15 @@ fn run(cli: Cli) -> Result<(), Failure> {
             // not verify is a clean no (1).
             std::fs::File::open(&image)
                 .with_context(|| format!("opening the image {}", image.display()))?;
-            let scratch = tempdir()?;
+            let scratch = scratch_dir()?;
             let expect = manifest::Expect {
                 target,
                 overlay: !no_overlay,
                 hostname_prefix: None,
                 pfx_version: plan::PFX_VERSION.to_string(),
             };
-            let m = manifest::verify_image(&image, &expect, &scratch);
-            let _ = std::fs::remove_dir_all(&scratch);
+            let m = manifest::verify_image(&image, &expect, scratch.path());
+            drop(scratch);
             let m = m.map_err(|e| Failure::No(anyhow::Error::msg(e)))?;
             println!("{}", serde_json::to_string_pretty(&m)?);
             Ok(())
@@ -303,13 +303,62 @@ fn run(cli: Cli) -> Result<(), Failure> {
     }
 }
 
-fn tempdir() -> anyhow::Result<PathBuf> {
-    let d = std::env::temp_dir().join(format!("pfx-image-verify-{}", std::process::id()));
-    std::fs::create_dir_all(&d)?;
-    Ok(d)
+/// Verify's scratch directory: created new (never an existing path, so never a symlink
+/// someone planted), mode 0700, with a name nobody can guess, removed when dropped. A
+/// fixed name like /tmp/pfx-image-verify-PID let another user point it elsewhere before a
+/// root verify wrote through it.
+fn scratch_dir() -> anyhow::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .prefix("pfx-image-verify-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .with_context(|| {
+            format!(
+                "creating a private scratch directory in {} (set TMPDIR to a writable directory)",
+                std::env::temp_dir().display()
+            )
+        })
 }
 
 fn unsafe_geteuid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    /// The scratch directory is new, private and unguessable: a symlink planted at the old
+    /// predictable name is not followed, two verifies never share one, and it is gone
+    /// after use.
+    #[test]
+    fn scratch_dir_is_private_and_never_a_planted_path() {
+        let tmp = std::env::temp_dir();
+        let target = tempfile::tempdir().unwrap();
+        let planted = tmp.join(format!("pfx-image-verify-{}", std::process::id()));
+        let _ = std::fs::remove_file(&planted);
+        std::os::unix::fs::symlink(target.path(), &planted).unwrap();
+        let (a, b) = (scratch_dir().unwrap(), scratch_dir().unwrap());
+        let _ = std::fs::remove_file(&planted);
+        for d in [&a, &b] {
+            assert_ne!(d.path(), planted, "the predictable name was used");
+            let m = std::fs::symlink_metadata(d.path()).unwrap();
+            assert!(m.is_dir() && !m.file_type().is_symlink());
+            assert_eq!(
+                m.permissions().mode() & 0o777,
+                0o700,
+                "{}",
+                d.path().display()
+            );
+            assert_eq!(m.uid(), unsafe_geteuid());
+        }
+        assert_ne!(a.path(), b.path());
+        assert_eq!(std::fs::read_dir(target.path()).unwrap().count(), 0);
+        let p = a.path().to_path_buf();
+        drop(a);
+        assert!(!p.exists(), "the scratch directory outlived the verify");
+    }
 }
