@@ -44,48 +44,84 @@ pub struct Options {
     pub root_max_age: Duration,
 }
 
-const STAGES: &[&str] = &[
-    "host tools",
-    "player binaries",
-    "binfmt",
-    "base root (mmdebstrap + initramfs)",
-    "customize root",
-    "boot partition files",
-    "file systems",
-    "disk image",
-    "verify from the image file",
-];
+/// The build's stages, in the order they run; the progress lines number them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    HostTools,
+    PlayerBinaries,
+    Binfmt,
+    BaseRoot,
+    Customize,
+    BootFiles,
+    FileSystems,
+    DiskImage,
+    Verify,
+}
+
+impl Stage {
+    const ALL: [Stage; 9] = [
+        Stage::HostTools,
+        Stage::PlayerBinaries,
+        Stage::Binfmt,
+        Stage::BaseRoot,
+        Stage::Customize,
+        Stage::BootFiles,
+        Stage::FileSystems,
+        Stage::DiskImage,
+        Stage::Verify,
+    ];
+
+    /// As the progress lines, the build log and the manifest's timings name it.
+    fn name(self) -> &'static str {
+        match self {
+            Stage::HostTools => "host tools",
+            Stage::PlayerBinaries => "player binaries",
+            Stage::Binfmt => "binfmt",
+            Stage::BaseRoot => "base root (mmdebstrap + initramfs)",
+            Stage::Customize => "customize root",
+            Stage::BootFiles => "boot partition files",
+            Stage::FileSystems => "file systems",
+            Stage::DiskImage => "disk image",
+            Stage::Verify => "verify from the image file",
+        }
+    }
+
+    /// "[3/9]": its place among all the stages.
+    fn counter(self) -> String {
+        let n = Stage::ALL.iter().position(|s| *s == self).unwrap_or(0) + 1;
+        format!("[{n}/{}]", Stage::ALL.len())
+    }
+}
 
 struct Progress {
     start: Instant,
-    current: Option<(usize, Instant)>,
+    current: Option<(Stage, Instant)>,
     timings: Vec<(String, f64)>,
 }
 
 impl Progress {
-    fn begin(&mut self, i: usize) {
-        eprintln!("[{}/{}] {} ...", i + 1, STAGES.len(), STAGES[i]);
-        self.current = Some((i, Instant::now()));
+    fn begin(&mut self, stage: Stage) {
+        eprintln!("{} {} ...", stage.counter(), stage.name());
+        self.current = Some((stage, Instant::now()));
     }
     fn end(&mut self, note: &str) {
-        if let Some((i, t)) = self.current.take() {
+        if let Some((stage, t)) = self.current.take() {
             let took = t.elapsed().as_secs_f64();
             eprintln!(
-                "[{}/{}] {}: done in {:.1} s{}{} (elapsed {:.0} s)",
-                i + 1,
-                STAGES.len(),
-                STAGES[i],
+                "{} {}: done in {:.1} s{}{} (elapsed {:.0} s)",
+                stage.counter(),
+                stage.name(),
                 took,
                 if note.is_empty() { "" } else { ", " },
                 note,
                 self.start.elapsed().as_secs_f64()
             );
-            self.timings.push((STAGES[i].to_string(), took));
+            self.timings.push((stage.name().to_string(), took));
         }
     }
     fn stage_name(&self) -> String {
         self.current
-            .map(|(i, _)| STAGES[i].to_string())
+            .map(|(s, _)| s.name().to_string())
             .unwrap_or_default()
     }
 }
@@ -240,14 +276,14 @@ pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
     let plan = plan::plan(r, show, profiles);
     let target = plan.target;
 
-    // 1. host tools
-    cx.progress.begin(0);
+    // host tools
+    cx.progress.begin(Stage::HostTools);
     tools::check(target, opts.player.is_none()).map_err(|m| cx.fail(m))?;
     cx.progress.end("");
 
-    // 2. player (and agent): a cross build runs beside the base root (it is CPU, the base
+    // player (and agent): a cross build runs beside the base root (it is CPU, the base
     // root mostly emulated dpkg and downloads) and is waited for before customize.
-    cx.progress.begin(1);
+    cx.progress.begin(Stage::PlayerBinaries);
     let mut bins = start_binaries(
         &cx,
         target,
@@ -256,8 +292,8 @@ pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
     )?;
     cx.progress.end(&bins.note());
 
-    // 3. binfmt
-    cx.progress.begin(2);
+    // binfmt
+    cx.progress.begin(Stage::Binfmt);
     let note = if target.arch() == "arm64" {
         ensure_binfmt().map_err(|m| cx.fail(m))?
     } else {
@@ -265,14 +301,14 @@ pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
     };
     cx.progress.end(&note);
 
-    // 4. base root
-    cx.progress.begin(3);
+    // base root
+    cx.progress.begin(Stage::BaseRoot);
     let root = staging.dir.join("root");
     let note = base_root(&cx, &plan, opts, &root)?;
     cx.progress.end(&note);
 
-    // 5. customize
-    cx.progress.begin(4);
+    // customize
+    cx.progress.begin(Stage::Customize);
     let (player, agent, note) = bins.finish(&cx)?;
     if !note.is_empty() {
         eprintln!("    player binaries: {note}");
@@ -289,14 +325,14 @@ pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
         .join(", ");
     cx.progress.end(&note);
 
-    // 6. boot partition files
-    cx.progress.begin(5);
+    // boot partition files
+    cx.progress.begin(Stage::BootFiles);
     let boot_dir = staging.dir.join("boot");
     boot_files(&cx, &plan, &root, &boot_dir)?;
     cx.progress.end("");
 
-    // 7. file systems
-    cx.progress.begin(6);
+    // file systems
+    cx.progress.begin(Stage::FileSystems);
     let layout = Layout::new(plan.image_size_mib, plan.boot_size_mib, plan.data_size_mib)
         .map_err(|m| cx.fail(m))?;
     let root_img = staging.dir.join("root.ext4");
@@ -313,15 +349,15 @@ pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
     )?;
     cx.progress.end("");
 
-    // 8. disk image
-    cx.progress.begin(7);
+    // disk image
+    cx.progress.begin(Stage::DiskImage);
     let tmp_out = out_dir.join(format!(".{file_name}.partial"));
     assemble(&cx, &layout, &boot_img, &root_img, &data_img, &tmp_out)?;
     cx.io("rename image", fs::rename(&tmp_out, out))?;
     cx.progress.end("");
 
-    // 9. verify, from the image file only
-    cx.progress.begin(8);
+    // verify, from the image file only
+    cx.progress.begin(Stage::Verify);
     let expect = Expect {
         target,
         overlay: plan.overlay,
@@ -443,7 +479,7 @@ impl Binaries {
         // Its errors are the player stage's, whichever stage is running when it is collected.
         self.collect(cx).map_err(|e| match e {
             BuildError::Stage { message, .. } => BuildError::Stage {
-                stage: STAGES[1].to_string(),
+                stage: Stage::PlayerBinaries.name().to_string(),
                 message,
             },
             e => e,
@@ -545,16 +581,15 @@ fn start_binaries(
     let mut cmd = Command::new("cargo");
     cmd.current_dir(&ws)
         .args(["build", "--release", "--locked", "-p", "pfx-player"]);
-    if has_agent_bin(&ws) {
-        cmd.args([
-            "-p",
-            "pfx-fleet",
-            "--bin",
-            "pfx-agent",
-            "--bin",
-            "pfx-player",
-        ]);
-    }
+    // The image installs the pfx-agent package too: the fleet crate's unit-side agent.
+    cmd.args([
+        "-p",
+        "pfx-fleet",
+        "--bin",
+        "pfx-agent",
+        "--bin",
+        "pfx-player",
+    ]);
     if !native {
         // A target dir in the cache, outside the checkout: the cross-compiled dependencies
         // outlive a fresh CI clone (only the workspace's own crates rebuild).
@@ -585,35 +620,6 @@ fn start_binaries(
         given_agent: opts.agent.clone(),
         log: log.to_path_buf(),
     })
-}
-
-/// Whether the workspace defines a `pfx-agent` binary (the fleet crate's unit-side agent).
-fn has_agent_bin(ws: &Path) -> bool {
-    let out = Command::new("cargo")
-        .current_dir(ws)
-        .args([
-            "metadata",
-            "--no-deps",
-            "--format-version",
-            "1",
-            "--offline",
-        ])
-        .output();
-    let Ok(out) = out else { return false };
-    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
-        return false;
-    };
-    v["packages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|p| p["targets"].as_array().into_iter().flatten())
-        .any(|t| {
-            t["name"] == "pfx-agent"
-                && t["kind"]
-                    .as_array()
-                    .is_some_and(|k| k.iter().any(|x| x == "bin"))
-        })
 }
 
 /// Registers qemu-aarch64 with binfmt_misc when missing: a fresh Debian host has binfmt_misc
@@ -1646,4 +1652,32 @@ fn assemble(
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The progress lines say what they always said: nine stages, numbered in run order.
+    #[test]
+    fn stages_are_named_and_numbered_in_run_order() {
+        let lines: Vec<String> = Stage::ALL
+            .iter()
+            .map(|s| format!("{} {}", s.counter(), s.name()))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "[1/9] host tools",
+                "[2/9] player binaries",
+                "[3/9] binfmt",
+                "[4/9] base root (mmdebstrap + initramfs)",
+                "[5/9] customize root",
+                "[6/9] boot partition files",
+                "[7/9] file systems",
+                "[8/9] disk image",
+                "[9/9] verify from the image file",
+            ]
+        );
+    }
 }
