@@ -9,6 +9,7 @@ mod cmdline;
 pub mod data;
 mod debugfs;
 mod elf;
+mod error;
 mod firmware;
 mod initramfs;
 mod mbr;

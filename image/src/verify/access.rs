@@ -1,10 +1,11 @@
 //! Who can log in and what the fleet key reaches: sshd, accounts, authorized keys, sudoers, the agent config.
 
+use super::error::{Check, CheckFailed, KeyLineError};
 use serde::Serialize;
 
 /// Splits an authorized_keys line into its options and the key. Options are the first
 /// field when it does not start with a key type; commas inside double quotes do not split.
-pub fn key_line_options(line: &str) -> Result<(Vec<String>, String), String> {
+pub fn key_line_options(line: &str) -> Result<(Vec<String>, String), KeyLineError> {
     let line = line.trim();
     let is_type =
         |w: &str| w.starts_with("ssh-") || w.starts_with("ecdsa-") || w.starts_with("sk-");
@@ -37,10 +38,9 @@ pub fn key_line_options(line: &str) -> Result<(Vec<String>, String), String> {
     opts.push(cur);
     match rest {
         Some(k) if !quoted && is_type(&k) => Ok((opts, k)),
-        _ => Err(format!(
-            "not an authorized_keys line: {:?}",
-            line.chars().take(60).collect::<String>()
-        )),
+        _ => Err(KeyLineError {
+            start: line.chars().take(60).collect(),
+        }),
     }
 }
 
@@ -104,7 +104,7 @@ fn config_lines(text: &str) -> impl Iterator<Item = &str> {
 
 /// Refuses an image whose fleet key could reach anything but the agent's dispatcher: a
 /// shell, a pty, forwarding, another account, root, or a wider sudo. Pure.
-pub fn check_access(f: &AccessFiles) -> Result<AccessCheck, String> {
+pub fn check_access(f: &AccessFiles) -> Result<AccessCheck, CheckFailed> {
     use crate::plan::{
         AUTHORIZED_KEYS_DIR, FLEET_USER, FORCED_COMMAND, SUDOERS_ENV, SUDOERS_FILE, SUDOERS_GRANT,
     };
@@ -378,7 +378,7 @@ pub fn check_access(f: &AccessFiles) -> Result<AccessCheck, String> {
             visudo: String::new(),
             agent_config,
         }),
-        _ => Err(errors.join("; ")),
+        _ => Err(CheckFailed::new(Check::Access, errors)),
     }
 }
 
@@ -683,7 +683,7 @@ pub(crate) mod tests {
         for (name, fault, want) in cases {
             let mut f = read_back(&p);
             fault(&mut f);
-            let e = check_access(&f).expect_err(name);
+            let e = check_access(&f).expect_err(name).to_string();
             assert!(e.contains(want), "{name}: {e}");
         }
     }

@@ -1,6 +1,7 @@
 //! What keeps the boot fast: the masked generators and units, and the update stamps not older than /usr.
 
 use super::debugfs::{Inode, Mtime};
+use super::error::{Check, CheckFailed};
 use serde::Serialize;
 
 /// What `systemd`'s `ConditionNeedsUpdate=` decides for a directory whose `.updated` stamp
@@ -114,7 +115,7 @@ fn check_masks(
 /// The boot-speed parts of the image, which only a booted unit would otherwise show
 /// missing: the masked generators and units (plan.rs says why each), and update stamps
 /// that systemd's ConditionNeedsUpdate= takes as "not older than /usr". Pure.
-pub fn check_boot_speed(f: &BootSpeedFiles) -> Result<BootSpeedCheck, String> {
+pub fn check_boot_speed(f: &BootSpeedFiles) -> Result<BootSpeedCheck, CheckFailed> {
     use crate::plan::{MASKED_GENERATORS, MASKED_UNITS};
     let mut errors = Vec::new();
     let masked_generators = check_masks(
@@ -203,7 +204,7 @@ pub fn check_boot_speed(f: &BootSpeedFiles) -> Result<BootSpeedCheck, String> {
             usr_mtime,
             update_stamps,
         }),
-        _ => Err(errors.join("; ")),
+        _ => Err(CheckFailed::new(Check::BootSpeed, errors)),
     }
 }
 
@@ -251,7 +252,7 @@ mod tests {
         // Missing (the masking loop skipped it).
         let mut f = good_boot_files();
         f.generators.retain(|(n, _)| n != "systemd-sysv-generator");
-        let e = check_boot_speed(&f).unwrap_err();
+        let e = check_boot_speed(&f).unwrap_err().to_string();
         assert!(
             e.contains(
                 "the image has no /etc/systemd/system-generators/systemd-sysv-generator link \
@@ -263,12 +264,12 @@ mod tests {
         // Read back as missing.
         let mut f = good_boot_files();
         f.generators[0].1 = None;
-        let e = check_boot_speed(&f).unwrap_err();
+        let e = check_boot_speed(&f).unwrap_err().to_string();
         assert!(e.contains("no /etc/systemd/system-generators/systemd-cryptsetup-generator link"));
         // A link to somewhere else.
         let mut f = good_boot_files();
         f.generators[1].1 = inode("symlink", 5, 0, Some("/usr/lib/systemd/x"));
-        let e = check_boot_speed(&f).unwrap_err();
+        let e = check_boot_speed(&f).unwrap_err().to_string();
         assert!(
             e.contains("systemd-gpt-auto-generator links to \"/usr/lib/systemd/x\", not /dev/null"),
             "{e}"
@@ -276,7 +277,7 @@ mod tests {
         // A regular file.
         let mut f = good_boot_files();
         f.generators[2].1 = inode("regular", 5, 0, None);
-        let e = check_boot_speed(&f).unwrap_err();
+        let e = check_boot_speed(&f).unwrap_err().to_string();
         assert!(
             e.contains(
                 "systemd-hibernate-resume-generator is a regular file, not a link to /dev/null"
@@ -289,6 +290,7 @@ mod tests {
         assert!(
             check_boot_speed(&f)
                 .unwrap_err()
+                .to_string()
                 .contains("could not be read")
         );
     }
@@ -297,7 +299,7 @@ mod tests {
     fn a_unit_not_masked_is_named() {
         let mut f = good_boot_files();
         f.units.retain(|(n, _)| n != "systemd-pstore.service");
-        let e = check_boot_speed(&f).unwrap_err();
+        let e = check_boot_speed(&f).unwrap_err().to_string();
         assert!(
             e.contains("the image has no /etc/systemd/system/systemd-pstore.service link to /dev/null: systemd-pstore.service is not masked"),
             "{e}"
@@ -309,7 +311,7 @@ mod tests {
             0,
             Some("/usr/lib/systemd/system/e2scrub_reap.service"),
         );
-        let e = check_boot_speed(&f).unwrap_err();
+        let e = check_boot_speed(&f).unwrap_err().to_string();
         assert!(
             e.contains("/etc/systemd/system/e2scrub_reap.service links to"),
             "{e}"
@@ -320,7 +322,7 @@ mod tests {
     fn update_stamps_missing_or_not_regular_are_named() {
         let mut f = good_boot_files();
         f.stamps.retain(|(p, ..)| p != "/var/.updated");
-        let e = check_boot_speed(&f).unwrap_err();
+        let e = check_boot_speed(&f).unwrap_err().to_string();
         assert!(
             e.contains("the image has no /var/.updated: systemd would count every boot")
                 && e.contains("ConditionNeedsUpdate=/var"),
@@ -332,25 +334,31 @@ mod tests {
         assert!(
             check_boot_speed(&f)
                 .unwrap_err()
+                .to_string()
                 .contains("no /etc/.updated")
         );
         let mut f = good_boot_files();
         f.stamps[0].1 = inode("symlink", 1000, 0, Some("/run/x"));
-        let e = check_boot_speed(&f).unwrap_err();
+        let e = check_boot_speed(&f).unwrap_err().to_string();
         assert!(
             e.contains("/etc/.updated is a symlink file, not the regular file"),
             "{e}"
         );
         let mut f = good_boot_files();
         f.usr = None;
-        assert!(check_boot_speed(&f).unwrap_err().contains("no /usr"));
+        assert!(
+            check_boot_speed(&f)
+                .unwrap_err()
+                .to_string()
+                .contains("no /usr")
+        );
     }
 
     #[test]
     fn a_stamp_older_than_usr_is_refused() {
         let mut f = good_boot_files();
         f.usr = inode("directory", 1001, 0, None);
-        let e = check_boot_speed(&f).unwrap_err();
+        let e = check_boot_speed(&f).unwrap_err().to_string();
         assert!(
             e.contains(
                 "/etc/.updated (mtime 1000.000000000) is older than /usr (mtime 1001.000000000)"

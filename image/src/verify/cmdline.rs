@@ -1,5 +1,6 @@
 //! The kernel command line: the root options, the overlay, what a Pi 4's must not say.
 
+use super::error::{Check, CheckFailed};
 use serde::Serialize;
 
 /// The kernel command line, checked for the two ways overlayroot fails silently here.
@@ -10,7 +11,7 @@ pub struct CmdlineCheck {
     pub root: Option<String>,
 }
 
-pub fn check_cmdline(text: &str, want_overlay: bool) -> Result<CmdlineCheck, String> {
+pub fn check_cmdline(text: &str, want_overlay: bool) -> Result<CmdlineCheck, CheckFailed> {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let words: Vec<&str> = line.split(' ').filter(|w| !w.is_empty()).collect();
     let mut errors = Vec::new();
@@ -49,16 +50,17 @@ pub fn check_cmdline(text: &str, want_overlay: bool) -> Result<CmdlineCheck, Str
             root,
         })
     } else {
-        Err(errors.join("; "))
+        Err(CheckFailed::new(Check::Cmdline, errors))
     }
 }
 
 /// Pi 4 specifics of the command line: a `cma=` makes a Pi 4 unbootable (raspi-firmware's
 /// hook drops it only when run on a Pi 4 itself, not in a build chroot).
-pub fn check_pi4_cmdline(cmdline: &str) -> Result<(), String> {
+pub fn check_pi4_cmdline(cmdline: &str) -> Result<(), CheckFailed> {
     match cmdline.split_whitespace().find(|w| w.starts_with("cma=")) {
-        Some(w) => Err(format!(
-            "`{w}` on a Pi 4 command line renders it unbootable"
+        Some(w) => Err(CheckFailed::one(
+            Check::Pi4Cmdline,
+            format!("`{w}` on a Pi 4 command line renders it unbootable"),
         )),
         None => Ok(()),
     }
@@ -71,7 +73,7 @@ mod tests {
     #[test]
     fn cmdline_with_rw_fails() {
         let c = "console=tty0 root=LABEL=RASPIROOT rw fsck.repair=yes net.ifnames=0 rootwait overlayroot=tmpfs";
-        let e = check_cmdline(c, true).unwrap_err();
+        let e = check_cmdline(c, true).unwrap_err().to_string();
         assert!(e.contains("`rw`"), "{e}");
     }
 
@@ -81,7 +83,9 @@ mod tests {
         let ok = check_cmdline(c, true).unwrap();
         assert_eq!(ok.overlayroot.as_deref(), Some("tmpfs"));
         assert_eq!(ok.root.as_deref(), Some("LABEL=RASPIROOT"));
-        let e = check_cmdline("root=/dev/vda rootwait", true).unwrap_err();
+        let e = check_cmdline("root=/dev/vda rootwait", true)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("overlayroot"), "{e}");
         assert!(check_cmdline("root=/dev/vda overlayroot=disabled", true).is_err());
         check_cmdline("root=/dev/vda", false).unwrap();

@@ -1,9 +1,10 @@
 //! The ELF machine of the binaries against the target.
 
+use super::error::ElfError;
 /// The ELF header's machine field, named.
-pub fn elf_machine(head: &[u8]) -> Result<&'static str, String> {
+pub fn elf_machine(head: &[u8]) -> Result<&'static str, ElfError> {
     if head.len() < 20 || &head[..4] != b"\x7fELF" {
-        return Err("not an ELF file".into());
+        return Err(ElfError::NotElf);
     }
     let little = head[5] == 1;
     let m = if little {

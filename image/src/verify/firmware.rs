@@ -1,5 +1,6 @@
 //! A Pi's firmware files on the boot partition against config.txt.
 
+use super::error::{Check, CheckFailed};
 use serde::Serialize;
 
 /// `kernel=` and `initramfs` from the Pi's config.txt (the last one wins, as in the firmware).
@@ -31,7 +32,10 @@ pub struct FirmwareCheck {
 /// that starts U-Boot (`kernel=u-boot.bin`, present there), which runs the A/B boot script.
 /// A config.txt that still starts the kernel itself would boot slot A for ever: no trial
 /// boot, no rollback, and an update that never runs.
-pub fn check_pi_firmware(fat_files: &[String], config_txt: &str) -> Result<FirmwareCheck, String> {
+pub fn check_pi_firmware(
+    fat_files: &[String],
+    config_txt: &str,
+) -> Result<FirmwareCheck, CheckFailed> {
     let has = |n: &str| fat_files.iter().any(|f| f.eq_ignore_ascii_case(n));
     let mut errors = Vec::new();
     let blobs = ["start4.elf", "fixup4.dat"];
@@ -72,7 +76,7 @@ pub fn check_pi_firmware(fat_files: &[String], config_txt: &str) -> Result<Firmw
         ));
     }
     if !errors.is_empty() {
-        return Err(errors.join("; "));
+        return Err(CheckFailed::new(Check::PiFirmware, errors));
     }
     let dtbs = fat_files
         .iter()
@@ -111,14 +115,16 @@ mod tests {
         assert_eq!(ok.kernel, "u-boot.bin");
         assert_eq!(ok.dtbs, vec!["bcm2711-rpi-4-b.dtb"]);
         // u-boot.bin missing, and the firmware starting the kernel itself: both named.
-        let e = check_pi_firmware(&files[1..], cfg).unwrap_err();
+        let e = check_pi_firmware(&files[1..], cfg).unwrap_err().to_string();
         assert!(
             e.contains("start4.elf") && e.contains("u-boot.bin is not"),
             "{e}"
         );
         let direct =
             "arm_64bit=1\nkernel=vmlinuz-6.1.0-50-arm64\ninitramfs initrd.img-6.1.0-50-arm64\n";
-        let e = check_pi_firmware(&with_uboot, direct).unwrap_err();
+        let e = check_pi_firmware(&with_uboot, direct)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("must start U-Boot") && e.contains("initramfs"),
             "{e}"

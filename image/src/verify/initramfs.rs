@@ -1,11 +1,12 @@
 //! The initramfs: its cpio archives (concatenated, the tail compressed) and what must be in them.
 
+use super::error::{Check, CheckFailed, CpioError};
 use serde::Serialize;
 
 /// Names in a sequence of concatenated newc cpio archives. Returns the names and the offset
 /// where the uncompressed archives end (a compressed archive may follow, as in Debian's
 /// initramfs with early microcode).
-pub fn cpio_names(data: &[u8]) -> Result<(Vec<String>, usize), String> {
+pub fn cpio_names(data: &[u8]) -> Result<(Vec<String>, usize), CpioError> {
     let mut names = Vec::new();
     let mut pos = 0usize;
     loop {
@@ -18,23 +19,27 @@ pub fn cpio_names(data: &[u8]) -> Result<(Vec<String>, usize), String> {
         {
             return Ok((names, pos));
         }
-        let field = |i: usize| -> Result<usize, String> {
+        let field = |i: usize| -> Result<usize, CpioError> {
+            let detail = |e: &dyn std::fmt::Display| CpioError::Header {
+                pos,
+                detail: e.to_string(),
+            };
             let s = std::str::from_utf8(&data[pos + 6 + i * 8..pos + 14 + i * 8])
-                .map_err(|e| e.to_string())?;
-            usize::from_str_radix(s, 16).map_err(|e| format!("cpio header at {pos}: {e}"))
+                .map_err(|e| detail(&e))?;
+            usize::from_str_radix(s, 16).map_err(|e| detail(&e))
         };
         let filesize = field(6)?;
         let namesize = field(11)?;
         let name_start = pos + 110;
         let name_end = name_start + namesize;
         if name_end > data.len() || namesize == 0 {
-            return Err(format!("cpio entry at {pos} runs past the end"));
+            return Err(CpioError::NamePastEnd { pos });
         }
         let name = String::from_utf8_lossy(&data[name_start..name_end - 1]).into_owned();
         let data_start = (name_end + 3) & !3;
         let next = (data_start + filesize + 3) & !3;
         if data_start + filesize > data.len() {
-            return Err(format!("cpio entry {name} runs past the end"));
+            return Err(CpioError::DataPastEnd { name });
         }
         pos = next;
         if name == "TRAILER!!!" {
@@ -75,7 +80,7 @@ pub struct InitramfsCheck {
 /// Without busybox the overlayroot script finds no `grep` and the system boots a plain
 /// writable root with no error: the initramfs itself must show busybox, the script and the
 /// overlay module.
-pub fn check_initramfs(names: &[String]) -> Result<InitramfsCheck, String> {
+pub fn check_initramfs(names: &[String]) -> Result<InitramfsCheck, CheckFailed> {
     let find = |pred: &dyn Fn(&str) -> bool| names.iter().find(|n| pred(n)).cloned();
     let busybox = find(&|n| n == "bin/busybox" || n == "usr/bin/busybox");
     let script = find(&|n| n == "scripts/init-bottom/overlayroot");
@@ -118,7 +123,10 @@ pub fn check_initramfs(names: &[String]) -> Result<InitramfsCheck, String> {
             overlay_module,
             systemd_tags_rule,
         }),
-        _ => Err(errors.join("; ")),
+        _ => Err(CheckFailed::new(
+            Check::Initramfs,
+            errors.into_iter().map(String::from).collect(),
+        )),
     }
 }
 
@@ -163,20 +171,25 @@ mod tests {
     #[test]
     fn initramfs_without_busybox_fails() {
         let (names, _) = cpio_names(&newc(&GOOD[1..])).unwrap();
-        let e = check_initramfs(&names).unwrap_err();
+        let e = check_initramfs(&names).unwrap_err().to_string();
         assert!(e.contains("busybox"), "{e}");
     }
 
     #[test]
     fn initramfs_without_overlayroot_script_fails() {
         let (names, _) = cpio_names(&newc(&[GOOD[0], GOOD[2], GOOD[3]])).unwrap();
-        assert!(check_initramfs(&names).unwrap_err().contains("overlayroot"));
+        assert!(
+            check_initramfs(&names)
+                .unwrap_err()
+                .to_string()
+                .contains("overlayroot")
+        );
     }
 
     #[test]
     fn initramfs_without_the_systemd_tags_rule_fails() {
         let (names, _) = cpio_names(&newc(&GOOD[..3])).unwrap();
-        let e = check_initramfs(&names).unwrap_err();
+        let e = check_initramfs(&names).unwrap_err().to_string();
         assert!(e.contains("99-pfx-systemd-tags.rules"), "{e}");
         assert!(!e.contains("busybox"), "{e}");
     }

@@ -1,5 +1,6 @@
 //! The partition table: the MBR entries read from sector 0.
 
+use super::error::MbrError;
 use serde::Serialize;
 
 /// One MBR partition entry.
@@ -19,9 +20,9 @@ impl Partition {
 }
 
 /// Parses the MBR in the first 512 bytes of the image.
-pub fn parse_mbr(sector0: &[u8]) -> Result<Vec<Partition>, String> {
+pub fn parse_mbr(sector0: &[u8]) -> Result<Vec<Partition>, MbrError> {
     if sector0.len() < 512 || sector0[510] != 0x55 || sector0[511] != 0xAA {
-        return Err("no MBR signature (0x55AA) in the first sector".into());
+        return Err(MbrError::NoSignature);
     }
     let mut parts = Vec::new();
     for i in 0..4 {

@@ -1,5 +1,6 @@
 //! dpkg's view: installed packages, OpenSSH's key exchange, the pfx packages at the build's version with their bytes.
 
+use super::error::{Check, CheckFailed, Md5sumsError};
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -97,15 +98,18 @@ fn status_stanza(status: &str, name: &str) -> Option<(String, String, String, Ve
 }
 
 /// (md5, path) from a dpkg md5sums file; paths as dpkg writes them (relative to /).
-pub fn parse_md5sums(text: &str) -> Result<Vec<(String, String)>, String> {
+pub fn parse_md5sums(text: &str) -> Result<Vec<(String, String)>, Md5sumsError> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
-            let (sum, path) = l
-                .split_once("  ")
-                .ok_or_else(|| format!("md5sums line {l:?} is not `MD5  PATH`"))?;
+            let (sum, path) = l.split_once("  ").ok_or_else(|| Md5sumsError::NoPath {
+                line: l.to_string(),
+            })?;
             if sum.len() != 32 || !sum.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(format!("md5sums line {l:?}: {sum:?} is not an MD5"));
+                return Err(Md5sumsError::NotMd5 {
+                    line: l.to_string(),
+                    sum: sum.to_string(),
+                });
             }
             Ok((
                 sum.to_ascii_lowercase(),
@@ -131,7 +135,7 @@ pub fn check_pfx_packages(
     want_arch: &str,
     md5sums: &[(String, String)],
     actual: &dyn Fn(&str) -> Option<String>,
-) -> Result<Vec<PfxPackage>, String> {
+) -> Result<Vec<PfxPackage>, CheckFailed> {
     let mut errors = Vec::new();
     let mut out = Vec::new();
     for &name in names {
@@ -199,7 +203,7 @@ pub fn check_pfx_packages(
     if errors.is_empty() {
         Ok(out)
     } else {
-        Err(errors.join("; "))
+        Err(CheckFailed::new(Check::PfxPackages, errors))
     }
 }
 
@@ -287,7 +291,9 @@ Package: pfx-agent\nStatus: install ok installed\nArchitecture: arm64\nVersion: 
     fn pfx_packages_wrong_or_missing_are_refused() {
         let check =
             |status: &str, sums: Vec<(String, String)>, md5: &dyn Fn(&str) -> Option<String>| {
-                check_pfx_packages(status, NAMES, "0.1.0", "arm64", &sums, md5).unwrap_err()
+                check_pfx_packages(status, NAMES, "0.1.0", "arm64", &sums, md5)
+                    .unwrap_err()
+                    .to_string()
             };
         let e = check(
             &STATUS.replace("Version: 0.1.0\n", "Version: 0.0.9\n"),
