@@ -612,19 +612,24 @@ fn run(cli: Cli, given: &Given) -> Result<u8> {
         store,
         args: serde_json::to_string(&argv)?,
     };
-    match cli.cmd {
+    run_cmd(&cx, cli.cmd)
+}
+
+/// The command, with the config and the database open.
+fn run_cmd(cx: &Ctx, cmd: Cmd) -> Result<u8> {
+    match cmd {
         Cmd::Discover {
             timeout_s,
             mdns_port,
             loopback_only,
             ssh_port,
             json,
-        } => discover_cmd(&cx, timeout_s, mdns_port, loopback_only, ssh_port, json),
+        } => discover_cmd(cx, timeout_s, mdns_port, loopback_only, ssh_port, json),
         Cmd::Status {
             site,
             max_age,
             json,
-        } => status_cmd(&cx, site.as_deref(), max_age, json),
+        } => status_cmd(cx, site.as_deref(), max_age, json),
         Cmd::Push {
             what: PushWhat::Show,
             dir,
@@ -638,7 +643,7 @@ fn run(cli: Cli, given: &Given) -> Result<u8> {
         } => {
             let dir = dir.context("push show needs the show directory: pfx-fleet push show DIR")?;
             push_show_cmd(
-                &cx,
+                cx,
                 &dir,
                 name.as_deref(),
                 chunk_mib,
@@ -648,48 +653,10 @@ fn run(cli: Cli, given: &Given) -> Result<u8> {
                 json,
             )
         }
-        Cmd::Push {
+        c @ Cmd::Push {
             what: PushWhat::Update,
-            dir,
-            chunk_mib,
-            site,
-            unit,
-            parallel,
-            force,
-            json,
-            switch,
-            canary,
-            wave,
-            timeout,
-            keyring,
-            poll_s,
             ..
-        } => {
-            let path =
-                dir.context("push update needs the bundle: pfx-fleet push update BUNDLE --site S")?;
-            let chunk_bytes = chunk_bytes(chunk_mib)?;
-            let timeout = gate::parse_duration_ms(&timeout)
-                .filter(|t| *t >= 1000)
-                .with_context(|| {
-                    format!("--timeout {timeout:?}: a number with s, m or h (e.g. 15m)")
-                })?;
-            let opts = pfx_fleet::updatepush::UpdatePushOpts {
-                parallel,
-                chunk_bytes,
-                canary,
-                wave_pct: wave,
-                switch: update_switch(&switch)?,
-                timeout: Duration::from_millis(timeout),
-                force,
-                poll: seconds("--poll-s", poll_s)?,
-                operator: operator(),
-                args: cx.args.clone(),
-                site,
-                bars: pfx_fleet::top::term::is_tty(2) && !json,
-                json,
-            };
-            push_update_cmd(&cx, &path, keyring.as_deref(), &unit, opts)
-        }
+        } => push_update_from(cx, c),
         Cmd::Control {
             action,
             output,
@@ -697,39 +664,16 @@ fn run(cli: Cli, given: &Given) -> Result<u8> {
             unit,
             parallel,
             json,
-        } => control_cmd(&cx, &action, output.as_deref(), site, &unit, parallel, json),
+        } => control_cmd(cx, &action, output.as_deref(), site, &unit, parallel, json),
         Cmd::Shows {
             site,
             parallel,
             json,
-        } => shows_cmd(&cx, site, parallel, json),
-        Cmd::Push {
+        } => shows_cmd(cx, site, parallel, json),
+        c @ Cmd::Push {
             what: PushWhat::PauseOff,
-            site,
-            unit,
-            parallel,
-            max_age,
-            force,
-            json,
             ..
-        } => {
-            let targets = push_targets(&cx.store, site.as_deref(), &unit)?;
-            let opts = push::PushOpts {
-                parallel,
-                max_age_ms: max_age,
-                force,
-                operator: operator(),
-                args: cx.args.clone(),
-                site,
-            };
-            let sum = push::push_pause_off(&cx.store, &cx.cfg, targets, &opts)?;
-            if json {
-                print::json(&sum)?;
-            } else {
-                print::push_pause_off(&sum);
-            }
-            Ok(if sum.pending + sum.failed == 0 { 0 } else { 1 })
-        }
+        } => push_pause_off_from(cx, c),
         Cmd::Gate {
             what: _,
             site,
@@ -750,37 +694,8 @@ fn run(cli: Cli, given: &Given) -> Result<u8> {
             max_age,
             timeout_s,
             json,
-        } => rollout_cmd(&cx, &site, max_age, timeout_s, json),
-        Cmd::Top {
-            site,
-            unit,
-            interval_s,
-            timeout_s,
-            parallel,
-            http_port,
-            count,
-            json,
-        } => {
-            let o = TopOpts {
-                interval: seconds("--interval-s", interval_s)?,
-                timeout: seconds("--timeout-s", timeout_s)?,
-                parallel: parallel.max(1),
-                count,
-                site,
-            };
-            let units = top_units(&cx.store, &o.site, &unit, http_port)?;
-            if json {
-                let rows = pfx_fleet::top::poll(&units, o.parallel, o.timeout);
-                print::json(&rows)?;
-                Ok(if rows.iter().all(|r| r.answered) {
-                    0
-                } else {
-                    1
-                })
-            } else {
-                top_live(&units, &o)
-            }
-        }
+        } => rollout_cmd(cx, &site, max_age, timeout_s, json),
+        c @ Cmd::Top { .. } => top_from(cx, c),
         Cmd::History { limit, json } => {
             let h = cx.store.history(limit)?;
             if json {
@@ -791,6 +706,121 @@ fn run(cli: Cli, given: &Given) -> Result<u8> {
             Ok(0)
         }
     }
+}
+
+/// `push update BUNDLE`: its flags checked and turned into the push's options.
+fn push_update_from(cx: &Ctx, cmd: Cmd) -> Result<u8> {
+    let Cmd::Push {
+        what: PushWhat::Update,
+        dir,
+        chunk_mib,
+        site,
+        unit,
+        parallel,
+        force,
+        json,
+        switch,
+        canary,
+        wave,
+        timeout,
+        keyring,
+        poll_s,
+        ..
+    } = cmd
+    else {
+        bail!("push_update_from was handed another command");
+    };
+    let path =
+        dir.context("push update needs the bundle: pfx-fleet push update BUNDLE --site S")?;
+    let chunk_bytes = chunk_bytes(chunk_mib)?;
+    let timeout = gate::parse_duration_ms(&timeout)
+        .filter(|t| *t >= 1000)
+        .with_context(|| format!("--timeout {timeout:?}: a number with s, m or h (e.g. 15m)"))?;
+    let opts = pfx_fleet::updatepush::UpdatePushOpts {
+        parallel,
+        chunk_bytes,
+        canary,
+        wave_pct: wave,
+        switch: update_switch(&switch)?,
+        timeout: Duration::from_millis(timeout),
+        force,
+        poll: seconds("--poll-s", poll_s)?,
+        operator: operator(),
+        args: cx.args.clone(),
+        site,
+        bars: pfx_fleet::top::term::is_tty(2) && !json,
+        json,
+    };
+    push_update_cmd(cx, &path, keyring.as_deref(), &unit, opts)
+}
+
+/// `top`: the live view, or one JSON snapshot.
+fn top_from(cx: &Ctx, cmd: Cmd) -> Result<u8> {
+    let Cmd::Top {
+        site,
+        unit,
+        interval_s,
+        timeout_s,
+        parallel,
+        http_port,
+        count,
+        json,
+    } = cmd
+    else {
+        bail!("top_from was handed another command");
+    };
+    let o = TopOpts {
+        interval: seconds("--interval-s", interval_s)?,
+        timeout: seconds("--timeout-s", timeout_s)?,
+        parallel: parallel.max(1),
+        count,
+        site,
+    };
+    let units = top_units(&cx.store, &o.site, &unit, http_port)?;
+    if json {
+        let rows = pfx_fleet::top::poll(&units, o.parallel, o.timeout);
+        print::json(&rows)?;
+        Ok(if rows.iter().all(|r| r.answered) {
+            0
+        } else {
+            1
+        })
+    } else {
+        top_live(&units, &o)
+    }
+}
+
+/// `push pause-off`.
+fn push_pause_off_from(cx: &Ctx, cmd: Cmd) -> Result<u8> {
+    let Cmd::Push {
+        what: PushWhat::PauseOff,
+        site,
+        unit,
+        parallel,
+        max_age,
+        force,
+        json,
+        ..
+    } = cmd
+    else {
+        bail!("push_pause_off_from was handed another command");
+    };
+    let targets = push_targets(&cx.store, site.as_deref(), &unit)?;
+    let opts = push::PushOpts {
+        parallel,
+        max_age_ms: max_age,
+        force,
+        operator: operator(),
+        args: cx.args.clone(),
+        site,
+    };
+    let sum = push::push_pause_off(&cx.store, &cx.cfg, targets, &opts)?;
+    if json {
+        print::json(&sum)?;
+    } else {
+        print::push_pause_off(&sum);
+    }
+    Ok(if sum.pending + sum.failed == 0 { 0 } else { 1 })
 }
 
 /// `--chunk-mib` in bytes, within 1..=256 MiB.
