@@ -608,14 +608,20 @@ fn tail(s: &str) -> String {
     lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
 }
 
-/// What a push's SSH run means for the unit. Pure.
-pub fn classify(raw: &Raw, expected_unit: &str, timeout_s: u64) -> Outcome {
-    let o = |state, reason: String| Outcome {
+/// An outcome with a reason and nothing read back.
+fn no_readback(state: UnitState, reason: String) -> Outcome {
+    Outcome {
         state,
         reason: Some(reason),
         readback: None,
         unit_read_ms: None,
-    };
+    }
+}
+
+/// What SSH itself said, before any answer of the agent's: timed out, host key or login
+/// refused, unreachable, the shared connection lost. None when it ran the command.
+fn transport_failure(raw: &Raw, timeout_s: u64) -> Option<Outcome> {
+    let o = |state, reason| Some(no_readback(state, reason));
     if raw.timed_out {
         return o(
             UnitState::Pending,
@@ -673,6 +679,16 @@ pub fn classify(raw: &Raw, expected_unit: &str, timeout_s: u64) -> Outcome {
             );
         }
     }
+    None
+}
+
+/// What a push's SSH run means for the unit. Pure.
+pub fn classify(raw: &Raw, expected_unit: &str, timeout_s: u64) -> Outcome {
+    if let Some(out) = transport_failure(raw, timeout_s) {
+        return out;
+    }
+    let o = no_readback;
+    let err = &raw.stderr;
     let exit_and_stderr = || {
         format!(
             "(exit {}): {}",
