@@ -27,6 +27,7 @@ struct Cli {
 }
 
 #[test]
+#[ignore = "a re-exec trampoline: runs only as a namespace test's child (netns_util::run_child)"]
 fn child_doctor_cli() {
     let Some(args) = child_args() else { return };
     let cli = Cli::parse_from(std::iter::once("doctor".to_string()).chain(args));

@@ -64,14 +64,23 @@ impl Netns {
         sh(&v);
     }
 
-    /// Re-run this test binary inside the namespace, running only `child_test`, with
+    /// Re-run this test binary inside the namespace, running only `child_test` (an
+    /// `#[ignore]`d trampoline), with
     /// `PFX_CHILD_ARGS` set to the JSON array `args`. The child exits with its own code.
     pub fn run_child(&self, child_test: &str, args: &[&str]) -> Output {
         let exe = std::env::current_exe().expect("current_exe");
         Command::new("ip")
             .args(["netns", "exec", &self.name])
             .arg(exe)
-            .args(["--exact", child_test, "--nocapture", "--test-threads=1"])
+            // The trampolines are #[ignore]d, so a normal run lists them as ignored rather
+            // than as passes that tested nothing; the child runs that one alone.
+            .args([
+                "--ignored",
+                "--exact",
+                child_test,
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("PFX_CHILD_ARGS", serde_json::to_string(args).expect("json"))
             .output()
             .expect("running child in netns")

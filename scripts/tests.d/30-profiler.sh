@@ -265,12 +265,13 @@ content:
 YAML
   base2="http://127.0.0.1:$port2"
   # The receiver is up before the show starts; it reports what arrived after the errors.
-  inns python3 - "$base2" "$show/corrupt-copy.fseq" >"$work/receiver.log" 2>&1 <<'PY' &
+  inns python3 - "$base2" "$show/corrupt-copy.fseq" "$work/receiver.ready" >"$work/receiver.log" 2>&1 <<'PY' &
 import json, socket, sys, time, urllib.request
 base = sys.argv[1]
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("127.0.0.1", 4048))
 s.settimeout(0.2)
+open(sys.argv[3], "w").write("bound\n")  # the show may start now
 def profile():
     try:
         return json.load(urllib.request.urlopen(base + "/profile", timeout=2))
@@ -301,7 +302,9 @@ assert len(got) >= 40 and len(set(got)) >= 20, "the show did not go on"
 assert p2["since_start"]["frames"] >= f0 + 40, "the loop did not go on"
 PY
   receiver=$!
-  sleep 0.3
+  # The player starts once the receiver is bound, not after a guess.
+  for _ in $(seq 200); do [ -s "$work/receiver.ready" ] && break; sleep 0.05; done
+  [ -s "$work/receiver.ready" ] || { echo "FAILED: the receiver did not bind"; cat "$work/receiver.log"; exit 1; }
   inns "$player" run --config "$show/show.yaml" --no-mdns >"$work/player.log" 2>&1 &
   player_pid=$!
   wait "$receiver" || { echo "FAILED: receiver"; cat "$work/receiver.log"; tail -20 "$work/player.log"; exit 1; }

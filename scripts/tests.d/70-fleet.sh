@@ -597,9 +597,12 @@ check "SIGTERM: persisted file untouched (old) and no temp left" bash -c "[ ! -e
 check "SIGTERM: the answer says interrupted, not verified" grep -q 'interrupted by signal 15' "$d/out"
 
 # 3b. two agents at once on one unit (two operators): serialised by a lock on the lower
-$(agent_cmd sig "$d") --no-systemd apply pause-off --json --test-hold-in-write-ms 1500 > "$d/a.out" 2>&1 &
+rm -f "$d/hold.pid"
+$(agent_cmd sig "$d") --no-systemd apply pause-off --json --test-hold-in-write-ms 1500 --test-hold-pidfile "$d/hold.pid" > "$d/a.out" 2>&1 &
 apid=$!
-sleep 0.4
+# The second starts once the first holds the lock (inside its write window), not after a guess.
+for _ in $(seq 600); do [ -s "$d/hold.pid" ] && break; sleep 0.05; done
+check "concurrent agents: the first is inside its window" [ -s "$d/hold.pid" ]
 $(agent_cmd sig "$d") --no-systemd apply pause-off --json > "$d/b.out" 2>&1; rcb=$?
 wait $apid; rca=$?
 check "concurrent agents: both verified (exit $rca, $rcb), the second changed nothing" bash -c "[ $rca = 0 ] && [ $rcb = 0 ] && grep -q 'already applied: nothing changed' $d/b.out && grep -q '\"message\": \"applied and verified\"' $d/a.out"

@@ -20,14 +20,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender, SyncSender, TryRecvError, channel};
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use super::clock::FrameClock;
 use super::live::{Overlay, output_dark};
 use super::playlist::{Entry, Now, Playlist};
+use super::retire::Retirer;
 use super::sample::{FrameSample, FrameSink, SourceStatus, Stage};
 use crate::geometry::{Brightness, PoleMap};
-use crate::output::{Fill, HalfTimes, Output};
+use crate::output::{Fill, HalfTimes, Output, RateLimit};
 use crate::source::fseq::{Fetch, Prefetcher};
 use crate::source::pattern;
 use crate::sync::pace::{Pacer, Step};
@@ -348,26 +348,6 @@ impl LiveRender {
     }
 }
 
-/// Counts events and lets one through every `SOURCE_LOG_EVERY_NS`. No allocation.
-#[derive(Debug, Default)]
-struct RateLimit {
-    next_ns: u64,
-    count: u64,
-}
-
-impl RateLimit {
-    /// Records one event at `now_ns`; returns how many events this log line covers when
-    /// one is due.
-    fn hit(&mut self, now_ns: u64) -> Option<u64> {
-        self.count += 1;
-        if now_ns < self.next_ns {
-            return None;
-        }
-        self.next_ns = now_ns.saturating_add(SOURCE_LOG_EVERY_NS);
-        Some(std::mem::take(&mut self.count))
-    }
-}
-
 /// A frame's channel data into the show's buffer. Channels past the frame's end are
 /// black: a sequence shorter than the layout (or than the previous item) must not leave
 /// the previous item's light on the poles it does not cover.
@@ -523,8 +503,8 @@ impl Show {
             layout,
             channels: vec![0; len],
             playlist,
-            late_log: RateLimit::default(),
-            error_log: RateLimit::default(),
+            late_log: source_log(),
+            error_log: source_log(),
             ended: false,
             parallel,
             serial,
@@ -617,6 +597,9 @@ fn run(
     let loop_start = mono_ns();
     let mut clock = FrameClock::new(loop_start, engine.fps);
     let mut show = Show::new(engine, clock.start_ns());
+    // Old shows are dropped on a thread of their own (their decode threads are joined and
+    // their buffers freed there), never inside a frame.
+    let retire = Retirer::new();
     let mut live = LiveRender::new(overlay, &show, loop_start);
     let mut show_gen = 0u64;
     // A show waiting for the current item to end, and when that is.
@@ -649,11 +632,11 @@ fn run(
                     );
                 }
                 // A reload restarts the playlist now.
-                show = Show::new(*new, t0);
+                retire.retire(std::mem::replace(&mut show, Show::new(*new, t0)));
                 show_gen += 1;
                 followed = None;
                 last_tick = None;
-                pending = None;
+                retire.retire_some(pending.take());
                 next_discovery = t0;
                 live.rebind(&show);
                 tracing::info!("show reloaded");
@@ -664,7 +647,7 @@ fn run(
                     None if show.ended => t0,
                     None => show.playlist.item_end_ns().unwrap_or(t0),
                 };
-                pending = Some((new, at));
+                retire.retire_some(pending.replace((new, at)));
             }
             Ok(Control::OnEnd(e)) => on_end = e,
             Ok(Control::Live(msg)) => {
@@ -679,11 +662,11 @@ fn run(
                 }
                 match engine {
                     Some((new, false)) => {
-                        show = Show::new(*new, t0);
+                        retire.retire(std::mem::replace(&mut show, Show::new(*new, t0)));
                         show_gen += 1;
                         followed = None;
                         last_tick = None;
-                        pending = None;
+                        retire.retire_some(pending.take());
                         next_discovery = t0;
                     }
                     Some((new, true)) => {
@@ -692,7 +675,7 @@ fn run(
                             None if show.ended => t0,
                             None => show.playlist.item_end_ns().unwrap_or(t0),
                         };
-                        pending = Some((new, at));
+                        retire.retire_some(pending.replace((new, at)));
                     }
                     None => {}
                 }
@@ -719,7 +702,7 @@ fn run(
             && let Some((new, at)) = pending.take()
         {
             // The next show starts where the item ended, not when this tick noticed.
-            show = Show::new(*new, at.min(t0));
+            retire.retire(std::mem::replace(&mut show, Show::new(*new, at.min(t0))));
             show_gen += 1;
             followed = None;
             last_tick = None;
@@ -739,9 +722,8 @@ fn run(
         {
             followed = follow_next(r, &show, None, t0);
         }
-        let now = Instant::now();
         for o in &mut show.engine.outputs {
-            o.maintain(now);
+            o.maintain(t0);
         }
         let t1 = mono_ns();
 
@@ -959,7 +941,7 @@ fn log_source(
     match source {
         SourceStatus::Fresh => {}
         SourceStatus::Late => {
-            if let Some(n) = late_log.hit(now_ns) {
+            if let Some(n) = late_log.check(now_ns).map(|n| n + 1) {
                 tracing::warn!(
                     "{}: frame {frame} was not decoded in time, the previous frame went out again ({n} late frame(s) since this was last logged; a slow SD card or CPU?)",
                     prefetch.path().display()
@@ -967,7 +949,7 @@ fn log_source(
             }
         }
         SourceStatus::PastEnd => {
-            if let Some(n) = error_log.hit(now_ns) {
+            if let Some(n) = error_log.check(now_ns).map(|n| n + 1) {
                 tracing::error!(
                     "{}: frame {frame} is past the sequence's last frame ({} frames), the previous frame went out again ({n} such frame(s) since this was last logged)",
                     prefetch.path().display(),
@@ -976,7 +958,7 @@ fn log_source(
             }
         }
         SourceStatus::Error => {
-            if let Some(n) = error_log.hit(now_ns) {
+            if let Some(n) = error_log.check(now_ns).map(|n| n + 1) {
                 tracing::error!(
                     "{}: frame {frame} cannot be decoded, the previous frame went out again ({n} frame(s) lost to decode errors since this was last logged): {}",
                     prefetch.path().display(),
@@ -985,6 +967,12 @@ fn log_source(
             }
         }
     }
+}
+
+/// The source's warnings: one line per `SOURCE_LOG_EVERY_NS`, saying how many frames it
+/// covers (the ones held back and its own).
+fn source_log() -> RateLimit {
+    RateLimit::new(std::time::Duration::from_nanos(SOURCE_LOG_EVERY_NS))
 }
 
 fn terminate(show: &mut Show, sync: &mut SyncLink) {
@@ -1001,18 +989,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rate_limit_lets_one_line_through_per_interval_and_counts_the_rest() {
-        let mut r = RateLimit::default();
+    fn the_source_log_lets_one_line_through_per_interval_covering_the_rest() {
+        let mut r = source_log();
         let s = SOURCE_LOG_EVERY_NS;
-        assert_eq!(r.hit(10), Some(1), "the first event logs at once");
-        assert_eq!(r.hit(20), None);
-        assert_eq!(r.hit(s), None);
-        assert_eq!(
-            r.hit(s + 10),
-            Some(3),
-            "covers the two held back and itself"
-        );
-        assert_eq!(r.hit(s + 11), None);
+        let mut hit = |t| r.check(t).map(|n| n + 1);
+        assert_eq!(hit(10), Some(1), "the first event logs at once");
+        assert_eq!(hit(20), None);
+        assert_eq!(hit(s), None);
+        assert_eq!(hit(s + 10), Some(3), "covers the two held back and itself");
+        assert_eq!(hit(s + 11), None);
     }
 
     #[test]

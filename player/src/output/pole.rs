@@ -1,7 +1,7 @@
 use std::net::{SocketAddr, SocketAddrV4};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use socket2::Socket;
 use uuid::Uuid;
@@ -19,6 +19,9 @@ use crate::geometry::PoleMap;
 use crate::sys::net::{interface_index, send_queue_bytes};
 use crate::sys::time::mono_ns;
 use crate::wire::{Datagrams, bigpacket, ddp, sacn};
+
+/// After the interface went away, look it up again at most this often.
+const REBIND_EVERY_NS: u64 = 500_000_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
@@ -71,7 +74,7 @@ pub struct Output {
     interface: String,
     /// The interface went away (ENODEV, ENETUNREACH, ...): re-resolve it in `maintain`.
     lost_interface: bool,
-    last_rebind: Option<Instant>,
+    last_rebind_ns: Option<u64>,
     log: RateLimit,
     /// Whole frames at the link's rate (None: every frame is sent as far as the socket
     /// takes it, the measured baseline and the blocking one).
@@ -297,7 +300,7 @@ impl Output {
             dontwait: !opts.socket.blocking,
             interface: opts.socket.interface.clone(),
             lost_interface: false,
-            last_rebind: None,
+            last_rebind_ns: None,
             log: RateLimit::new(Duration::from_secs(5)),
             admit,
             rotation: Rotation::default(),
@@ -460,7 +463,7 @@ impl Output {
     fn encode_failed(&mut self, e: &dyn std::fmt::Display) {
         use std::sync::atomic::Ordering::Relaxed;
         self.counters.frames_failed.fetch_add(1, Relaxed);
-        if let Some(n) = self.log.check(Instant::now()) {
+        if let Some(n) = self.log.check(mono_ns()) {
             tracing::error!(output = %self.name, suppressed = n, "cannot encode frame: {e}");
         }
     }
@@ -549,15 +552,15 @@ impl Output {
 
     /// Background upkeep: after the interface went away, look it up again by name (its
     /// index changes when it comes back) at most twice a second.
-    pub fn maintain(&mut self, now: Instant) {
+    pub fn maintain(&mut self, now_ns: u64) {
         if !self.lost_interface
             || self
-                .last_rebind
-                .is_some_and(|t| now.duration_since(t) < Duration::from_millis(500))
+                .last_rebind_ns
+                .is_some_and(|t| now_ns.saturating_sub(t) < REBIND_EVERY_NS)
         {
             return;
         }
-        self.last_rebind = Some(now);
+        self.last_rebind_ns = Some(now_ns);
         if let Some(idx) = interface_index(&self.interface)
             && set_multicast_ifindex(&self.socket, idx).is_ok()
         {
@@ -633,7 +636,7 @@ impl Output {
         if is_interface_error(e) {
             self.lost_interface = true;
         }
-        if let Some(n) = self.log.check(Instant::now()) {
+        if let Some(n) = self.log.check(mono_ns()) {
             let err = std::io::Error::from_raw_os_error(e);
             if would_block {
                 tracing::warn!(output = %self.name, suppressed = n, sent, of, "send would block ({err}); dropped the rest of this frame");
