@@ -200,28 +200,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Cmd::ShowConfig { config } => {
-            let r = config::load(&config)?;
-            let plan = plan::plan(&r, Vec::new(), Vec::new());
-            let files: Vec<&str> = plan.files.iter().map(|f| f.path.as_str()).collect();
-            let out = serde_json::json!({
-                "config": r.config,
-                "source": r.source,
-                "mirror": r.mirror,
-                "show": r.show,
-                "profiles": r.profiles,
-                "authorized_keys": r.authorized_keys.len(),
-                "arch": plan.arch,
-                "components": plan.components,
-                "packages": plan.packages,
-                "base_key": plan.base_key,
-                "extra_cmdline": plan.extra_cmdline,
-                "enabled_units": plan::ENABLED_UNITS,
-                "files": files,
-            });
-            println!("{}", serde_json::to_string_pretty(&out)?);
-            Ok(())
-        }
+        Cmd::ShowConfig { config } => show_config(&config),
         Cmd::Verify {
             image,
             target,
@@ -273,34 +252,61 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Cmd::Tools { json } => {
-            let all = [
-                config::Target::Rpi4Arm64,
-                config::Target::VmArm64,
-                config::Target::VmAmd64,
-            ];
-            let rows: Vec<_> = all
-                .iter()
-                .flat_map(|&t| {
-                    tools::required(t, true)
-                        .into_iter()
-                        .map(move |(c, p)| (t.name(), c, p))
-                })
-                .collect();
-            if json {
-                let v: Vec<_> = rows
-                    .iter()
-                    .map(|(t, c, p)| serde_json::json!({"target": t, "command": c, "package": p}))
-                    .collect();
-                println!("{}", serde_json::to_string_pretty(&v)?);
-            } else {
-                for (t, c, p) in rows {
-                    println!("{t:<12} {c:<34} {p}");
-                }
-            }
-            Ok(())
+        Cmd::Tools { json } => tools(json),
+    }
+}
+
+/// `show-config`: what the config resolves to and what the image would hold, as JSON.
+fn show_config(config: &std::path::Path) -> Result<(), Failure> {
+    let r = config::load(config)?;
+    let plan = plan::plan(&r, Vec::new(), Vec::new());
+    let files: Vec<&str> = plan.files.iter().map(|f| f.path.as_str()).collect();
+    let out = serde_json::json!({
+        "config": r.config,
+        "source": r.source,
+        "mirror": r.mirror,
+        "show": r.show,
+        "profiles": r.profiles,
+        "authorized_keys": r.authorized_keys.len(),
+        "arch": plan.arch,
+        "components": plan.components,
+        "packages": plan.packages,
+        "base_key": plan.base_key,
+        "extra_cmdline": plan.extra_cmdline,
+        "enabled_units": plan::ENABLED_UNITS,
+        "files": files,
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+/// `tools`: the host commands each target's build needs, and their packages.
+fn tools(json: bool) -> Result<(), Failure> {
+    let all = [
+        config::Target::Rpi4Arm64,
+        config::Target::VmArm64,
+        config::Target::VmAmd64,
+    ];
+    let rows: Vec<_> = all
+        .iter()
+        .flat_map(|&t| {
+            tools::required(t, true)
+                .into_iter()
+                .map(move |(c, p)| (t.name(), c, p))
+        })
+        .collect();
+    if json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(t, c, p)| serde_json::json!({"target": t, "command": c, "package": p}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        for (t, c, p) in rows {
+            println!("{t:<12} {c:<34} {p}");
         }
     }
+    Ok(())
 }
 
 /// Verify's scratch directory: created new (never an existing path, so never a symlink
