@@ -224,6 +224,208 @@ pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
             out.display()
         )));
     }
+    let (out_dir, file_name, staging) = prepare_staging(out, opts)?;
+    let log_path = out_dir.join(format!("{file_name}.build.log"));
+    let _ = fs::remove_file(&log_path);
+    eprintln!(
+        "pfx-image: building {} ({}) -> {}; log: {}",
+        r.source.display(),
+        r.config.target,
+        out.display(),
+        log_path.display()
+    );
+    let mut cx = Ctx {
+        log_path,
+        progress: Progress {
+            start: Instant::now(),
+            current: None,
+            timings: Vec::new(),
+        },
+    };
+
+    let plan = read_plan(r)?;
+    let target = plan.target;
+
+    cx.progress.begin(Stage::HostTools);
+    tools::check(target, opts.player.is_none()).map_err(|m| cx.fail(m))?;
+    cx.progress.end("");
+
+    // player (and agent): a cross build runs beside the base root (it is CPU, the base
+    // root mostly emulated dpkg and downloads) and is waited for before customize.
+    cx.progress.begin(Stage::PlayerBinaries);
+    let mut bins = start_binaries(
+        &cx,
+        target,
+        opts,
+        &out_dir.join(format!("{file_name}.cargo.log")),
+    )?;
+    cx.progress.end(&bins.note());
+
+    cx.progress.begin(Stage::Binfmt);
+    let note = if target.arch() == "arm64" {
+        ensure_binfmt().map_err(|m| cx.fail(m))?
+    } else {
+        "native".into()
+    };
+    cx.progress.end(&note);
+
+    cx.progress.begin(Stage::BaseRoot);
+    let root = staging.dir.join("root");
+    let note = base_root(&cx, &plan, opts, &root)?;
+    cx.progress.end(&note);
+
+    cx.progress.begin(Stage::Customize);
+    let (debs, note) = install_pfx(&cx, &plan, opts, &staging.dir, &root, &mut bins)?;
+    cx.progress.end(&note);
+
+    cx.progress.begin(Stage::BootFiles);
+    let boot_dir = staging.dir.join("boot");
+    boot_files(&cx, &plan, &root, &boot_dir)?;
+    cx.progress.end("");
+
+    cx.progress.begin(Stage::FileSystems);
+    let (layout, images) = file_systems(&cx, &plan, &root, &boot_dir, &staging.dir)?;
+    let [boot_img, root_img, data_img] = &images;
+    cx.progress.end("");
+
+    cx.progress.begin(Stage::DiskImage);
+    let tmp_out = out_dir.join(format!(".{file_name}.partial"));
+    assemble(&cx, &layout, boot_img, root_img, data_img, &tmp_out)?;
+    cx.io("rename image", fs::rename(&tmp_out, out))?;
+    cx.progress.end("");
+
+    cx.progress.begin(Stage::Verify);
+    let mut manifest = verify_output(&cx, &plan, out, &staging.dir)?;
+    cx.progress.end("");
+    manifest.build = Some(build_record(&cx, r, &plan, &debs));
+    let json = serde_json::to_string_pretty(&manifest).map_err(|e| cx.fail(e.to_string()))?;
+    let mpath = manifest_path(out);
+    cx.io("write manifest", fs::write(&mpath, json + "\n"))?;
+    eprintln!(
+        "pfx-image: {} verified, manifest {} ({:.0} s)",
+        out.display(),
+        mpath.display(),
+        cx.progress.start.elapsed().as_secs_f64()
+    );
+    Ok(manifest)
+}
+
+/// The customize stage: waits for the player binaries, packages them and installs them
+/// with the image's own files into the root. Returns the packages and the stage's note.
+fn install_pfx(
+    cx: &Ctx,
+    plan: &Plan,
+    opts: &Options,
+    staging: &Path,
+    root: &Path,
+    bins: &mut Binaries,
+) -> Result<(Vec<Deb>, String), BuildError> {
+    let (player, agent, note) = bins.finish(cx)?;
+    if !note.is_empty() {
+        eprintln!("    player binaries: {note}");
+    }
+    let agent = agent.ok_or_else(|| {
+        cx.fail("no pfx-agent for the image: with --player, pass --agent too (the image installs the pfx-agent package)")
+    })?;
+    let debs = make_debs(cx, plan, opts, staging, &player, &agent)?;
+    customize(cx, plan, root, &debs)?;
+    let note = debs
+        .iter()
+        .map(|d| format!("{} {} installed with dpkg", d.package, d.version))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok((debs, note))
+}
+
+/// Verifies the image from its file alone; one that does not verify is renamed
+/// `.img.unverified` (kept for inspection), never left as an output.
+fn verify_output(
+    cx: &Ctx,
+    plan: &Plan,
+    out: &Path,
+    staging: &Path,
+) -> Result<Manifest, BuildError> {
+    let expect = Expect {
+        target: plan.target,
+        overlay: plan.overlay,
+        hostname_prefix: Some(plan.hostname_prefix.clone()),
+        pfx_version: plan::PFX_VERSION.to_string(),
+    };
+    match manifest::verify_image(out, &expect, staging) {
+        Ok(m) => Ok(m),
+        Err(e) => {
+            // An image that cannot be verified is not an output.
+            let bad = out.with_extension("img.unverified");
+            let _ = fs::rename(out, &bad);
+            Err(cx.fail(format!(
+                "{e}\n(image kept as {} for inspection)",
+                bad.display()
+            )))
+        }
+    }
+}
+
+/// The three file systems, made from their directories without loop mounts: boot, root
+/// and data (in that order), with the disk's layout they fit.
+fn file_systems(
+    cx: &Ctx,
+    plan: &Plan,
+    root: &Path,
+    boot_dir: &Path,
+    staging: &Path,
+) -> Result<(Layout, [PathBuf; 3]), BuildError> {
+    let layout = Layout::new(plan.image_size_mib, plan.boot_size_mib, plan.data_size_mib)
+        .map_err(|m| cx.fail(m))?;
+    let root_img = staging.join("root.ext4");
+    let boot_img = staging.join("boot.vfat");
+    let data_img = staging.join("data.ext4");
+    make_filesystems(cx, &layout, root, boot_dir, &root_img, &boot_img)?;
+    let store_gid = fleet_gid(cx, root)?;
+    make_data_fs(cx, &layout, &staging.join("data"), &data_img, store_gid)?;
+    Ok((layout, [boot_img, root_img, data_img]))
+}
+
+/// The plan, with the show and the profiles it names read in.
+fn read_plan(r: &Resolved) -> Result<Plan, BuildError> {
+    let show =
+        fs::read(&r.show).map_err(|e| BuildError::Refused(format!("{}: {e}", r.show.display())))?;
+    let mut profiles = Vec::new();
+    for p in &r.profiles {
+        let bytes =
+            fs::read(p).map_err(|e| BuildError::Refused(format!("{}: {e}", p.display())))?;
+        let name = p
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        profiles.push((name, bytes));
+    }
+    Ok(plan::plan(r, show, profiles))
+}
+
+/// The manifest's `build` record: where the image came from and how long each stage took.
+fn build_record(cx: &Ctx, r: &Resolved, plan: &Plan, debs: &[Deb]) -> serde_json::Value {
+    let timings: serde_json::Map<String, serde_json::Value> = cx
+        .progress
+        .timings
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::json!((v * 10.0).round() / 10.0)))
+        .collect();
+    serde_json::json!({
+        "config": r.source.display().to_string(),
+        "suite": plan.suite,
+        "mirror": plan.mirror,
+        "base_key": plan.base_key,
+        "base_root": cx_note_base(cx),
+        "built_at_unix": SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        "builder": concat!("pfx-image ", env!("CARGO_PKG_VERSION")),
+        "seconds_total": (cx.progress.start.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+        "stage_seconds": timings,
+        "debs": debs,
+    })
+}
+
+/// The output's directory and file name, and a fresh staging directory beside it.
+fn prepare_staging(out: &Path, opts: &Options) -> Result<(PathBuf, String, Staging), BuildError> {
     let out_dir = out
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -243,168 +445,7 @@ pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
     }
     fs::create_dir_all(&staging.dir)
         .map_err(|e| BuildError::Refused(format!("{}: {e}", staging.dir.display())))?;
-    let log_path = out_dir.join(format!("{file_name}.build.log"));
-    let _ = fs::remove_file(&log_path);
-    eprintln!(
-        "pfx-image: building {} ({}) -> {}; log: {}",
-        r.source.display(),
-        r.config.target,
-        out.display(),
-        log_path.display()
-    );
-    let mut cx = Ctx {
-        log_path,
-        progress: Progress {
-            start: Instant::now(),
-            current: None,
-            timings: Vec::new(),
-        },
-    };
-
-    let show =
-        fs::read(&r.show).map_err(|e| BuildError::Refused(format!("{}: {e}", r.show.display())))?;
-    let mut profiles = Vec::new();
-    for p in &r.profiles {
-        let bytes =
-            fs::read(p).map_err(|e| BuildError::Refused(format!("{}: {e}", p.display())))?;
-        let name = p
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        profiles.push((name, bytes));
-    }
-    let plan = plan::plan(r, show, profiles);
-    let target = plan.target;
-
-    // host tools
-    cx.progress.begin(Stage::HostTools);
-    tools::check(target, opts.player.is_none()).map_err(|m| cx.fail(m))?;
-    cx.progress.end("");
-
-    // player (and agent): a cross build runs beside the base root (it is CPU, the base
-    // root mostly emulated dpkg and downloads) and is waited for before customize.
-    cx.progress.begin(Stage::PlayerBinaries);
-    let mut bins = start_binaries(
-        &cx,
-        target,
-        opts,
-        &out_dir.join(format!("{file_name}.cargo.log")),
-    )?;
-    cx.progress.end(&bins.note());
-
-    // binfmt
-    cx.progress.begin(Stage::Binfmt);
-    let note = if target.arch() == "arm64" {
-        ensure_binfmt().map_err(|m| cx.fail(m))?
-    } else {
-        "native".into()
-    };
-    cx.progress.end(&note);
-
-    // base root
-    cx.progress.begin(Stage::BaseRoot);
-    let root = staging.dir.join("root");
-    let note = base_root(&cx, &plan, opts, &root)?;
-    cx.progress.end(&note);
-
-    // customize
-    cx.progress.begin(Stage::Customize);
-    let (player, agent, note) = bins.finish(&cx)?;
-    if !note.is_empty() {
-        eprintln!("    player binaries: {note}");
-    }
-    let agent = agent.ok_or_else(|| {
-        cx.fail("no pfx-agent for the image: with --player, pass --agent too (the image installs the pfx-agent package)")
-    })?;
-    let debs = make_debs(&cx, &plan, opts, &staging.dir, &player, &agent)?;
-    customize(&cx, &plan, &root, &debs)?;
-    let note = debs
-        .iter()
-        .map(|d| format!("{} {} installed with dpkg", d.package, d.version))
-        .collect::<Vec<_>>()
-        .join(", ");
-    cx.progress.end(&note);
-
-    // boot partition files
-    cx.progress.begin(Stage::BootFiles);
-    let boot_dir = staging.dir.join("boot");
-    boot_files(&cx, &plan, &root, &boot_dir)?;
-    cx.progress.end("");
-
-    // file systems
-    cx.progress.begin(Stage::FileSystems);
-    let layout = Layout::new(plan.image_size_mib, plan.boot_size_mib, plan.data_size_mib)
-        .map_err(|m| cx.fail(m))?;
-    let root_img = staging.dir.join("root.ext4");
-    let boot_img = staging.dir.join("boot.vfat");
-    let data_img = staging.dir.join("data.ext4");
-    make_filesystems(&cx, &layout, &root, &boot_dir, &root_img, &boot_img)?;
-    let store_gid = fleet_gid(&cx, &root)?;
-    make_data_fs(
-        &cx,
-        &layout,
-        &staging.dir.join("data"),
-        &data_img,
-        store_gid,
-    )?;
-    cx.progress.end("");
-
-    // disk image
-    cx.progress.begin(Stage::DiskImage);
-    let tmp_out = out_dir.join(format!(".{file_name}.partial"));
-    assemble(&cx, &layout, &boot_img, &root_img, &data_img, &tmp_out)?;
-    cx.io("rename image", fs::rename(&tmp_out, out))?;
-    cx.progress.end("");
-
-    // verify, from the image file only
-    cx.progress.begin(Stage::Verify);
-    let expect = Expect {
-        target,
-        overlay: plan.overlay,
-        hostname_prefix: Some(plan.hostname_prefix.clone()),
-        pfx_version: plan::PFX_VERSION.to_string(),
-    };
-    let mut manifest = match manifest::verify_image(out, &expect, &staging.dir) {
-        Ok(m) => m,
-        Err(e) => {
-            // An image that cannot be verified is not an output.
-            let bad = out.with_extension("img.unverified");
-            let _ = fs::rename(out, &bad);
-            return Err(cx.fail(format!(
-                "{e}\n(image kept as {} for inspection)",
-                bad.display()
-            )));
-        }
-    };
-    cx.progress.end("");
-    let timings: serde_json::Map<String, serde_json::Value> = cx
-        .progress
-        .timings
-        .iter()
-        .map(|(k, v)| (k.clone(), serde_json::json!((v * 10.0).round() / 10.0)))
-        .collect();
-    manifest.build = Some(serde_json::json!({
-        "config": r.source.display().to_string(),
-        "suite": plan.suite,
-        "mirror": plan.mirror,
-        "base_key": plan.base_key,
-        "base_root": cx_note_base(&cx),
-        "built_at_unix": SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-        "builder": concat!("pfx-image ", env!("CARGO_PKG_VERSION")),
-        "seconds_total": (cx.progress.start.elapsed().as_secs_f64() * 10.0).round() / 10.0,
-        "stage_seconds": timings,
-        "debs": debs,
-    }));
-    let json = serde_json::to_string_pretty(&manifest).map_err(|e| cx.fail(e.to_string()))?;
-    let mpath = manifest_path(out);
-    cx.io("write manifest", fs::write(&mpath, json + "\n"))?;
-    eprintln!(
-        "pfx-image: {} verified, manifest {} ({:.0} s)",
-        out.display(),
-        mpath.display(),
-        cx.progress.start.elapsed().as_secs_f64()
-    );
-    Ok(manifest)
+    Ok((out_dir, file_name, staging))
 }
 
 fn cx_note_base(cx: &Ctx) -> String {
@@ -1223,8 +1264,26 @@ fn customize(cx: &Ctx, plan: &Plan, root: &Path, debs: &[Deb]) -> Result<(), Bui
             fs::set_permissions(&ssh, fs::Permissions::from_mode(0o700)),
         )?;
     }
-    // The packages, with dpkg in the root (emulated for arm64: seconds). Their maintainer
-    // scripts see no running systemd and only make links.
+    install_debs(cx, root, debs)?;
+    // A conffile the image sets (the config's show): after dpkg, as an operator's edit.
+    for f in plan.files.iter().filter(|f| is_conffile(f)) {
+        write_file(cx, root, &f.path, f.mode, &f.contents)?;
+    }
+    // Host keys are made per unit on its first boot (pfx-ssh-hostkeys), never shared.
+    if let Ok(rd) = fs::read_dir(root.join("etc/ssh")) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with("ssh_host_") {
+                cx.io("remove ssh host key", fs::remove_file(e.path()))?;
+            }
+        }
+    }
+    units(cx, root)?;
+    write_update_stamps(cx, root)
+}
+
+/// The pfx packages, installed with dpkg in the root (emulated for arm64: seconds). Their
+/// maintainer scripts see no running systemd and only make links.
+fn install_debs(cx: &Ctx, root: &Path, debs: &[Deb]) -> Result<(), BuildError> {
     let inbox = root.join("tmp/pfx-debs");
     cx.io("mkdir /tmp/pfx-debs", fs::create_dir_all(&inbox))?;
     let mut names = Vec::new();
@@ -1250,19 +1309,12 @@ fn customize(cx: &Ctx, plan: &Plan, root: &Path, debs: &[Deb]) -> Result<(), Bui
     );
     let _ = fs::remove_dir_all(&inbox);
     installed?;
-    // A conffile the image sets (the config's show): after dpkg, as an operator's edit.
-    for f in plan.files.iter().filter(|f| is_conffile(f)) {
-        write_file(cx, root, &f.path, f.mode, &f.contents)?;
-    }
-    // Host keys are made per unit on its first boot (pfx-ssh-hostkeys), never shared.
-    if let Ok(rd) = fs::read_dir(root.join("etc/ssh")) {
-        for e in rd.flatten() {
-            if e.file_name().to_string_lossy().starts_with("ssh_host_") {
-                cx.io("remove ssh host key", fs::remove_file(e.path()))?;
-            }
-        }
-    }
-    // Enabling is only symlinks: the host's systemctl does it offline, no emulation.
+    Ok(())
+}
+
+/// Enables and masks the units and masks the generators (only symlinks: the host's
+/// systemctl does it offline, no emulation), then has systemd check the pfx units.
+fn units(cx: &Ctx, root: &Path) -> Result<(), BuildError> {
     let mut cmd = Command::new("systemctl");
     cmd.arg(format!("--root={}", root.display()))
         .arg("enable")
@@ -1296,8 +1348,7 @@ fn customize(cx: &Ctx, plan: &Plan, root: &Path, debs: &[Deb]) -> Result<(), Bui
         "pfx-data-grow.service",
         "pfx-data-absent.service",
     ]);
-    cx.run(&mut cmd)?;
-    write_update_stamps(cx, root)
+    cx.run(&mut cmd)
 }
 
 /// Fills the FAT partition's directory: for the arm64 targets raspi-firmware's own kernel
