@@ -225,6 +225,8 @@ impl FleetConfig {
             .map(|s| s.name.clone())
     }
 
+    /// The one lookup of a unit's agent command: its own `agent_command` in the config,
+    /// else the fleet-wide one (a discovered unit has only that).
     pub fn unit_agent_command(&self, unit_id: &str) -> String {
         self.sites
             .iter()
@@ -232,6 +234,49 @@ impl FleetConfig {
             .find(|u| u.id == unit_id)
             .and_then(|u| u.agent_command.clone())
             .unwrap_or_else(|| self.agent_command.clone())
+    }
+
+    /// Every configured unit's agent command, resolved once, for worker threads that do
+    /// not hold the config.
+    pub fn agent_commands(&self) -> AgentCommands {
+        AgentCommands {
+            own: self
+                .sites
+                .iter()
+                .flat_map(|s| s.units.iter())
+                .map(|u| (u.id.clone(), self.unit_agent_command(&u.id)))
+                .collect(),
+            fleet: self.agent_command.clone(),
+        }
+    }
+}
+
+/// Each unit's agent command as [`FleetConfig::unit_agent_command`] resolves it, owned.
+#[derive(Debug, Clone)]
+pub struct AgentCommands {
+    own: std::collections::BTreeMap<String, String>,
+    fleet: String,
+}
+
+impl AgentCommands {
+    /// The unit's agent command (the fleet-wide one for a unit not in the config).
+    pub fn prefix(&self, unit_id: &str) -> &str {
+        self.own.get(unit_id).unwrap_or(&self.fleet)
+    }
+
+    /// What goes over SSH to the unit for `verb`.
+    pub fn remote(&self, unit_id: &str, verb: &str) -> String {
+        remote_command(self.prefix(unit_id), verb)
+    }
+}
+
+/// The one place a remote command is built: the verb alone for image units (their forced
+/// command is the agent's dispatcher, which refuses anything else), after the configured
+/// prefix otherwise.
+pub fn remote_command(prefix: &str, verb: &str) -> String {
+    match prefix.trim() {
+        "" => verb.to_string(),
+        p => format!("{p} {verb}"),
     }
 }
 
@@ -266,6 +311,13 @@ sites:
         assert_eq!(c.sites[0].units[1].port, Some(2222));
         assert!(c.sites[0].poles[0].canary);
         assert_eq!(c.unit_agent_command("u2"), "sleep 1; pfx-agent");
+        let a = c.agent_commands();
+        assert_eq!(a.prefix("u2"), "sleep 1; pfx-agent");
+        assert_eq!(a.prefix("discovered"), c.agent_command);
+        assert_eq!(
+            a.remote("u2", "show status"),
+            "sleep 1; pfx-agent show status"
+        );
         assert_eq!(
             c.unit_agent_command("u1"),
             "/usr/bin/pfx-agent --nic-backend mock"

@@ -14,7 +14,7 @@ use crate::config::FleetConfig;
 use crate::gate::UnitState;
 use crate::showpush::{answer, remote};
 use crate::ssh;
-use crate::store::{Store, StoreError, UnitRow};
+use crate::store::{Event, EventKind, Store, StoreError, UnitRow};
 
 /// How `control` runs.
 pub struct ControlOpts {
@@ -188,17 +188,21 @@ pub fn control(
             (Some(t), None) => Some(format!("{what} at {t}")),
             (None, x) => x.as_ref().map(|x| format!("{what}: {x}")),
         };
-        store.record_control(
-            run_id,
-            &r.unit,
-            r.site.as_deref(),
-            state,
-            &what,
-            reason.as_deref(),
-            readback.as_deref(),
-            r.effective_unix_us,
-            crate::agent::now_ms(),
-        )?;
+        store.record(&Event {
+            reason: reason.as_deref(),
+            readback: readback.as_deref(),
+            ..Event::new(
+                run_id,
+                &r.unit,
+                r.site.as_deref(),
+                state,
+                EventKind::Control {
+                    action: &what,
+                    effective_unix_us: r.effective_unix_us,
+                },
+                crate::agent::now_ms(),
+            )
+        })?;
         // Printed only after the commit: whatever this says is on disk.
         each(&r);
         rows.push((i, r));

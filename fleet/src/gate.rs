@@ -47,17 +47,15 @@ pub struct Latest {
 
 /// Whether a stored agent answer is a verified PAUSE-off: checked again here from the
 /// unit's own readback, not from the state label alone.
+/// Read as the agent's own type (pfx-api `ApplyReport`): a stored answer that is not one
+/// (another release's agent, a renamed field) does not verify.
 pub fn readback_verified(readback: &str) -> bool {
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(readback) else {
+    let Ok(r) = serde_json::from_str::<pfx_api::agent::ApplyReport>(readback) else {
         return false;
     };
-    let b = |p: &str| v.pointer(p).and_then(|x| x.as_bool());
-    b("/verified") == Some(true)
-        && b("/readback/pause/autoneg") == Some(false)
-        && b("/readback/pause/rx") == Some(false)
-        && b("/readback/pause/tx") == Some(false)
-        && b("/persisted/matches") == Some(true)
-        && b("/persisted/lower_readonly") == Some(true)
+    r.verified
+        && r.readback.and_then(|n| n.pause).is_some_and(|p| p.is_off())
+        && r.persisted.is_some_and(|p| p.matches && p.lower_readonly)
 }
 
 /// A unit counts as verified-fresh: done, verified readback, recorded within the window.
@@ -191,10 +189,12 @@ pub fn parse_duration_ms(s: &str) -> Option<u64> {
 pub(crate) mod tests {
     use super::*;
 
+    /// The agent's golden apply report (`api/tests/golden/agent-apply.json`, which the
+    /// agent's own test writes), compact as the state database keeps it.
     pub fn good_readback() -> String {
-        r#"{"verified":true,"readback":{"pause":{"autoneg":false,"rx":false,"tx":false}},
-            "persisted":{"matches":true,"lower_readonly":true}}"#
-            .into()
+        let v: serde_json::Value =
+            serde_json::from_str(&pfx_api::golden::read("agent-apply.json")).unwrap();
+        v.to_string()
     }
 
     fn latest(state: UnitState, at: u64, rb: Option<String>) -> Option<Latest> {
@@ -249,8 +249,7 @@ pub(crate) mod tests {
     #[test]
     fn a_done_label_without_a_verified_readback_blocks() {
         let now = 10 * H;
-        let lying = r#"{"verified":true,"readback":{"pause":{"autoneg":false,"rx":true,"tx":false}},
-            "persisted":{"matches":true,"lower_readonly":true}}"#;
+        let lying = good_readback().replace(r#""rx":false"#, r#""rx":true"#);
         let rw_lower =
             good_readback().replace(r#""lower_readonly":true"#, r#""lower_readonly":false"#);
         for rb in [lying.to_string(), rw_lower, "not json".into()] {

@@ -1,15 +1,18 @@
 //! `pfx-fleet`: the operator side. See docs/fleet.md.
 
 use anyhow::{Context, Result, bail};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use pfx_fleet::agent::now_ms;
 use pfx_fleet::config::FleetConfig;
-use pfx_fleet::gate::{self, human_age};
+use pfx_fleet::gate;
 use pfx_fleet::store::{Store, UnitRow};
 use pfx_fleet::{discover, push, rollout, showpush};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+
+mod print;
 
 #[derive(Parser)]
 #[command(
@@ -103,8 +106,8 @@ enum Cmd {
         #[arg(long)]
         site: Option<String>,
         /// A readback older than this is not fresh (a number with ms, s, m, h or d).
-        #[arg(long, default_value = "24h")]
-        max_age: String,
+        #[arg(long, default_value = "24h", value_parser = parse_max_age)]
+        max_age: u64,
         /// Print the rows as JSON.
         #[arg(long)]
         json: bool,
@@ -160,8 +163,8 @@ enum Cmd {
         #[arg(long, default_value_t = 32)]
         parallel: usize,
         /// Units verified more recently than this are skipped (resume).
-        #[arg(long, default_value = "24h")]
-        max_age: String,
+        #[arg(long, default_value = "24h", value_parser = parse_max_age)]
+        max_age: u64,
         /// pause-off: push even to units already verified fresh; update: install even a
         /// bundle older than a unit's booted version (going back on purpose).
         #[arg(long)]
@@ -217,8 +220,8 @@ enum Cmd {
         #[arg(long)]
         site: String,
         /// A readback older than this does not count (a number with ms, s, m, h or d).
-        #[arg(long, default_value = "24h")]
-        max_age: String,
+        #[arg(long, default_value = "24h", value_parser = parse_max_age)]
+        max_age: u64,
         /// Print the decision and its blockers as JSON.
         #[arg(long)]
         json: bool,
@@ -232,8 +235,8 @@ enum Cmd {
         #[arg(long)]
         site: String,
         /// The gate's window: a readback older than this does not count.
-        #[arg(long, default_value = "24h")]
-        max_age: String,
+        #[arg(long, default_value = "24h", value_parser = parse_max_age)]
+        max_age: u64,
         /// Seconds to wait for each pole's HTTP answer.
         #[arg(long, default_value_t = 10)]
         timeout_s: u64,
@@ -470,13 +473,19 @@ fn operator() -> String {
     }
 }
 
-fn max_age(s: &str) -> Result<u64> {
+/// `--max-age`, checked when the arguments are read, so a bad window is refused before
+/// the database or any unit is touched.
+fn parse_max_age(s: &str) -> Result<u64, String> {
     gate::parse_duration_ms(s)
-        .with_context(|| format!("--max-age {s:?}: use a number with ms, s, m, h or d (e.g. 24h)"))
+        .ok_or_else(|| format!("{s:?}: use a number with ms, s, m, h or d (e.g. 24h)"))
 }
 
 /// Writes the config's explicit units into the database, so every command sees them.
-fn sync_config_units(store: &Store, cfg: &FleetConfig) -> Result<()> {
+/// `seen` is whether this command reaches units (SSH, HTTP or mDNS): only then is each
+/// unit's `seen_ms` moved to now; a command that reads the database alone (`status`,
+/// `gate`, `rollout`, `history`) leaves the recorded time as it was.
+fn sync_config_units(store: &Store, cfg: &FleetConfig, seen: bool) -> Result<()> {
+    let seen_ms = if seen { now_ms() } else { 0 };
     for s in &cfg.sites {
         for u in &s.units {
             store.upsert_unit(&UnitRow {
@@ -487,37 +496,27 @@ fn sync_config_units(store: &Store, cfg: &FleetConfig) -> Result<()> {
                 source: "config".into(),
                 version: None,
                 txt: None,
-                seen_ms: now_ms(),
+                seen_ms,
             })?;
         }
     }
     Ok(())
 }
 
-/// One row of `pfx-fleet status --json`. The fields are in alphabetical order because that
-/// is the order the JSON has always had (it was a sorted `serde_json` map); `readback` is
-/// the agent's answer as recorded, possibly from an older agent, so it stays untyped.
-#[derive(serde::Serialize)]
-struct StatusRow {
-    host: String,
-    port: u16,
-    readback: Option<serde_json::Value>,
-    reason: Option<String>,
-    recorded_ms: Option<u64>,
-    site: Option<String>,
-    /// The unit's software version (its booted slot's) as it last read back to `push
-    /// update`, None when no update has reached it.
-    software: Option<String>,
-    source: String,
-    state: String,
-    unit: String,
-    verified_fresh: bool,
-    version: Option<String>,
-}
-
-fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
-    Ok(())
+impl Cmd {
+    /// Whether the command talks to units (and so may say when each was seen).
+    fn reaches_units(&self) -> bool {
+        match self {
+            Cmd::Discover { .. }
+            | Cmd::Push { .. }
+            | Cmd::Control { .. }
+            | Cmd::Shows { .. }
+            | Cmd::Top { .. } => true,
+            Cmd::Status { .. } | Cmd::Gate { .. } | Cmd::Rollout { .. } | Cmd::History { .. } => {
+                false
+            }
+        }
+    }
 }
 
 fn gate_decision(store: &Store, site: &str, max_age_ms: u64) -> Result<gate::GateDecision> {
@@ -528,27 +527,6 @@ fn gate_decision(store: &Store, site: &str, max_age_ms: u64) -> Result<gate::Gat
         v.push((u.unit_id, l));
     }
     Ok(gate::decide(site, &v, now_ms(), max_age_ms))
-}
-
-fn print_gate(d: &gate::GateDecision) {
-    if d.open {
-        println!(
-            "gate fallback site {}: OPEN ({} units verified within {})",
-            d.site,
-            d.units,
-            human_age(d.max_age_ms)
-        );
-    } else {
-        println!(
-            "gate fallback site {}: CLOSED ({} blockers of {} units)",
-            d.site,
-            d.blockers.len(),
-            d.units
-        );
-        for b in &d.blockers {
-            println!("  {}: {}", b.unit, b.reason);
-        }
-    }
 }
 
 /// The units a push goes to: `--unit`s (each must be known), else the site's, else all.
@@ -577,7 +555,47 @@ fn push_targets(store: &Store, site: Option<&str>, unit: &[String]) -> Result<Ve
     Ok(targets)
 }
 
-fn run(cli: Cli) -> Result<u8> {
+/// What every command is handed: the config, the open database and the command line as
+/// recorded with each run.
+struct Ctx {
+    cfg: FleetConfig,
+    config_path: PathBuf,
+    db: PathBuf,
+    store: Store,
+    /// The command line, as JSON, for the runs table.
+    args: String,
+}
+
+/// Flags given on the command line that not every form of a command takes; clap cannot
+/// tell a default from a given value, so `main` asks the matches.
+#[derive(Default)]
+struct Given {
+    chunk_mib: bool,
+}
+
+/// Flags one form of `push` takes and another does not are refused before anything is
+/// opened or any unit is asked, so an operator never believes a flag did something.
+fn refuse_ignored_flags(cmd: &Cmd, given: &Given) -> Result<()> {
+    match cmd {
+        Cmd::Push {
+            what: PushWhat::Show,
+            force: true,
+            ..
+        } => bail!(
+            "push show takes no --force: a show is sent only where a unit lacks it by hash and checked there before it switches, so there is nothing to force; drop --force"
+        ),
+        Cmd::Push {
+            what: PushWhat::PauseOff,
+            ..
+        } if given.chunk_mib => bail!(
+            "push pause-off takes no --chunk-mib: it sends one small command per unit, nothing in chunks; --chunk-mib is for push show and push update"
+        ),
+        _ => Ok(()),
+    }
+}
+
+fn run(cli: Cli, given: &Given) -> Result<u8> {
+    refuse_ignored_flags(&cli.cmd, given)?;
     let cfg = FleetConfig::load(&cli.config)?;
     let db = cli
         .db
@@ -585,121 +603,33 @@ fn run(cli: Cli) -> Result<u8> {
         .or_else(|| cfg.state_db.clone())
         .unwrap_or_else(|| "/var/lib/pfx-fleet/fleet.db".into());
     let store = Store::open(&db)?;
-    sync_config_units(&store, &cfg)?;
+    sync_config_units(&store, &cfg, cli.cmd.reaches_units())?;
     let argv: Vec<String> = std::env::args().skip(1).collect();
-    let args = serde_json::to_string(&argv)?;
-    match cli.cmd {
+    let cx = Ctx {
+        cfg,
+        config_path: cli.config,
+        db,
+        store,
+        args: serde_json::to_string(&argv)?,
+    };
+    run_cmd(&cx, cli.cmd)
+}
+
+/// The command, with the config and the database open.
+fn run_cmd(cx: &Ctx, cmd: Cmd) -> Result<u8> {
+    match cmd {
         Cmd::Discover {
             timeout_s,
             mdns_port,
             loopback_only,
             ssh_port,
             json,
-        } => {
-            let found = discover::browse(Duration::from_secs(timeout_s), mdns_port, loopback_only)?;
-            let mut rows = Vec::new();
-            for f in &found {
-                let site = cfg.site_for(&f.unit, f.addr);
-                let Some(addr) = f.addr else { continue };
-                let row = UnitRow {
-                    unit_id: f.unit.clone(),
-                    site: site.clone(),
-                    host: addr.to_string(),
-                    port: ssh_port.unwrap_or(cfg.ssh.port),
-                    source: if cfg
-                        .sites
-                        .iter()
-                        .any(|s| s.units.iter().any(|u| u.id == f.unit))
-                    {
-                        "config".into()
-                    } else {
-                        "mdns".into()
-                    },
-                    version: f.version.clone(),
-                    txt: serde_json::to_string(f).ok(),
-                    seen_ms: now_ms(),
-                };
-                store.upsert_unit(&row)?;
-                rows.push(row);
-            }
-            if json {
-                print_json(&rows)?;
-            } else {
-                println!("{} units found over mDNS", rows.len());
-                for r in &rows {
-                    println!(
-                        "  {:<16} {:<15} site={} version={}",
-                        r.unit_id,
-                        r.host,
-                        r.site
-                            .as_deref()
-                            .unwrap_or("(none: add it or a subnet rule)"),
-                        r.version.as_deref().unwrap_or("?")
-                    );
-                }
-            }
-            Ok(0)
-        }
+        } => discover_cmd(cx, timeout_s, mdns_port, loopback_only, ssh_port, json),
         Cmd::Status {
             site,
-            max_age: ma,
+            max_age,
             json,
-        } => {
-            let ma = max_age(&ma)?;
-            let now = now_ms();
-            let mut out = Vec::new();
-            for u in store.units(site.as_deref())? {
-                let l = store.latest_unit(&u.unit_id)?;
-                let verified = l.as_ref().map(|l| gate::fresh_verified(l, now, ma));
-                out.push(StatusRow {
-                    host: u.host,
-                    port: u.port,
-                    readback: l
-                        .as_ref()
-                        .and_then(|l| l.readback.as_deref())
-                        .and_then(|r| serde_json::from_str(r).ok()),
-                    reason: l.as_ref().and_then(|l| l.reason.clone()),
-                    recorded_ms: l.as_ref().map(|l| l.recorded_ms),
-                    site: u.site,
-                    software: store.software(&u.unit_id)?.map(|(v, _)| v),
-                    source: u.source,
-                    state: l
-                        .as_ref()
-                        .map(|l| l.state.as_str())
-                        .unwrap_or("never")
-                        .into(),
-                    unit: u.unit_id,
-                    verified_fresh: matches!(verified, Some(Ok(()))),
-                    version: u.version,
-                });
-            }
-            if json {
-                print_json(&out)?;
-            } else {
-                println!(
-                    "{:<16} {:<10} {:<21} {:<12} {:<8} {:<6} {:<8} reason",
-                    "unit", "site", "host", "software", "state", "fresh", "age"
-                );
-                for r in &out {
-                    let age = r
-                        .recorded_ms
-                        .map(|t| human_age(now.saturating_sub(t)))
-                        .unwrap_or_else(|| "-".into());
-                    println!(
-                        "{:<16} {:<10} {:<21} {:<12} {:<8} {:<6} {:<8} {}",
-                        r.unit,
-                        r.site.as_deref().unwrap_or("-"),
-                        format!("{}:{}", r.host, r.port),
-                        r.software.as_deref().unwrap_or("-"),
-                        r.state,
-                        if r.verified_fresh { "yes" } else { "no" },
-                        age,
-                        r.reason.as_deref().unwrap_or("")
-                    );
-                }
-            }
-            Ok(0)
-        }
+        } => status_cmd(cx, site.as_deref(), max_age, json),
         Cmd::Push {
             what: PushWhat::Show,
             dir,
@@ -712,149 +642,21 @@ fn run(cli: Cli) -> Result<u8> {
             ..
         } => {
             let dir = dir.context("push show needs the show directory: pfx-fleet push show DIR")?;
-            if !(1..=256).contains(&chunk_mib) {
-                bail!("--chunk-mib {chunk_mib}: give 1..=256");
-            }
-            let show = showpush::read_show_dir(&dir, name.as_deref())
-                .with_context(|| format!("reading the show in {}", dir.display()))?;
-            let targets = push_targets(&store, site.as_deref(), &unit)?;
-            let bars = pfx_fleet::top::term::is_tty(2) && !json;
-            let sum = showpush::push_show(
-                &store,
-                &cfg,
-                show,
-                targets,
-                &showpush::ShowPushOpts {
-                    parallel,
-                    chunk_bytes: chunk_mib << 20,
-                    operator: operator(),
-                    args,
-                    site,
-                    bars,
-                },
-            )?;
-            if json {
-                print_json(&sum)?;
-            } else {
-                println!(
-                    "push show {} run {}: {} files ({} bytes), {} targets, {} done, {} pending, {} failed",
-                    sum.show,
-                    sum.run_id,
-                    sum.files,
-                    sum.bytes,
-                    sum.targets,
-                    sum.done,
-                    sum.pending,
-                    sum.failed
-                );
-            }
-            Ok(if sum.pending + sum.failed == 0 { 0 } else { 1 })
+            push_show_cmd(
+                cx,
+                &dir,
+                name.as_deref(),
+                chunk_mib,
+                site,
+                &unit,
+                parallel,
+                json,
+            )
         }
-        Cmd::Push {
+        c @ Cmd::Push {
             what: PushWhat::Update,
-            dir,
-            chunk_mib,
-            site,
-            unit,
-            parallel,
-            force,
-            json,
-            switch,
-            canary,
-            wave,
-            timeout,
-            keyring,
-            poll_s,
             ..
-        } => {
-            let path =
-                dir.context("push update needs the bundle: pfx-fleet push update BUNDLE --site S")?;
-            if !(1..=256).contains(&chunk_mib) {
-                bail!("--chunk-mib {chunk_mib}: give 1..=256");
-            }
-            let timeout = gate::parse_duration_ms(&timeout)
-                .filter(|t| *t >= 1000)
-                .with_context(|| {
-                    format!("--timeout {timeout:?}: a number with s, m or h (e.g. 15m)")
-                })?;
-            let now_s = (now_ms() / 1000) as i64;
-            let sw = match &switch {
-                SwitchArg::Now => pfx_fleet::updatepush::Switch::Now,
-                SwitchArg::Idle => pfx_fleet::updatepush::Switch::Idle,
-                SwitchArg::At(t) => {
-                    let at = pfx_fleet::updatepush::parse_switch_time(t, now_s)
-                        .map_err(anyhow::Error::msg)?;
-                    if at <= now_s {
-                        bail!(
-                            "--switch at {t}: that time has passed; give a later one, or --switch now"
-                        );
-                    }
-                    pfx_fleet::updatepush::Switch::At(at)
-                }
-            };
-            let rauc = pfx_fleet::updatepush::find_on_path("rauc");
-            let bundle =
-                pfx_fleet::updatepush::read_bundle(&path, keyring.as_deref(), rauc.as_deref())
-                    .map_err(anyhow::Error::msg)
-                    .with_context(|| format!("reading the bundle {}", path.display()))?;
-            let targets = push_targets(&store, site.as_deref(), &unit)?;
-            let bars = pfx_fleet::top::term::is_tty(2) && !json;
-            eprintln!(
-                "push update: {} {} for {} ({} bytes, sha256 {}, read with {}) to {} units",
-                path.display(),
-                bundle.info.version,
-                bundle.info.compatible,
-                bundle.info.size,
-                bundle.info.sha256,
-                bundle.source,
-                targets.len()
-            );
-            let sum = pfx_fleet::updatepush::push_update(
-                &store,
-                &cfg,
-                bundle,
-                targets,
-                &pfx_fleet::updatepush::UpdatePushOpts {
-                    parallel,
-                    chunk_bytes: chunk_mib << 20,
-                    canary,
-                    wave_pct: wave,
-                    switch: sw,
-                    timeout: Duration::from_millis(timeout),
-                    force,
-                    poll: seconds("--poll-s", poll_s)?,
-                    operator: operator(),
-                    args,
-                    site,
-                    bars,
-                    json,
-                },
-            )?;
-            if json {
-                println!("{}", serde_json::to_string(&sum)?);
-            } else {
-                println!(
-                    "push update {} run {}: {} targets in waves {:?}, {} already done, {} done, {} pending, {} failed{}",
-                    sum.version,
-                    sum.run_id,
-                    sum.targets,
-                    sum.waves,
-                    sum.skipped_done,
-                    sum.done,
-                    sum.pending,
-                    sum.failed,
-                    sum.stopped_at
-                        .as_ref()
-                        .map(|u| format!(
-                            "; STOPPED at {u}: {}",
-                            sum.stop_reason.as_deref().unwrap_or("")
-                        ))
-                        .unwrap_or_default()
-                );
-            }
-            let all = sum.skipped_done + sum.done == sum.targets;
-            Ok(if all { 0 } else { 1 })
-        }
+        } => push_update_from(cx, c),
         Cmd::Control {
             action,
             output,
@@ -862,285 +664,440 @@ fn run(cli: Cli) -> Result<u8> {
             unit,
             parallel,
             json,
-        } => {
-            let mut words: Vec<&str> = action.iter().map(String::as_str).collect();
-            if let Some(o) = &output {
-                words.extend(["--output", o.as_str()]);
-            }
-            // Bad words are refused here, before any unit hears of them.
-            let action = pfx_api::control::Action::from_words(&words)
-                .map_err(|e| anyhow::anyhow!("control: {e}"))?;
-            if site.is_none() && unit.is_empty() {
-                bail!("control: say which units: --site S, or --unit U (repeatable)");
-            }
-            let targets = push_targets(&store, site.as_deref(), &unit)?;
-            if targets.is_empty() {
-                bail!(
-                    "control: no units{}: list them in the fleet config or run discover",
-                    site.as_deref()
-                        .map(|s| format!(" in site {s}"))
-                        .unwrap_or_default()
-                );
-            }
-            let sum = pfx_fleet::controlpush::control(
-                &store,
-                &cfg,
-                targets,
-                &action,
-                &pfx_fleet::controlpush::ControlOpts {
-                    parallel: parallel.clamp(1, 256),
-                    operator: operator(),
-                    args,
-                    site,
-                },
-                |r| {
-                    if !json {
-                        println!("{}", pfx_fleet::controlpush::line(&action, r));
-                    }
-                },
-            )?;
-            if json {
-                print_json(&sum)?;
-            } else {
-                println!(
-                    "control {} run {}: {} units, {} taken, {} not taken, {} not reached",
-                    sum.action, sum.run_id, sum.targets, sum.done, sum.failed, sum.pending
-                );
-            }
-            Ok(if sum.done == sum.targets { 0 } else { 1 })
-        }
+        } => control_cmd(cx, &action, output.as_deref(), site, &unit, parallel, json),
         Cmd::Shows {
             site,
             parallel,
             json,
-        } => {
-            let units = store.units(site.as_deref())?;
-            if units.is_empty() {
-                bail!(
-                    "no units{}: list them in the fleet config or run discover",
-                    site.map(|s| format!(" in site {s}")).unwrap_or_default()
-                );
-            }
-            let rows = showpush::shows(&cfg, units, parallel);
-            if json {
-                print_json(&rows)?;
-            } else {
-                let now = now_ms();
-                println!(
-                    "{:<16} {:<10} {:<24} {:<17} {:<7} {:<9} note",
-                    "unit", "site", "playing", "id", "source", "since"
-                );
-                for r in &rows {
-                    println!(
-                        "{:<16} {:<10} {:<24} {:<17} {:<7} {:<9} {}",
-                        r.unit,
-                        r.site.as_deref().unwrap_or("-"),
-                        r.playing
-                            .as_deref()
-                            .unwrap_or(if r.answered { "?" } else { "-" }),
-                        r.show_id.as_deref().unwrap_or("-"),
-                        r.source.as_deref().unwrap_or("-"),
-                        r.since_unix_ms
-                            .map(|t| human_age(now.saturating_sub(t)) + " ago")
-                            .unwrap_or_else(|| "-".into()),
-                        r.reason.as_deref().unwrap_or("")
-                    );
-                }
-            }
-            Ok(if rows.iter().all(|r| r.answered) {
-                0
-            } else {
-                1
-            })
-        }
-        Cmd::Push {
+        } => shows_cmd(cx, site, parallel, json),
+        c @ Cmd::Push {
             what: PushWhat::PauseOff,
-            site,
-            unit,
-            parallel,
-            max_age: ma,
-            force,
-            json,
             ..
-        } => {
-            let ma = max_age(&ma)?;
-            let targets = push_targets(&store, site.as_deref(), &unit)?;
-            let sum = push::push_pause_off(
-                &store,
-                &cfg,
-                targets,
-                &push::PushOpts {
-                    parallel,
-                    max_age_ms: ma,
-                    force,
-                    operator: operator(),
-                    args,
-                    site,
-                },
-            )?;
-            if json {
-                print_json(&sum)?;
-            } else {
-                println!(
-                    "push pause-off run {}: {} targets, {} skipped (fresh), {} done, {} pending, {} failed",
-                    sum.run_id, sum.targets, sum.skipped_fresh, sum.done, sum.pending, sum.failed
-                );
-            }
-            Ok(if sum.pending + sum.failed == 0 { 0 } else { 1 })
-        }
+        } => push_pause_off_from(cx, c),
         Cmd::Gate {
             what: _,
             site,
-            max_age: ma,
+            max_age,
             json,
         } => {
-            let d = gate_decision(&store, &site, max_age(&ma)?)?;
+            let d = gate_decision(&cx.store, &site, max_age)?;
             if json {
-                print_json(&d)?
+                print::json(&d)?
             } else {
-                print_gate(&d)
+                print::gate(&d)
             }
             Ok(if d.open { 0 } else { 1 })
         }
         Cmd::Rollout {
             what: _,
             site,
-            max_age: ma,
+            max_age,
             timeout_s,
             json,
-        } => {
-            let sc = cfg
-                .site(&site)
-                .with_context(|| format!("site {site} is not in {}", cli.config.display()))?;
-            let d = gate_decision(&store, &site, max_age(&ma)?)?;
-            if !d.open {
-                print_gate(&d);
-                eprintln!(
-                    "pfx-fleet: rollout fallback refused: the gate for site {site} is closed"
-                );
-                return Ok(3);
-            }
-            let token = rollout::read_token(sc)?;
-            let sum = rollout::rollout(
-                &store,
-                sc,
-                &token,
-                &operator(),
-                &args,
-                Duration::from_secs(timeout_s),
-            )?;
-            if json {
-                print_json(&sum)?;
-            } else {
-                println!(
-                    "rollout fallback site {site} run {}: {} poles, {} already done, {} done now{}",
-                    sum.run_id,
-                    sum.poles,
-                    sum.skipped_done,
-                    sum.done,
-                    sum.stopped_at
-                        .as_ref()
-                        .map(|p| format!(
-                            "; STOPPED at {p}: {}",
-                            sum.reason.as_deref().unwrap_or("")
-                        ))
-                        .unwrap_or_default()
-                );
-            }
-            Ok(if sum.stopped_at.is_some() { 1 } else { 0 })
-        }
-        Cmd::Top {
-            site,
-            unit,
-            interval_s,
-            timeout_s,
-            parallel,
-            http_port,
-            count,
-            json,
-        } => {
-            let o = TopOpts {
-                interval: seconds("--interval-s", interval_s)?,
-                timeout: seconds("--timeout-s", timeout_s)?,
-                parallel: parallel.max(1),
-                count,
-                site,
-            };
-            let units = top_units(&store, &o.site, &unit, http_port)?;
-            if json {
-                let rows = pfx_fleet::top::poll(&units, o.parallel, o.timeout);
-                print_json(&rows)?;
-                Ok(if rows.iter().all(|r| r.answered) {
-                    0
-                } else {
-                    1
-                })
-            } else {
-                top_live(&units, &o)
-            }
-        }
+        } => rollout_cmd(cx, &site, max_age, timeout_s, json),
+        c @ Cmd::Top { .. } => top_from(cx, c),
         Cmd::History { limit, json } => {
-            let h = store.history(limit)?;
+            let h = cx.store.history(limit)?;
             if json {
-                print_json(&h)?;
+                print::json(&h)?;
             } else {
-                if h.is_empty() {
-                    println!("no pushes or rollouts recorded yet in {}", db.display());
-                }
-                for r in &h {
-                    println!(
-                        "{} run {} {} by {}: {} {} ({}) -> {}{}",
-                        gate::utc(r.recorded_ms),
-                        r.run_id,
-                        r.kind,
-                        r.operator,
-                        r.target_kind,
-                        r.target,
-                        r.site.as_deref().unwrap_or("-"),
-                        r.state,
-                        r.reason
-                            .as_ref()
-                            .map(|x| format!(": {x}"))
-                            .unwrap_or_default()
-                    );
-                }
+                print::history(&h, &cx.db);
             }
             Ok(0)
         }
     }
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(cli) {
-        Ok(c) => ExitCode::from(c),
-        Err(e) => pfx_api::exit::report("pfx-fleet", e.as_ref()),
+/// `push update BUNDLE`: its flags checked and turned into the push's options.
+fn push_update_from(cx: &Ctx, cmd: Cmd) -> Result<u8> {
+    let Cmd::Push {
+        what: PushWhat::Update,
+        dir,
+        chunk_mib,
+        site,
+        unit,
+        parallel,
+        force,
+        json,
+        switch,
+        canary,
+        wave,
+        timeout,
+        keyring,
+        poll_s,
+        ..
+    } = cmd
+    else {
+        bail!("push_update_from was handed another command");
+    };
+    let path =
+        dir.context("push update needs the bundle: pfx-fleet push update BUNDLE --site S")?;
+    let chunk_bytes = chunk_bytes(chunk_mib)?;
+    let timeout = gate::parse_duration_ms(&timeout)
+        .filter(|t| *t >= 1000)
+        .with_context(|| format!("--timeout {timeout:?}: a number with s, m or h (e.g. 15m)"))?;
+    let opts = pfx_fleet::updatepush::UpdatePushOpts {
+        parallel,
+        chunk_bytes,
+        canary,
+        wave_pct: wave,
+        switch: update_switch(&switch)?,
+        timeout: Duration::from_millis(timeout),
+        force,
+        poll: seconds("--poll-s", poll_s)?,
+        operator: operator(),
+        args: cx.args.clone(),
+        site,
+        bars: pfx_fleet::top::term::is_tty(2) && !json,
+        json,
+    };
+    push_update_cmd(cx, &path, keyring.as_deref(), &unit, opts)
+}
+
+/// `top`: the live view, or one JSON snapshot.
+fn top_from(cx: &Ctx, cmd: Cmd) -> Result<u8> {
+    let Cmd::Top {
+        site,
+        unit,
+        interval_s,
+        timeout_s,
+        parallel,
+        http_port,
+        count,
+        json,
+    } = cmd
+    else {
+        bail!("top_from was handed another command");
+    };
+    let o = TopOpts {
+        interval: seconds("--interval-s", interval_s)?,
+        timeout: seconds("--timeout-s", timeout_s)?,
+        parallel: parallel.max(1),
+        count,
+        site,
+    };
+    let units = top_units(&cx.store, &o.site, &unit, http_port)?;
+    if json {
+        let rows = pfx_fleet::top::poll(&units, o.parallel, o.timeout);
+        print::json(&rows)?;
+        Ok(if rows.iter().all(|r| r.answered) {
+            0
+        } else {
+            1
+        })
+    } else {
+        top_live(&units, &o)
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// `push pause-off`.
+fn push_pause_off_from(cx: &Ctx, cmd: Cmd) -> Result<u8> {
+    let Cmd::Push {
+        what: PushWhat::PauseOff,
+        site,
+        unit,
+        parallel,
+        max_age,
+        force,
+        json,
+        ..
+    } = cmd
+    else {
+        bail!("push_pause_off_from was handed another command");
+    };
+    let targets = push_targets(&cx.store, site.as_deref(), &unit)?;
+    let opts = push::PushOpts {
+        parallel,
+        max_age_ms: max_age,
+        force,
+        operator: operator(),
+        args: cx.args.clone(),
+        site,
+    };
+    let sum = push::push_pause_off(&cx.store, &cx.cfg, targets, &opts)?;
+    if json {
+        print::json(&sum)?;
+    } else {
+        print::push_pause_off(&sum);
+    }
+    Ok(if sum.pending + sum.failed == 0 { 0 } else { 1 })
+}
 
-    /// `status --json` keeps the key order it had as a sorted map.
-    #[test]
-    fn status_row_keys_are_in_the_old_sorted_order() {
-        let row = StatusRow {
-            host: "10.0.0.1".into(),
-            port: 22,
-            readback: Some(serde_json::json!({"verified": true})),
-            reason: Some("applied and verified".into()),
-            recorded_ms: Some(1),
-            site: Some("hall-a".into()),
-            software: Some("2.0.0".into()),
-            source: "config".into(),
-            state: "done".into(),
-            unit: "u1".into(),
-            verified_fresh: true,
-            version: None,
+/// `--chunk-mib` in bytes, within 1..=256 MiB.
+fn chunk_bytes(chunk_mib: u64) -> Result<u64> {
+    if !(1..=256).contains(&chunk_mib) {
+        bail!("--chunk-mib {chunk_mib}: give 1..=256");
+    }
+    Ok(chunk_mib << 20)
+}
+
+fn discover_cmd(
+    cx: &Ctx,
+    timeout_s: u64,
+    mdns_port: u16,
+    loopback_only: bool,
+    ssh_port: Option<u16>,
+    json: bool,
+) -> Result<u8> {
+    let found = discover::browse(Duration::from_secs(timeout_s), mdns_port, loopback_only)?;
+    let mut rows = Vec::new();
+    for f in &found {
+        let site = cx.cfg.site_for(&f.unit, f.addr);
+        let Some(addr) = f.addr else { continue };
+        let in_config = cx
+            .cfg
+            .sites
+            .iter()
+            .any(|s| s.units.iter().any(|u| u.id == f.unit));
+        let row = UnitRow {
+            unit_id: f.unit.clone(),
+            site: site.clone(),
+            host: addr.to_string(),
+            port: ssh_port.unwrap_or(cx.cfg.ssh.port),
+            source: if in_config { "config" } else { "mdns" }.into(),
+            version: f.version.clone(),
+            txt: serde_json::to_string(f).ok(),
+            seen_ms: now_ms(),
         };
-        let typed = serde_json::to_string(&row).unwrap();
-        let sorted = serde_json::to_value(&row).unwrap().to_string();
-        assert_eq!(typed, sorted);
+        cx.store.upsert_unit(&row)?;
+        rows.push(row);
+    }
+    if json {
+        print::json(&rows)?;
+    } else {
+        print::discover(&rows);
+    }
+    Ok(0)
+}
+
+fn status_cmd(cx: &Ctx, site: Option<&str>, max_age_ms: u64, json: bool) -> Result<u8> {
+    let now = now_ms();
+    let mut out = Vec::new();
+    for u in cx.store.units(site)? {
+        let l = cx.store.latest_unit(&u.unit_id)?;
+        let verified = l.as_ref().map(|l| gate::fresh_verified(l, now, max_age_ms));
+        out.push(print::StatusRow {
+            host: u.host,
+            port: u.port,
+            readback: l
+                .as_ref()
+                .and_then(|l| l.readback.as_deref())
+                .and_then(|r| serde_json::from_str(r).ok()),
+            reason: l.as_ref().and_then(|l| l.reason.clone()),
+            recorded_ms: l.as_ref().map(|l| l.recorded_ms),
+            site: u.site,
+            software: cx.store.software(&u.unit_id)?.map(|(v, _)| v),
+            source: u.source,
+            state: l
+                .as_ref()
+                .map(|l| l.state.as_str())
+                .unwrap_or("never")
+                .into(),
+            unit: u.unit_id,
+            verified_fresh: matches!(verified, Some(Ok(()))),
+            version: u.version,
+        });
+    }
+    if json {
+        print::json(&out)?;
+    } else {
+        print::status(&out, now);
+    }
+    Ok(0)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn push_show_cmd(
+    cx: &Ctx,
+    dir: &std::path::Path,
+    name: Option<&str>,
+    chunk_mib: u64,
+    site: Option<String>,
+    unit: &[String],
+    parallel: usize,
+    json: bool,
+) -> Result<u8> {
+    let chunk_bytes = chunk_bytes(chunk_mib)?;
+    let show = showpush::read_show_dir(dir, name)
+        .with_context(|| format!("reading the show in {}", dir.display()))?;
+    let targets = push_targets(&cx.store, site.as_deref(), unit)?;
+    let opts = showpush::ShowPushOpts {
+        parallel,
+        chunk_bytes,
+        operator: operator(),
+        args: cx.args.clone(),
+        site,
+        bars: pfx_fleet::top::term::is_tty(2) && !json,
+    };
+    let sum = showpush::push_show(&cx.store, &cx.cfg, show, targets, &opts)?;
+    if json {
+        print::json(&sum)?;
+    } else {
+        print::push_show(&sum);
+    }
+    Ok(if sum.pending + sum.failed == 0 { 0 } else { 1 })
+}
+
+/// `--switch` as `push update` takes it; a time must still be ahead.
+fn update_switch(switch: &SwitchArg) -> Result<pfx_fleet::updatepush::Switch> {
+    let now_s = (now_ms() / 1000) as i64;
+    Ok(match switch {
+        SwitchArg::Now => pfx_fleet::updatepush::Switch::Now,
+        SwitchArg::Idle => pfx_fleet::updatepush::Switch::Idle,
+        SwitchArg::At(t) => {
+            let at =
+                pfx_fleet::updatepush::parse_switch_time(t, now_s).map_err(anyhow::Error::msg)?;
+            if at <= now_s {
+                bail!("--switch at {t}: that time has passed; give a later one, or --switch now");
+            }
+            pfx_fleet::updatepush::Switch::At(at)
+        }
+    })
+}
+
+fn push_update_cmd(
+    cx: &Ctx,
+    path: &std::path::Path,
+    keyring: Option<&std::path::Path>,
+    unit: &[String],
+    opts: pfx_fleet::updatepush::UpdatePushOpts,
+) -> Result<u8> {
+    let rauc = pfx_fleet::updatepush::find_on_path("rauc");
+    let bundle = pfx_fleet::updatepush::read_bundle(path, keyring, rauc.as_deref())
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("reading the bundle {}", path.display()))?;
+    let targets = push_targets(&cx.store, opts.site.as_deref(), unit)?;
+    eprintln!(
+        "push update: {} {} for {} ({} bytes, sha256 {}, read with {}) to {} units",
+        path.display(),
+        bundle.info.version,
+        bundle.info.compatible,
+        bundle.info.size,
+        bundle.info.sha256,
+        bundle.source,
+        targets.len()
+    );
+    let json = opts.json;
+    let sum = pfx_fleet::updatepush::push_update(&cx.store, &cx.cfg, bundle, targets, &opts)?;
+    if json {
+        println!("{}", serde_json::to_string(&sum)?);
+    } else {
+        print::push_update(&sum);
+    }
+    let all = sum.skipped_done + sum.done == sum.targets;
+    Ok(if all { 0 } else { 1 })
+}
+
+fn control_cmd(
+    cx: &Ctx,
+    action: &[String],
+    output: Option<&str>,
+    site: Option<String>,
+    unit: &[String],
+    parallel: usize,
+    json: bool,
+) -> Result<u8> {
+    let mut words: Vec<&str> = action.iter().map(String::as_str).collect();
+    if let Some(o) = output {
+        words.extend(["--output", o]);
+    }
+    // Bad words are refused here, before any unit hears of them.
+    let action = pfx_api::control::Action::from_words(&words)
+        .map_err(|e| anyhow::anyhow!("control: {e}"))?;
+    if site.is_none() && unit.is_empty() {
+        bail!("control: say which units: --site S, or --unit U (repeatable)");
+    }
+    let targets = push_targets(&cx.store, site.as_deref(), unit)?;
+    if targets.is_empty() {
+        bail!(
+            "control: no units{}: list them in the fleet config or run discover",
+            site.as_deref()
+                .map(|s| format!(" in site {s}"))
+                .unwrap_or_default()
+        );
+    }
+    let opts = pfx_fleet::controlpush::ControlOpts {
+        parallel: parallel.clamp(1, 256),
+        operator: operator(),
+        args: cx.args.clone(),
+        site,
+    };
+    let sum = pfx_fleet::controlpush::control(&cx.store, &cx.cfg, targets, &action, &opts, |r| {
+        if !json {
+            println!("{}", pfx_fleet::controlpush::line(&action, r));
+        }
+    })?;
+    if json {
+        print::json(&sum)?;
+    } else {
+        print::control(&sum);
+    }
+    Ok(if sum.done == sum.targets { 0 } else { 1 })
+}
+
+fn shows_cmd(cx: &Ctx, site: Option<String>, parallel: usize, json: bool) -> Result<u8> {
+    let units = cx.store.units(site.as_deref())?;
+    if units.is_empty() {
+        bail!(
+            "no units{}: list them in the fleet config or run discover",
+            site.map(|s| format!(" in site {s}")).unwrap_or_default()
+        );
+    }
+    let rows = showpush::shows(&cx.cfg, units, parallel);
+    if json {
+        print::json(&rows)?;
+    } else {
+        print::shows(&rows, now_ms());
+    }
+    Ok(if rows.iter().all(|r| r.answered) {
+        0
+    } else {
+        1
+    })
+}
+
+fn rollout_cmd(cx: &Ctx, site: &str, max_age_ms: u64, timeout_s: u64, json: bool) -> Result<u8> {
+    let sc = cx
+        .cfg
+        .site(site)
+        .with_context(|| format!("site {site} is not in {}", cx.config_path.display()))?;
+    let d = gate_decision(&cx.store, site, max_age_ms)?;
+    if !d.open {
+        print::gate(&d);
+        eprintln!("pfx-fleet: rollout fallback refused: the gate for site {site} is closed");
+        return Ok(3);
+    }
+    let token = rollout::read_token(sc)?;
+    let sum = rollout::rollout(
+        &cx.store,
+        sc,
+        &token,
+        &operator(),
+        &cx.args,
+        Duration::from_secs(timeout_s),
+    )?;
+    if json {
+        print::json(&sum)?;
+    } else {
+        print::rollout(site, &sum);
+    }
+    Ok(if sum.stopped_at.is_some() { 1 } else { 0 })
+}
+
+fn main() -> ExitCode {
+    let matches = Cli::command().get_matches();
+    let given = Given {
+        chunk_mib: matches
+            .subcommand_matches("push")
+            .and_then(|m| m.value_source("chunk_mib"))
+            == Some(ValueSource::CommandLine),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    match run(cli, &given) {
+        Ok(c) => ExitCode::from(c),
+        Err(e) => pfx_api::exit::report("pfx-fleet", e.as_ref()),
     }
 }

@@ -5,8 +5,8 @@ use crate::agent::now_ms;
 use crate::config::FleetConfig;
 use crate::gate::{self, UnitState};
 use crate::ssh;
-use crate::store::{Store, StoreError, UnitRow};
-use std::collections::{HashMap, VecDeque};
+use crate::store::{Event, EventKind, Store, StoreError, UnitRow};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -36,15 +36,8 @@ enum Msg {
     Finished(UnitRow, ssh::Outcome),
 }
 
-/// What goes over SSH: the verb alone for image units (their forced command is the agent's
-/// dispatcher), after the configured prefix otherwise.
-pub fn remote_command(agent_command: &str) -> String {
-    let verb = "apply pause-off --json";
-    match agent_command.trim() {
-        "" => verb.to_string(),
-        prefix => format!("{prefix} {verb}"),
-    }
-}
+/// The verb `push pause-off` sends: `apply` answers with its own readback.
+const VERB: &str = "apply pause-off --json";
 
 /// A run as both pushes open it: its row in `runs` and, when there is a unit to reach,
 /// one private directory of SSH control sockets for the run (each unit's commands share
@@ -161,21 +154,10 @@ pub fn push_pause_off(
     }
     // Each unit's remote command, resolved once here (units without their own
     // agent_command, such as discovered ones, get the fleet-wide one).
-    let own: HashMap<&str, &str> = cfg
-        .sites
-        .iter()
-        .flat_map(|s| s.units.iter())
-        .filter_map(|u| Some((u.id.as_str(), u.agent_command.as_deref()?)))
-        .collect();
+    let agents = cfg.agent_commands();
     let jobs: Vec<(String, UnitRow)> = todo
         .into_iter()
-        .map(|u| {
-            let agent = own
-                .get(u.unit_id.as_str())
-                .copied()
-                .unwrap_or(&cfg.agent_command);
-            (remote_command(agent), u)
-        })
+        .map(|u| (agents.remote(&u.unit_id, VERB), u))
         .collect();
     let (tx, rx) = mpsc::channel::<Msg>();
     let ssh_cfg = cfg.ssh.clone();
@@ -208,30 +190,32 @@ pub fn push_pause_off(
     for m in rx {
         match m {
             Msg::Started(u) => {
-                store.record_unit(
+                store.record(&Event::new(
                     run_id,
                     &u.unit_id,
                     u.site.as_deref(),
                     UnitState::Started,
-                    None,
-                    None,
-                    None,
+                    EventKind::PauseOff { unit_read_ms: None },
                     now_ms(),
-                )?;
+                ))?;
             }
             // Closing on a signal: nothing more is recorded (see OpenRun::closing).
             _ if run.closing() => {}
             Msg::Finished(u, out) => {
-                store.record_unit(
-                    run_id,
-                    &u.unit_id,
-                    u.site.as_deref(),
-                    out.state,
-                    out.reason.as_deref(),
-                    out.readback.as_deref(),
-                    out.unit_read_ms,
-                    now_ms(),
-                )?;
+                store.record(&Event {
+                    reason: out.reason.as_deref(),
+                    readback: out.readback.as_deref(),
+                    ..Event::new(
+                        run_id,
+                        &u.unit_id,
+                        u.site.as_deref(),
+                        out.state,
+                        EventKind::PauseOff {
+                            unit_read_ms: out.unit_read_ms,
+                        },
+                        now_ms(),
+                    )
+                })?;
                 // Printed only after the commit: whatever this line reports is on disk.
                 pb.suspend(|| {
                     eprintln!(
@@ -284,9 +268,10 @@ fn close_on_signal(dir: Arc<ssh::ControlDir>) -> Option<signal_hook::iterator::H
 mod tests {
     #[test]
     fn remote_command_is_the_bare_verb_by_default() {
-        assert_eq!(super::remote_command(""), "apply pause-off --json");
+        use crate::config::remote_command;
+        assert_eq!(remote_command("", super::VERB), "apply pause-off --json");
         assert_eq!(
-            super::remote_command("/usr/bin/pfx-agent "),
+            remote_command("/usr/bin/pfx-agent ", super::VERB),
             "/usr/bin/pfx-agent apply pause-off --json"
         );
     }

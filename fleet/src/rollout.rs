@@ -4,8 +4,9 @@
 
 use crate::agent::now_ms;
 use crate::config::{PoleConfig, SiteConfig};
+use crate::gate::UnitState;
 use crate::http;
-use crate::store::{Store, StoreError};
+use crate::store::{Event, EventKind, Store, StoreError};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -166,7 +167,17 @@ pub fn rollout(
             sum.skipped_done += 1;
             continue;
         }
-        store.record_pole(run_id, &site.name, &p.id, "started", None, None, now_ms())?;
+        let pole = |state| {
+            Event::new(
+                run_id,
+                &p.id,
+                Some(&site.name),
+                state,
+                EventKind::Pole,
+                now_ms(),
+            )
+        };
+        store.record(&pole(UnitState::Started))?;
         match enable_one(p, token, timeout) {
             Ok((rb, changed)) => {
                 let reason = if changed {
@@ -174,15 +185,11 @@ pub fn rollout(
                 } else {
                     "already enabled; readback verified"
                 };
-                store.record_pole(
-                    run_id,
-                    &site.name,
-                    &p.id,
-                    "done",
-                    Some(reason),
-                    Some(&rb.to_string()),
-                    now_ms(),
-                )?;
+                store.record(&Event {
+                    reason: Some(reason),
+                    readback: Some(&rb.to_string()),
+                    ..pole(UnitState::Done)
+                })?;
                 eprintln!(
                     "recorded pole {} done: {reason}{}",
                     p.id,
@@ -191,15 +198,10 @@ pub fn rollout(
                 sum.done += 1;
             }
             Err(reason) => {
-                store.record_pole(
-                    run_id,
-                    &site.name,
-                    &p.id,
-                    "failed",
-                    Some(&reason),
-                    None,
-                    now_ms(),
-                )?;
+                store.record(&Event {
+                    reason: Some(&reason),
+                    ..pole(UnitState::Failed)
+                })?;
                 eprintln!("recorded pole {} failed: {reason}; rollout stopped", p.id);
                 sum.stopped_at = Some(p.id.clone());
                 sum.reason = Some(reason);

@@ -8,7 +8,7 @@ use crate::agent::now_ms;
 use crate::config::{FleetConfig, SshConfig};
 use crate::gate::UnitState;
 use crate::ssh;
-use crate::store::{Store, StoreError, UnitRow};
+use crate::store::{Event, EventKind, Store, StoreError, UnitRow};
 use pfx_api::show::{MissingReport, PutReport, ShowManifest, ShowReadback, WantedFile};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -256,12 +256,8 @@ enum Msg {
     Finished(UnitRow, UnitOutcome),
 }
 
-pub(crate) fn remote(prefix: &str, verb: &str) -> String {
-    match prefix.trim() {
-        "" => verb.to_string(),
-        p => format!("{p} {verb}"),
-    }
-}
+/// The remote command, built in `config` (here for the callers that import it from here).
+pub(crate) use crate::config::remote_command as remote;
 
 /// Pushes the show to one unit. Pure of the database: the caller records the outcome.
 fn push_unit(job: &UnitJob, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome {
@@ -505,13 +501,7 @@ pub fn push_show(
     };
     let show = Arc::new(show);
     let (tx, rx) = mpsc::channel::<Msg>();
-    let prefixes: BTreeMap<String, String> = cfg
-        .sites
-        .iter()
-        .flat_map(|s| s.units.iter())
-        .map(|u| (u.id.clone(), cfg.unit_agent_command(&u.id)))
-        .collect();
-    let default_prefix = cfg.agent_command.clone();
+    let agents = cfg.agent_commands();
     let (ssh_cfg, chunk) = (cfg.ssh.clone(), o.chunk_bytes);
     let workers = crate::pool::spawn(
         targets,
@@ -524,10 +514,7 @@ pub fn push_show(
             }
             let job = UnitJob {
                 ssh: ssh_cfg.clone(),
-                agent_prefix: prefixes
-                    .get(&u.unit_id)
-                    .cloned()
-                    .unwrap_or_else(|| default_prefix.clone()),
+                agent_prefix: agents.prefix(&u.unit_id).to_string(),
                 show: Arc::clone(&show),
                 chunk,
                 socket,
@@ -557,16 +544,14 @@ pub fn push_show(
     for m in rx {
         match m {
             Msg::Started(u) => {
-                store.record_show(
+                store.record(&Event::new(
                     run_id,
                     &u.unit_id,
                     u.site.as_deref(),
                     UnitState::Started,
-                    None,
-                    None,
-                    0,
+                    EventKind::Show { bytes_sent: 0 },
                     now_ms(),
-                )?;
+                ))?;
             }
             Msg::Planned(unit, total) => {
                 let pb = multi.add(indicatif::ProgressBar::new(total));
@@ -596,16 +581,20 @@ pub fn push_show(
             // Closing on a signal: nothing more is recorded (see OpenRun::closing).
             Msg::Finished(..) if run.closing() => {}
             Msg::Finished(u, out) => {
-                store.record_show(
-                    run_id,
-                    &u.unit_id,
-                    u.site.as_deref(),
-                    out.state,
-                    out.reason.as_deref(),
-                    out.readback.as_deref(),
-                    out.bytes_sent,
-                    now_ms(),
-                )?;
+                store.record(&Event {
+                    reason: out.reason.as_deref(),
+                    readback: out.readback.as_deref(),
+                    ..Event::new(
+                        run_id,
+                        &u.unit_id,
+                        u.site.as_deref(),
+                        out.state,
+                        EventKind::Show {
+                            bytes_sent: out.bytes_sent,
+                        },
+                        now_ms(),
+                    )
+                })?;
                 if let Some((pb, _, _)) = bars.remove(&u.unit_id) {
                     pb.finish_and_clear();
                 }
@@ -670,13 +659,10 @@ pub struct ShowsRow {
 pub fn shows(cfg: &FleetConfig, units: Vec<UnitRow>, parallel: usize) -> Vec<ShowsRow> {
     let (tx, rx) = mpsc::channel();
     let ssh_cfg = cfg.ssh.clone();
-    let prefixes: BTreeMap<String, String> = units
-        .iter()
-        .map(|u| (u.unit_id.clone(), cfg.unit_agent_command(&u.unit_id)))
-        .collect();
+    let agents = cfg.agent_commands();
     let workers = crate::pool::spawn(units, parallel, None, None, move |i, u: UnitRow, _| {
-        let prefix = prefixes.get(&u.unit_id).cloned().unwrap_or_default();
-        let args = ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote(&prefix, "show status"));
+        let remote = agents.remote(&u.unit_id, "show status");
+        let args = ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote);
         let raw = ssh::run(
             &ssh_cfg.ssh,
             &args,

@@ -4,6 +4,8 @@
 
 use crate::config::SshConfig;
 use crate::gate::UnitState;
+use pfx_api::agent::ApplyReport;
+use serde::Deserialize;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
@@ -606,14 +608,20 @@ fn tail(s: &str) -> String {
     lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
 }
 
-/// What a push's SSH run means for the unit. Pure.
-pub fn classify(raw: &Raw, expected_unit: &str, timeout_s: u64) -> Outcome {
-    let o = |state, reason: String| Outcome {
+/// An outcome with a reason and nothing read back.
+fn no_readback(state: UnitState, reason: String) -> Outcome {
+    Outcome {
         state,
         reason: Some(reason),
         readback: None,
         unit_read_ms: None,
-    };
+    }
+}
+
+/// What SSH itself said, before any answer of the agent's: timed out, host key or login
+/// refused, unreachable, the shared connection lost. None when it ran the command.
+fn transport_failure(raw: &Raw, timeout_s: u64) -> Option<Outcome> {
+    let o = |state, reason| Some(no_readback(state, reason));
     if raw.timed_out {
         return o(
             UnitState::Pending,
@@ -671,58 +679,83 @@ pub fn classify(raw: &Raw, expected_unit: &str, timeout_s: u64) -> Outcome {
             );
         }
     }
+    None
+}
+
+/// What a push's SSH run means for the unit. Pure.
+pub fn classify(raw: &Raw, expected_unit: &str, timeout_s: u64) -> Outcome {
+    if let Some(out) = transport_failure(raw, timeout_s) {
+        return out;
+    }
+    let o = no_readback;
+    let err = &raw.stderr;
+    let exit_and_stderr = || {
+        format!(
+            "(exit {}): {}",
+            raw.exit
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "by signal".into()),
+            if err.trim().is_empty() {
+                "no stderr".into()
+            } else {
+                tail(err)
+            }
+        )
+    };
     let v = match serde_json::from_str::<serde_json::Value>(raw.stdout.trim()) {
         Ok(v) if v.get("verified").is_some() => v,
         _ => {
             return o(
                 UnitState::Failed,
-                format!(
-                    "no answer from the agent (exit {}): {}",
-                    raw.exit
-                        .map(|c| c.to_string())
-                        .unwrap_or_else(|| "by signal".into()),
-                    if err.trim().is_empty() {
-                        "no stderr".into()
-                    } else {
-                        tail(err)
-                    }
-                ),
+                format!("no answer from the agent {}", exit_and_stderr()),
             );
         }
     };
+    // Read through the agent's own type (pfx-api), so a renamed or retyped field is an
+    // error here and in the golden tests, never a silently missing "verified".
+    let report = match ApplyReport::deserialize(&v) {
+        Ok(r) => r,
+        Err(e) => {
+            return Outcome {
+                readback: Some(v.to_string()),
+                ..o(
+                    UnitState::Failed,
+                    format!(
+                        "the agent's answer is not an apply report this pfx-fleet reads ({e}) {}: are the unit's agent and this pfx-fleet from different releases? Update the one that is behind",
+                        exit_and_stderr()
+                    ),
+                )
+            };
+        }
+    };
+    // Recorded as the agent sent it (compact), not as re-serialised.
     let compact = v.to_string();
-    let unit = v.get("unit").and_then(|u| u.as_str()).unwrap_or("");
-    let read_ms = v.get("read_at_unix_ms").and_then(|x| x.as_u64());
     let mut out = Outcome {
         state: UnitState::Failed,
         reason: None,
         readback: Some(compact.clone()),
-        unit_read_ms: read_ms,
+        unit_read_ms: Some(report.read_at_unix_ms),
     };
-    if unit != expected_unit {
+    if report.unit != expected_unit {
         out.reason = Some(format!(
-            "answered as unit {unit:?}, expected {expected_unit:?}: wrong host in the config?"
+            "answered as unit {:?}, expected {expected_unit:?}: wrong host in the config?",
+            report.unit
         ));
         return out;
     }
     if crate::gate::readback_verified(&compact) && raw.exit == Some(0) {
         out.state = UnitState::Done;
-        out.reason = v
-            .get("message")
-            .and_then(|m| m.as_str())
-            .map(str::to_string);
+        out.reason = Some(report.message);
     } else {
-        out.reason = Some(
-            v.get("message")
-                .and_then(|m| m.as_str())
-                .unwrap_or("not verified")
-                .to_string()
-                + &v.get("errors")
-                    .and_then(|e| e.as_array())
-                    .filter(|a| !a.is_empty())
-                    .map(|a| format!(" ({})", serde_json::Value::Array(a.clone())))
-                    .unwrap_or_default(),
-        );
+        out.reason = Some(if report.errors.is_empty() {
+            report.message
+        } else {
+            format!(
+                "{} ({})",
+                report.message,
+                serde_json::to_string(&report.errors).unwrap_or_default()
+            )
+        });
     }
     out
 }
@@ -742,12 +775,9 @@ mod tests {
         }
     }
 
+    /// The golden apply report (compact, as the agent's JSON reads on one line) as `unit`.
     fn answer(unit: &str) -> String {
-        good_readback().replacen(
-            '{',
-            &format!("{{\"unit\":\"{unit}\",\"message\":\"applied and verified\","),
-            1,
-        )
+        good_readback().replace("\"unit\":\"gen3-7\"", &format!("\"unit\":\"{unit}\""))
     }
 
     #[test]
@@ -866,6 +896,30 @@ mod tests {
         let o = classify(&raw(Some(0), &answer("u1"), ""), "u1", 60);
         assert_eq!(o.state, UnitState::Done, "{o:?}");
         assert!(o.readback.is_some());
+    }
+
+    /// The operator's half of the golden test: the agent's golden apply report (the
+    /// agent's own test writes it, pfx-api's reads it back) is what `push` and the gate
+    /// read, through the pfx-api type. A field renamed on either side fails here.
+    #[test]
+    fn the_agents_golden_report_is_read_through_its_type() {
+        let golden = pfx_api::golden::read("agent-apply.json");
+        let o = classify(&raw(Some(0), &golden, ""), "gen3-7", 60);
+        assert_eq!(o.state, UnitState::Done, "{o:?}");
+        assert_eq!(o.reason.as_deref(), Some("applied and verified"));
+        assert_eq!(o.unit_read_ms, Some(1_764_547_200_000));
+        assert!(crate::gate::readback_verified(&golden));
+        // A renamed field: still JSON with "verified", no longer the agent's type.
+        let renamed = golden.replace("\"lower_readonly\"", "\"lower_ro\"");
+        let o = classify(&raw(Some(0), &renamed, ""), "gen3-7", 60);
+        assert_eq!(o.state, UnitState::Failed, "{o:?}");
+        assert!(
+            o.reason
+                .as_deref()
+                .is_some_and(|r| r.contains("not an apply report") && r.contains("lower_readonly")),
+            "{o:?}"
+        );
+        assert!(!crate::gate::readback_verified(&renamed));
     }
 
     #[test]

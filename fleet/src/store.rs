@@ -3,7 +3,8 @@
 //! was recorded and leaves nothing half-recorded.
 
 use crate::gate::{Latest, UnitState};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, ToSql, params};
 use serde::Serialize;
 use std::path::Path;
 
@@ -120,6 +121,63 @@ CREATE TABLE IF NOT EXISTS control_events(
 CREATE INDEX IF NOT EXISTS control_events_unit ON control_events(unit_id, id);
 ";
 
+/// One event of a run as recorded: the columns every event table has, and in `kind`
+/// which table it goes to with that table's own columns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event<'a> {
+    pub run_id: i64,
+    /// The unit's id; for [`EventKind::Pole`] the pole's.
+    pub target: &'a str,
+    /// A pole event always has its site (the column is NOT NULL).
+    pub site: Option<&'a str>,
+    pub state: UnitState,
+    pub reason: Option<&'a str>,
+    /// The far end's own answer (JSON), required for `done` by each table's CHECK.
+    pub readback: Option<&'a str>,
+    pub recorded_ms: u64,
+    pub kind: EventKind<'a>,
+}
+
+/// Which push an [`Event`] belongs to (its table), and that table's own columns.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventKind<'a> {
+    /// `push pause-off` (`unit_events`): when the unit read its NIC back.
+    PauseOff { unit_read_ms: Option<u64> },
+    /// `rollout` (`pole_events`).
+    Pole,
+    /// `push show` (`show_events`): bytes sent in this attempt.
+    Show { bytes_sent: u64 },
+    /// `control` (`control_events`): the action's words and the unit's frame stamp.
+    Control {
+        action: &'a str,
+        effective_unix_us: Option<u64>,
+    },
+}
+
+impl<'a> Event<'a> {
+    /// An event with no reason and no readback yet (a `started` marker, or a result the
+    /// caller fills in).
+    pub fn new(
+        run_id: i64,
+        target: &'a str,
+        site: Option<&'a str>,
+        state: UnitState,
+        kind: EventKind<'a>,
+        recorded_ms: u64,
+    ) -> Self {
+        Event {
+            run_id,
+            target,
+            site,
+            state,
+            reason: None,
+            readback: None,
+            recorded_ms,
+            kind,
+        }
+    }
+}
+
 /// One `push update` result as recorded.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct UpdateEvent<'a> {
@@ -222,6 +280,8 @@ impl Store {
         }
     }
 
+    /// Adds or updates a unit. A `seen_ms` of 0 says "not seen now": a known unit keeps the
+    /// time it was last seen (a new one starts at 0, never seen).
     pub fn upsert_unit(&self, u: &UnitRow) -> Result<(), StoreError> {
         self.conn
             .execute(
@@ -230,7 +290,8 @@ impl Store {
                  ON CONFLICT(unit_id) DO UPDATE SET site=excluded.site, host=excluded.host,
                    port=excluded.port, source=excluded.source,
                    version=COALESCE(excluded.version, units.version),
-                   txt=COALESCE(excluded.txt, units.txt), seen_ms=excluded.seen_ms",
+                   txt=COALESCE(excluded.txt, units.txt),
+                   seen_ms=CASE excluded.seen_ms WHEN 0 THEN units.seen_ms ELSE excluded.seen_ms END",
                 params![
                     u.unit_id,
                     u.site,
@@ -298,32 +359,65 @@ impl Store {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub fn record_unit(
-        &self,
-        run_id: i64,
-        unit_id: &str,
-        site: Option<&str>,
-        state: UnitState,
-        reason: Option<&str>,
-        readback: Option<&str>,
-        unit_read_ms: Option<u64>,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
+    /// Records one event in its kind's table: the columns every event has, then the
+    /// kind's own. Each is committed on its own (see the module's note).
+    pub fn record(&self, e: &Event<'_>) -> Result<(), StoreError> {
+        let state = e.state.as_str();
+        let recorded_ms = e.recorded_ms as i64;
+        let mut cols: Vec<(&str, &dyn ToSql)> = vec![("run_id", &e.run_id)];
+        match &e.kind {
+            EventKind::Pole => {
+                cols.extend([("pole_id", &e.target as &dyn ToSql), ("site", &e.site)])
+            }
+            _ => cols.extend([("unit_id", &e.target as &dyn ToSql), ("site", &e.site)]),
+        }
+        cols.extend([
+            ("state", &state as &dyn ToSql),
+            ("reason", &e.reason),
+            ("readback", &e.readback),
+            ("recorded_ms", &recorded_ms),
+        ]);
+        let (table, extra): (&str, Vec<(&str, Value)>) = match &e.kind {
+            EventKind::PauseOff { unit_read_ms } => (
+                "unit_events",
+                vec![("unit_read_ms", Value::from(unit_read_ms.map(|v| v as i64)))],
+            ),
+            EventKind::Pole => ("pole_events", vec![]),
+            EventKind::Show { bytes_sent } => (
+                "show_events",
+                vec![("bytes_sent", Value::from(*bytes_sent as i64))],
+            ),
+            EventKind::Control {
+                action,
+                effective_unix_us,
+            } => (
+                "control_events",
+                vec![
+                    ("action", Value::from(action.to_string())),
+                    (
+                        "effective_unix_us",
+                        Value::from(effective_unix_us.map(|v| v as i64)),
+                    ),
+                ],
+            ),
+        };
+        cols.extend(extra.iter().map(|(c, v)| (*c, v as &dyn ToSql)));
+        self.insert(table, &cols)
+    }
+
+    /// The one INSERT of an event: `table` and the column names are this module's own
+    /// constants, never input; the values go as parameters.
+    fn insert(&self, table: &str, cols: &[(&str, &dyn ToSql)]) -> Result<(), StoreError> {
+        let names: Vec<&str> = cols.iter().map(|(c, _)| *c).collect();
+        let marks: Vec<String> = (1..=cols.len()).map(|i| format!("?{i}")).collect();
         self.conn
             .execute(
-                "INSERT INTO unit_events(run_id, unit_id, site, state, reason, readback, unit_read_ms, recorded_ms)
-                 VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
-                params![
-                    run_id,
-                    unit_id,
-                    site,
-                    state.as_str(),
-                    reason,
-                    readback,
-                    unit_read_ms.map(|v| v as i64),
-                    now_ms as i64
-                ],
+                &format!(
+                    "INSERT INTO {table}({}) VALUES ({})",
+                    names.join(", "),
+                    marks.join(",")
+                ),
+                rusqlite::params_from_iter(cols.iter().map(|(_, v)| *v)),
             )
             .map_err(self.e())?;
         Ok(())
@@ -343,27 +437,6 @@ impl Store {
             .map_err(self.e())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub fn record_pole(
-        &self,
-        run_id: i64,
-        site: &str,
-        pole_id: &str,
-        state: &str,
-        reason: Option<&str>,
-        readback: Option<&str>,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "INSERT INTO pole_events(run_id, site, pole_id, state, reason, readback, recorded_ms)
-                 VALUES (?1,?2,?3,?4,?5,?6,?7)",
-                params![run_id, site, pole_id, state, reason, readback, now_ms as i64],
-            )
-            .map_err(self.e())?;
-        Ok(())
-    }
-
     /// (state, reason) of the pole's latest event.
     pub fn latest_pole(
         &self,
@@ -381,37 +454,6 @@ impl Store {
             .map_err(self.e())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub fn record_show(
-        &self,
-        run_id: i64,
-        unit_id: &str,
-        site: Option<&str>,
-        state: UnitState,
-        reason: Option<&str>,
-        readback: Option<&str>,
-        bytes_sent: u64,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "INSERT INTO show_events(run_id, unit_id, site, state, reason, readback, bytes_sent, recorded_ms)
-                 VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
-                params![
-                    run_id,
-                    unit_id,
-                    site,
-                    state.as_str(),
-                    reason,
-                    readback,
-                    bytes_sent as i64,
-                    now_ms as i64
-                ],
-            )
-            .map_err(self.e())?;
-        Ok(())
-    }
-
     pub fn latest_show(&self, unit_id: &str) -> Result<Option<ShowLatest>, StoreError> {
         self.conn
             .query_row(
@@ -427,29 +469,28 @@ impl Store {
     }
 
     pub fn record_update(&self, e: &UpdateEvent<'_>) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "INSERT INTO update_events(run_id, unit_id, site, state, bundle_sha256, version, phase,
-                   reason, readback, software, bytes_sent, switch_at_ms, recorded_ms)
-                 VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
-                params![
-                    e.run_id,
-                    e.unit_id,
-                    e.site,
-                    e.state.unwrap_or(UnitState::Started).as_str(),
-                    e.bundle_sha256,
-                    e.version,
-                    e.phase,
-                    e.reason,
-                    e.readback,
-                    e.software,
-                    e.bytes_sent as i64,
-                    e.switch_at_ms.map(|v| v as i64),
-                    e.recorded_ms as i64
-                ],
-            )
-            .map_err(self.e())?;
-        Ok(())
+        let state = e.state.unwrap_or(UnitState::Started).as_str();
+        let bytes_sent = e.bytes_sent as i64;
+        let switch_at_ms = e.switch_at_ms.map(|v| v as i64);
+        let recorded_ms = e.recorded_ms as i64;
+        self.insert(
+            "update_events",
+            &[
+                ("run_id", &e.run_id),
+                ("unit_id", &e.unit_id),
+                ("site", &e.site),
+                ("state", &state),
+                ("bundle_sha256", &e.bundle_sha256),
+                ("version", &e.version),
+                ("phase", &e.phase),
+                ("reason", &e.reason),
+                ("readback", &e.readback),
+                ("software", &e.software),
+                ("bytes_sent", &bytes_sent),
+                ("switch_at_ms", &switch_at_ms),
+                ("recorded_ms", &recorded_ms),
+            ],
+        )
     }
 
     /// The unit's latest `push update` result for this bundle (not a `started` marker).
@@ -470,41 +511,6 @@ impl Store {
             )
             .optional()
             .map_err(self.e())
-    }
-
-    /// One unit's answer to a live action (`pfx-fleet control`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn record_control(
-        &self,
-        run_id: i64,
-        unit_id: &str,
-        site: Option<&str>,
-        state: UnitState,
-        action: &str,
-        reason: Option<&str>,
-        readback: Option<&str>,
-        effective_unix_us: Option<u64>,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "INSERT INTO control_events(run_id, unit_id, site, state, action, reason, readback,
-                   effective_unix_us, recorded_ms)
-                 VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
-                params![
-                    run_id,
-                    unit_id,
-                    site,
-                    state.as_str(),
-                    action,
-                    reason,
-                    readback,
-                    effective_unix_us.map(|v| v as i64),
-                    now_ms as i64
-                ],
-            )
-            .map_err(self.e())?;
-        Ok(())
     }
 
     /// The unit's software version as it last read back (booted slot's version), and when.
@@ -609,45 +615,53 @@ mod tests {
             .begin_run("push pause-off", Some("a"), "alice", "[]", 10)
             .unwrap();
         assert_eq!(s.latest_unit("u1").unwrap(), None);
-        s.record_unit(
-            run,
-            "u1",
-            Some("a"),
-            UnitState::Started,
-            None,
-            None,
-            None,
-            11,
-        )
+        s.record(&Event {
+            reason: None,
+            readback: None,
+            ..Event::new(
+                run,
+                "u1",
+                Some("a"),
+                UnitState::Started,
+                EventKind::PauseOff { unit_read_ms: None },
+                11,
+            )
+        })
         .unwrap();
         assert_eq!(
             s.latest_unit("u1").unwrap().unwrap().state,
             UnitState::Started
         );
         let rb = good_readback();
-        s.record_unit(
-            run,
-            "u1",
-            Some("a"),
-            UnitState::Done,
-            None,
-            Some(&rb),
-            Some(12),
-            12,
-        )
+        s.record(&Event {
+            reason: None,
+            readback: Some(&rb),
+            ..Event::new(
+                run,
+                "u1",
+                Some("a"),
+                UnitState::Done,
+                EventKind::PauseOff {
+                    unit_read_ms: Some(12),
+                },
+                12,
+            )
+        })
         .unwrap();
         let l = s.latest_unit("u1").unwrap().unwrap();
         assert_eq!((l.state, l.recorded_ms), (UnitState::Done, 12));
-        s.record_unit(
-            run,
-            "u1",
-            Some("a"),
-            UnitState::Pending,
-            Some("unreachable"),
-            None,
-            None,
-            13,
-        )
+        s.record(&Event {
+            reason: Some("unreachable"),
+            readback: None,
+            ..Event::new(
+                run,
+                "u1",
+                Some("a"),
+                UnitState::Pending,
+                EventKind::PauseOff { unit_read_ms: None },
+                13,
+            )
+        })
         .unwrap();
         assert_eq!(
             s.latest_unit("u1").unwrap().unwrap().state,
@@ -665,23 +679,47 @@ mod tests {
         let s = Store::open(&d.path().join("f.db")).unwrap();
         let run = s.begin_run("push show", None, "x", "[]", 1).unwrap();
         assert!(
-            s.record_show(run, "u1", None, UnitState::Done, None, None, 0, 2)
-                .is_err(),
+            s.record(&Event {
+                reason: None,
+                readback: None,
+                ..Event::new(
+                    run,
+                    "u1",
+                    None,
+                    UnitState::Done,
+                    EventKind::Show { bytes_sent: 0 },
+                    2
+                )
+            })
+            .is_err(),
             "done without a readback"
         );
-        s.record_show(run, "u1", None, UnitState::Started, None, None, 0, 2)
-            .unwrap();
+        s.record(&Event {
+            reason: None,
+            readback: None,
+            ..Event::new(
+                run,
+                "u1",
+                None,
+                UnitState::Started,
+                EventKind::Show { bytes_sent: 0 },
+                2,
+            )
+        })
+        .unwrap();
         assert_eq!(s.latest_show("u1").unwrap(), None, "started is no result");
-        s.record_show(
-            run,
-            "u1",
-            None,
-            UnitState::Done,
-            Some("ok"),
-            Some("{\"verified\":true}"),
-            10,
-            3,
-        )
+        s.record(&Event {
+            reason: Some("ok"),
+            readback: Some("{\"verified\":true}"),
+            ..Event::new(
+                run,
+                "u1",
+                None,
+                UnitState::Done,
+                EventKind::Show { bytes_sent: 10 },
+                3,
+            )
+        })
         .unwrap();
         let want = Latest {
             state: UnitState::Done,
@@ -692,16 +730,18 @@ mod tests {
         assert_eq!(s.latest_show("u1").unwrap(), Some(want.clone()));
         assert_eq!(s.latest_unit("u1").unwrap(), None);
         // The PAUSE-off table reads back through the same mapping.
-        s.record_unit(
-            run,
-            "u1",
-            None,
-            UnitState::Done,
-            Some("ok"),
-            Some("{\"verified\":true}"),
-            None,
-            3,
-        )
+        s.record(&Event {
+            reason: Some("ok"),
+            readback: Some("{\"verified\":true}"),
+            ..Event::new(
+                run,
+                "u1",
+                None,
+                UnitState::Done,
+                EventKind::PauseOff { unit_read_ms: None },
+                3,
+            )
+        })
         .unwrap();
         assert_eq!(s.latest_unit("u1").unwrap(), Some(want));
         let h = s.history(10).unwrap();
@@ -768,16 +808,35 @@ mod tests {
         let s = Store::open(&d.path().join("f.db")).unwrap();
         let run = s.begin_run("push pause-off", None, "x", "[]", 1).unwrap();
         assert!(
-            s.record_unit(run, "u1", None, UnitState::Done, None, None, None, 2)
-                .is_err()
+            s.record(&Event {
+                reason: None,
+                readback: None,
+                ..Event::new(
+                    run,
+                    "u1",
+                    None,
+                    UnitState::Done,
+                    EventKind::PauseOff { unit_read_ms: None },
+                    2
+                )
+            })
+            .is_err()
         );
         assert!(
-            s.record_pole(run, "a", "p1", "done", None, None, 2)
-                .is_err()
+            s.record(&Event {
+                reason: None,
+                readback: None,
+                ..Event::new(run, "p1", Some("a"), UnitState::Done, EventKind::Pole, 2)
+            })
+            .is_err()
         );
         assert!(
-            s.record_pole(run, "a", "p1", "done", None, Some("{}"), 2)
-                .is_ok()
+            s.record(&Event {
+                reason: None,
+                readback: Some("{}"),
+                ..Event::new(run, "p1", Some("a"), UnitState::Done, EventKind::Pole, 2)
+            })
+            .is_ok()
         );
         assert_eq!(s.latest_pole("a", "p1").unwrap().unwrap().0, "done");
     }
@@ -789,16 +848,18 @@ mod tests {
         let p = d.path().join("f.db");
         let s = Store::open(&p).unwrap();
         let run = s.begin_run("push pause-off", None, "x", "[]", 1).unwrap();
-        s.record_unit(
-            run,
-            "u1",
-            None,
-            UnitState::Failed,
-            Some("no answer"),
-            None,
-            None,
-            2,
-        )
+        s.record(&Event {
+            reason: Some("no answer"),
+            readback: None,
+            ..Event::new(
+                run,
+                "u1",
+                None,
+                UnitState::Failed,
+                EventKind::PauseOff { unit_read_ms: None },
+                2,
+            )
+        })
         .unwrap();
         let other = Store::open(&p).unwrap();
         assert_eq!(
@@ -816,31 +877,39 @@ mod tests {
             .begin_run("control blackout", Some("a"), "alice", "[]", 10)
             .unwrap();
         assert!(
-            s.record_control(
+            s.record(&Event {
+                reason: None,
+                readback: None,
+                ..Event::new(
+                    run,
+                    "u1",
+                    Some("a"),
+                    UnitState::Done,
+                    EventKind::Control {
+                        action: "blackout",
+                        effective_unix_us: None
+                    },
+                    11
+                )
+            })
+            .is_err(),
+            "done needs the unit's answer"
+        );
+        s.record(&Event {
+            reason: Some("blackout at 2026-01-01 00:00:00.000001 UTC"),
+            readback: Some("{\"accepted\": true}"),
+            ..Event::new(
                 run,
                 "u1",
                 Some("a"),
                 UnitState::Done,
-                "blackout",
-                None,
-                None,
-                None,
-                11
+                EventKind::Control {
+                    action: "blackout",
+                    effective_unix_us: Some(1),
+                },
+                12,
             )
-            .is_err(),
-            "done needs the unit's answer"
-        );
-        s.record_control(
-            run,
-            "u1",
-            Some("a"),
-            UnitState::Done,
-            "blackout",
-            Some("blackout at 2026-01-01 00:00:00.000001 UTC"),
-            Some("{\"accepted\": true}"),
-            Some(1),
-            12,
-        )
+        })
         .unwrap();
         let h = s.history(10).unwrap();
         assert_eq!(h.len(), 1);
@@ -855,5 +924,58 @@ mod tests {
         );
         assert_eq!(h[0].recorded_ms, 12);
         assert_eq!(s.latest_unit("u1").unwrap(), None, "the gate never sees it");
+    }
+
+    /// Each kind's own columns land in its own table, beside the common ones.
+    #[test]
+    fn each_event_kind_writes_its_own_columns() {
+        let s = Store::open(Path::new(":memory:")).unwrap();
+        let run = s.begin_run("push", Some("a"), "x", "[]", 1).unwrap();
+        let ev = |target, kind| Event {
+            reason: Some("why"),
+            readback: Some("{}"),
+            ..Event::new(run, target, Some("a"), UnitState::Done, kind, 7)
+        };
+        s.record(&ev(
+            "u1",
+            EventKind::PauseOff {
+                unit_read_ms: Some(5),
+            },
+        ))
+        .unwrap();
+        s.record(&ev("u2", EventKind::Show { bytes_sent: 42 }))
+            .unwrap();
+        s.record(&ev(
+            "u3",
+            EventKind::Control {
+                action: "blackout",
+                effective_unix_us: Some(9),
+            },
+        ))
+        .unwrap();
+        s.record(&ev("p1", EventKind::Pole)).unwrap();
+        let q = |sql: &str| -> String {
+            s.conn
+                .query_row(sql, [], |r| r.get::<_, String>(0))
+                .unwrap()
+        };
+        assert_eq!(
+            q(
+                "SELECT unit_id||site||state||reason||readback||unit_read_ms||recorded_ms FROM unit_events"
+            ),
+            "u1adonewhy{}57"
+        );
+        assert_eq!(
+            q("SELECT unit_id||site||state||bytes_sent||recorded_ms FROM show_events"),
+            "u2adone427"
+        );
+        assert_eq!(
+            q("SELECT unit_id||action||effective_unix_us||reason FROM control_events"),
+            "u3blackout9why"
+        );
+        assert_eq!(
+            q("SELECT pole_id||site||state||readback FROM pole_events"),
+            "p1adone{}"
+        );
     }
 }

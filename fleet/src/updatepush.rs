@@ -841,12 +841,7 @@ pub fn push_update(
         stop_why: Mutex::new(None),
     });
     let bundle = Arc::new(bundle);
-    let prefixes: BTreeMap<String, String> = cfg
-        .sites
-        .iter()
-        .flat_map(|s| s.units.iter())
-        .map(|u| (u.id.clone(), cfg.unit_agent_command(&u.id)))
-        .collect();
+    let agents = cfg.agent_commands();
     let multi = indicatif::MultiProgress::with_draw_target(if o.bars {
         indicatif::ProgressDrawTarget::stderr()
     } else {
@@ -899,10 +894,9 @@ pub fn push_update(
             serde_json::json!({"event": "wave", "wave": wave, "units": range.len(), "to_update": jobs.len()}),
         );
         let (tx, rx) = mpsc::channel::<Msg>();
-        let (ssh_cfg, pre, dflt, bnd, c) = (
+        let (ssh_cfg, agents, bnd, c) = (
             cfg.ssh.clone(),
-            prefixes.clone(),
-            cfg.agent_command.clone(),
+            agents.clone(),
             Arc::clone(&bundle),
             Arc::clone(&ctx),
         );
@@ -918,7 +912,7 @@ pub fn push_update(
                 let job = Job {
                     ssh: ssh_cfg.clone(),
                     socket,
-                    prefix: pre.get(&u.unit_id).cloned().unwrap_or_else(|| dflt.clone()),
+                    prefix: agents.prefix(&u.unit_id).to_string(),
                     bundle: Arc::clone(&bnd),
                     o: Arc::clone(&c),
                 };

@@ -49,7 +49,7 @@ impl ImageFile {
         let mut s0 = [0u8; 512];
         f.read_exact(&mut s0)
             .map_err(|e| err(format!("cannot read the first sector: {e}")))?;
-        let partitions = verify::parse_mbr(&s0).map_err(err)?;
+        let partitions = verify::parse_mbr(&s0).map_err(|e| err(e.to_string()))?;
         let boot = partitions
             .iter()
             .find(|p| p.kind == 0x0c || p.kind == 0x0b)
@@ -261,7 +261,7 @@ impl ImageFile {
 /// The names in an initramfs: uncompressed leading cpio archives (early microcode), then
 /// one compressed archive decompressed with the matching host tool.
 pub fn initramfs_names(data: &[u8], scratch: &Path) -> Result<Vec<String>, String> {
-    let (mut names, end) = verify::cpio_names(data)?;
+    let (mut names, end) = verify::cpio_names(data).map_err(|e| e.to_string())?;
     if end < data.len() {
         let rest = &data[end..];
         let tool = verify::compression(rest)
@@ -282,7 +282,7 @@ pub fn initramfs_names(data: &[u8], scratch: &Path) -> Result<Vec<String>, Strin
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        let (more, _) = verify::cpio_names(&out.stdout)?;
+        let (more, _) = verify::cpio_names(&out.stdout).map_err(|e| e.to_string())?;
         names.extend(more);
     }
     Ok(names)

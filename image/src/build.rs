@@ -44,48 +44,84 @@ pub struct Options {
     pub root_max_age: Duration,
 }
 
-const STAGES: &[&str] = &[
-    "host tools",
-    "player binaries",
-    "binfmt",
-    "base root (mmdebstrap + initramfs)",
-    "customize root",
-    "boot partition files",
-    "file systems",
-    "disk image",
-    "verify from the image file",
-];
+/// The build's stages, in the order they run; the progress lines number them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    HostTools,
+    PlayerBinaries,
+    Binfmt,
+    BaseRoot,
+    Customize,
+    BootFiles,
+    FileSystems,
+    DiskImage,
+    Verify,
+}
+
+impl Stage {
+    const ALL: [Stage; 9] = [
+        Stage::HostTools,
+        Stage::PlayerBinaries,
+        Stage::Binfmt,
+        Stage::BaseRoot,
+        Stage::Customize,
+        Stage::BootFiles,
+        Stage::FileSystems,
+        Stage::DiskImage,
+        Stage::Verify,
+    ];
+
+    /// As the progress lines, the build log and the manifest's timings name it.
+    fn name(self) -> &'static str {
+        match self {
+            Stage::HostTools => "host tools",
+            Stage::PlayerBinaries => "player binaries",
+            Stage::Binfmt => "binfmt",
+            Stage::BaseRoot => "base root (mmdebstrap + initramfs)",
+            Stage::Customize => "customize root",
+            Stage::BootFiles => "boot partition files",
+            Stage::FileSystems => "file systems",
+            Stage::DiskImage => "disk image",
+            Stage::Verify => "verify from the image file",
+        }
+    }
+
+    /// "[3/9]": its place among all the stages.
+    fn counter(self) -> String {
+        let n = Stage::ALL.iter().position(|s| *s == self).unwrap_or(0) + 1;
+        format!("[{n}/{}]", Stage::ALL.len())
+    }
+}
 
 struct Progress {
     start: Instant,
-    current: Option<(usize, Instant)>,
+    current: Option<(Stage, Instant)>,
     timings: Vec<(String, f64)>,
 }
 
 impl Progress {
-    fn begin(&mut self, i: usize) {
-        eprintln!("[{}/{}] {} ...", i + 1, STAGES.len(), STAGES[i]);
-        self.current = Some((i, Instant::now()));
+    fn begin(&mut self, stage: Stage) {
+        eprintln!("{} {} ...", stage.counter(), stage.name());
+        self.current = Some((stage, Instant::now()));
     }
     fn end(&mut self, note: &str) {
-        if let Some((i, t)) = self.current.take() {
+        if let Some((stage, t)) = self.current.take() {
             let took = t.elapsed().as_secs_f64();
             eprintln!(
-                "[{}/{}] {}: done in {:.1} s{}{} (elapsed {:.0} s)",
-                i + 1,
-                STAGES.len(),
-                STAGES[i],
+                "{} {}: done in {:.1} s{}{} (elapsed {:.0} s)",
+                stage.counter(),
+                stage.name(),
                 took,
                 if note.is_empty() { "" } else { ", " },
                 note,
                 self.start.elapsed().as_secs_f64()
             );
-            self.timings.push((STAGES[i].to_string(), took));
+            self.timings.push((stage.name().to_string(), took));
         }
     }
     fn stage_name(&self) -> String {
         self.current
-            .map(|(i, _)| STAGES[i].to_string())
+            .map(|(s, _)| s.name().to_string())
             .unwrap_or_default()
     }
 }
@@ -188,6 +224,208 @@ pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
             out.display()
         )));
     }
+    let (out_dir, file_name, staging) = prepare_staging(out, opts)?;
+    let log_path = out_dir.join(format!("{file_name}.build.log"));
+    let _ = fs::remove_file(&log_path);
+    eprintln!(
+        "pfx-image: building {} ({}) -> {}; log: {}",
+        r.source.display(),
+        r.config.target,
+        out.display(),
+        log_path.display()
+    );
+    let mut cx = Ctx {
+        log_path,
+        progress: Progress {
+            start: Instant::now(),
+            current: None,
+            timings: Vec::new(),
+        },
+    };
+
+    let plan = read_plan(r)?;
+    let target = plan.target;
+
+    cx.progress.begin(Stage::HostTools);
+    tools::check(target, opts.player.is_none()).map_err(|m| cx.fail(m))?;
+    cx.progress.end("");
+
+    // player (and agent): a cross build runs beside the base root (it is CPU, the base
+    // root mostly emulated dpkg and downloads) and is waited for before customize.
+    cx.progress.begin(Stage::PlayerBinaries);
+    let mut bins = start_binaries(
+        &cx,
+        target,
+        opts,
+        &out_dir.join(format!("{file_name}.cargo.log")),
+    )?;
+    cx.progress.end(&bins.note());
+
+    cx.progress.begin(Stage::Binfmt);
+    let note = if target.arch() == "arm64" {
+        ensure_binfmt().map_err(|m| cx.fail(m))?
+    } else {
+        "native".into()
+    };
+    cx.progress.end(&note);
+
+    cx.progress.begin(Stage::BaseRoot);
+    let root = staging.dir.join("root");
+    let note = base_root(&cx, &plan, opts, &root)?;
+    cx.progress.end(&note);
+
+    cx.progress.begin(Stage::Customize);
+    let (debs, note) = install_pfx(&cx, &plan, opts, &staging.dir, &root, &mut bins)?;
+    cx.progress.end(&note);
+
+    cx.progress.begin(Stage::BootFiles);
+    let boot_dir = staging.dir.join("boot");
+    boot_files(&cx, &plan, &root, &boot_dir)?;
+    cx.progress.end("");
+
+    cx.progress.begin(Stage::FileSystems);
+    let (layout, images) = file_systems(&cx, &plan, &root, &boot_dir, &staging.dir)?;
+    let [boot_img, root_img, data_img] = &images;
+    cx.progress.end("");
+
+    cx.progress.begin(Stage::DiskImage);
+    let tmp_out = out_dir.join(format!(".{file_name}.partial"));
+    assemble(&cx, &layout, boot_img, root_img, data_img, &tmp_out)?;
+    cx.io("rename image", fs::rename(&tmp_out, out))?;
+    cx.progress.end("");
+
+    cx.progress.begin(Stage::Verify);
+    let mut manifest = verify_output(&cx, &plan, out, &staging.dir)?;
+    cx.progress.end("");
+    manifest.build = Some(build_record(&cx, r, &plan, &debs));
+    let json = serde_json::to_string_pretty(&manifest).map_err(|e| cx.fail(e.to_string()))?;
+    let mpath = manifest_path(out);
+    cx.io("write manifest", fs::write(&mpath, json + "\n"))?;
+    eprintln!(
+        "pfx-image: {} verified, manifest {} ({:.0} s)",
+        out.display(),
+        mpath.display(),
+        cx.progress.start.elapsed().as_secs_f64()
+    );
+    Ok(manifest)
+}
+
+/// The customize stage: waits for the player binaries, packages them and installs them
+/// with the image's own files into the root. Returns the packages and the stage's note.
+fn install_pfx(
+    cx: &Ctx,
+    plan: &Plan,
+    opts: &Options,
+    staging: &Path,
+    root: &Path,
+    bins: &mut Binaries,
+) -> Result<(Vec<Deb>, String), BuildError> {
+    let (player, agent, note) = bins.finish(cx)?;
+    if !note.is_empty() {
+        eprintln!("    player binaries: {note}");
+    }
+    let agent = agent.ok_or_else(|| {
+        cx.fail("no pfx-agent for the image: with --player, pass --agent too (the image installs the pfx-agent package)")
+    })?;
+    let debs = make_debs(cx, plan, opts, staging, &player, &agent)?;
+    customize(cx, plan, root, &debs)?;
+    let note = debs
+        .iter()
+        .map(|d| format!("{} {} installed with dpkg", d.package, d.version))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok((debs, note))
+}
+
+/// Verifies the image from its file alone; one that does not verify is renamed
+/// `.img.unverified` (kept for inspection), never left as an output.
+fn verify_output(
+    cx: &Ctx,
+    plan: &Plan,
+    out: &Path,
+    staging: &Path,
+) -> Result<Manifest, BuildError> {
+    let expect = Expect {
+        target: plan.target,
+        overlay: plan.overlay,
+        hostname_prefix: Some(plan.hostname_prefix.clone()),
+        pfx_version: plan::PFX_VERSION.to_string(),
+    };
+    match manifest::verify_image(out, &expect, staging) {
+        Ok(m) => Ok(m),
+        Err(e) => {
+            // An image that cannot be verified is not an output.
+            let bad = out.with_extension("img.unverified");
+            let _ = fs::rename(out, &bad);
+            Err(cx.fail(format!(
+                "{e}\n(image kept as {} for inspection)",
+                bad.display()
+            )))
+        }
+    }
+}
+
+/// The three file systems, made from their directories without loop mounts: boot, root
+/// and data (in that order), with the disk's layout they fit.
+fn file_systems(
+    cx: &Ctx,
+    plan: &Plan,
+    root: &Path,
+    boot_dir: &Path,
+    staging: &Path,
+) -> Result<(Layout, [PathBuf; 3]), BuildError> {
+    let layout = Layout::new(plan.image_size_mib, plan.boot_size_mib, plan.data_size_mib)
+        .map_err(|m| cx.fail(m))?;
+    let root_img = staging.join("root.ext4");
+    let boot_img = staging.join("boot.vfat");
+    let data_img = staging.join("data.ext4");
+    make_filesystems(cx, &layout, root, boot_dir, &root_img, &boot_img)?;
+    let store_gid = fleet_gid(cx, root)?;
+    make_data_fs(cx, &layout, &staging.join("data"), &data_img, store_gid)?;
+    Ok((layout, [boot_img, root_img, data_img]))
+}
+
+/// The plan, with the show and the profiles it names read in.
+fn read_plan(r: &Resolved) -> Result<Plan, BuildError> {
+    let show =
+        fs::read(&r.show).map_err(|e| BuildError::Refused(format!("{}: {e}", r.show.display())))?;
+    let mut profiles = Vec::new();
+    for p in &r.profiles {
+        let bytes =
+            fs::read(p).map_err(|e| BuildError::Refused(format!("{}: {e}", p.display())))?;
+        let name = p
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        profiles.push((name, bytes));
+    }
+    Ok(plan::plan(r, show, profiles))
+}
+
+/// The manifest's `build` record: where the image came from and how long each stage took.
+fn build_record(cx: &Ctx, r: &Resolved, plan: &Plan, debs: &[Deb]) -> serde_json::Value {
+    let timings: serde_json::Map<String, serde_json::Value> = cx
+        .progress
+        .timings
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::json!((v * 10.0).round() / 10.0)))
+        .collect();
+    serde_json::json!({
+        "config": r.source.display().to_string(),
+        "suite": plan.suite,
+        "mirror": plan.mirror,
+        "base_key": plan.base_key,
+        "base_root": cx_note_base(cx),
+        "built_at_unix": SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        "builder": concat!("pfx-image ", env!("CARGO_PKG_VERSION")),
+        "seconds_total": (cx.progress.start.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+        "stage_seconds": timings,
+        "debs": debs,
+    })
+}
+
+/// The output's directory and file name, and a fresh staging directory beside it.
+fn prepare_staging(out: &Path, opts: &Options) -> Result<(PathBuf, String, Staging), BuildError> {
     let out_dir = out
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -207,168 +445,7 @@ pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
     }
     fs::create_dir_all(&staging.dir)
         .map_err(|e| BuildError::Refused(format!("{}: {e}", staging.dir.display())))?;
-    let log_path = out_dir.join(format!("{file_name}.build.log"));
-    let _ = fs::remove_file(&log_path);
-    eprintln!(
-        "pfx-image: building {} ({}) -> {}; log: {}",
-        r.source.display(),
-        r.config.target,
-        out.display(),
-        log_path.display()
-    );
-    let mut cx = Ctx {
-        log_path,
-        progress: Progress {
-            start: Instant::now(),
-            current: None,
-            timings: Vec::new(),
-        },
-    };
-
-    let show =
-        fs::read(&r.show).map_err(|e| BuildError::Refused(format!("{}: {e}", r.show.display())))?;
-    let mut profiles = Vec::new();
-    for p in &r.profiles {
-        let bytes =
-            fs::read(p).map_err(|e| BuildError::Refused(format!("{}: {e}", p.display())))?;
-        let name = p
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        profiles.push((name, bytes));
-    }
-    let plan = plan::plan(r, show, profiles);
-    let target = plan.target;
-
-    // 1. host tools
-    cx.progress.begin(0);
-    tools::check(target, opts.player.is_none()).map_err(|m| cx.fail(m))?;
-    cx.progress.end("");
-
-    // 2. player (and agent): a cross build runs beside the base root (it is CPU, the base
-    // root mostly emulated dpkg and downloads) and is waited for before customize.
-    cx.progress.begin(1);
-    let mut bins = start_binaries(
-        &cx,
-        target,
-        opts,
-        &out_dir.join(format!("{file_name}.cargo.log")),
-    )?;
-    cx.progress.end(&bins.note());
-
-    // 3. binfmt
-    cx.progress.begin(2);
-    let note = if target.arch() == "arm64" {
-        ensure_binfmt().map_err(|m| cx.fail(m))?
-    } else {
-        "native".into()
-    };
-    cx.progress.end(&note);
-
-    // 4. base root
-    cx.progress.begin(3);
-    let root = staging.dir.join("root");
-    let note = base_root(&cx, &plan, opts, &root)?;
-    cx.progress.end(&note);
-
-    // 5. customize
-    cx.progress.begin(4);
-    let (player, agent, note) = bins.finish(&cx)?;
-    if !note.is_empty() {
-        eprintln!("    player binaries: {note}");
-    }
-    let agent = agent.ok_or_else(|| {
-        cx.fail("no pfx-agent for the image: with --player, pass --agent too (the image installs the pfx-agent package)")
-    })?;
-    let debs = make_debs(&cx, &plan, opts, &staging.dir, &player, &agent)?;
-    customize(&cx, &plan, &root, &debs)?;
-    let note = debs
-        .iter()
-        .map(|d| format!("{} {} installed with dpkg", d.package, d.version))
-        .collect::<Vec<_>>()
-        .join(", ");
-    cx.progress.end(&note);
-
-    // 6. boot partition files
-    cx.progress.begin(5);
-    let boot_dir = staging.dir.join("boot");
-    boot_files(&cx, &plan, &root, &boot_dir)?;
-    cx.progress.end("");
-
-    // 7. file systems
-    cx.progress.begin(6);
-    let layout = Layout::new(plan.image_size_mib, plan.boot_size_mib, plan.data_size_mib)
-        .map_err(|m| cx.fail(m))?;
-    let root_img = staging.dir.join("root.ext4");
-    let boot_img = staging.dir.join("boot.vfat");
-    let data_img = staging.dir.join("data.ext4");
-    make_filesystems(&cx, &layout, &root, &boot_dir, &root_img, &boot_img)?;
-    let store_gid = fleet_gid(&cx, &root)?;
-    make_data_fs(
-        &cx,
-        &layout,
-        &staging.dir.join("data"),
-        &data_img,
-        store_gid,
-    )?;
-    cx.progress.end("");
-
-    // 8. disk image
-    cx.progress.begin(7);
-    let tmp_out = out_dir.join(format!(".{file_name}.partial"));
-    assemble(&cx, &layout, &boot_img, &root_img, &data_img, &tmp_out)?;
-    cx.io("rename image", fs::rename(&tmp_out, out))?;
-    cx.progress.end("");
-
-    // 9. verify, from the image file only
-    cx.progress.begin(8);
-    let expect = Expect {
-        target,
-        overlay: plan.overlay,
-        hostname_prefix: Some(plan.hostname_prefix.clone()),
-        pfx_version: plan::PFX_VERSION.to_string(),
-    };
-    let mut manifest = match manifest::verify_image(out, &expect, &staging.dir) {
-        Ok(m) => m,
-        Err(e) => {
-            // An image that cannot be verified is not an output.
-            let bad = out.with_extension("img.unverified");
-            let _ = fs::rename(out, &bad);
-            return Err(cx.fail(format!(
-                "{e}\n(image kept as {} for inspection)",
-                bad.display()
-            )));
-        }
-    };
-    cx.progress.end("");
-    let timings: serde_json::Map<String, serde_json::Value> = cx
-        .progress
-        .timings
-        .iter()
-        .map(|(k, v)| (k.clone(), serde_json::json!((v * 10.0).round() / 10.0)))
-        .collect();
-    manifest.build = Some(serde_json::json!({
-        "config": r.source.display().to_string(),
-        "suite": plan.suite,
-        "mirror": plan.mirror,
-        "base_key": plan.base_key,
-        "base_root": cx_note_base(&cx),
-        "built_at_unix": SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-        "builder": concat!("pfx-image ", env!("CARGO_PKG_VERSION")),
-        "seconds_total": (cx.progress.start.elapsed().as_secs_f64() * 10.0).round() / 10.0,
-        "stage_seconds": timings,
-        "debs": debs,
-    }));
-    let json = serde_json::to_string_pretty(&manifest).map_err(|e| cx.fail(e.to_string()))?;
-    let mpath = manifest_path(out);
-    cx.io("write manifest", fs::write(&mpath, json + "\n"))?;
-    eprintln!(
-        "pfx-image: {} verified, manifest {} ({:.0} s)",
-        out.display(),
-        mpath.display(),
-        cx.progress.start.elapsed().as_secs_f64()
-    );
-    Ok(manifest)
+    Ok((out_dir, file_name, staging))
 }
 
 fn cx_note_base(cx: &Ctx) -> String {
@@ -443,7 +520,7 @@ impl Binaries {
         // Its errors are the player stage's, whichever stage is running when it is collected.
         self.collect(cx).map_err(|e| match e {
             BuildError::Stage { message, .. } => BuildError::Stage {
-                stage: STAGES[1].to_string(),
+                stage: Stage::PlayerBinaries.name().to_string(),
                 message,
             },
             e => e,
@@ -545,16 +622,15 @@ fn start_binaries(
     let mut cmd = Command::new("cargo");
     cmd.current_dir(&ws)
         .args(["build", "--release", "--locked", "-p", "pfx-player"]);
-    if has_agent_bin(&ws) {
-        cmd.args([
-            "-p",
-            "pfx-fleet",
-            "--bin",
-            "pfx-agent",
-            "--bin",
-            "pfx-player",
-        ]);
-    }
+    // The image installs the pfx-agent package too: the fleet crate's unit-side agent.
+    cmd.args([
+        "-p",
+        "pfx-fleet",
+        "--bin",
+        "pfx-agent",
+        "--bin",
+        "pfx-player",
+    ]);
     if !native {
         // A target dir in the cache, outside the checkout: the cross-compiled dependencies
         // outlive a fresh CI clone (only the workspace's own crates rebuild).
@@ -585,35 +661,6 @@ fn start_binaries(
         given_agent: opts.agent.clone(),
         log: log.to_path_buf(),
     })
-}
-
-/// Whether the workspace defines a `pfx-agent` binary (the fleet crate's unit-side agent).
-fn has_agent_bin(ws: &Path) -> bool {
-    let out = Command::new("cargo")
-        .current_dir(ws)
-        .args([
-            "metadata",
-            "--no-deps",
-            "--format-version",
-            "1",
-            "--offline",
-        ])
-        .output();
-    let Ok(out) = out else { return false };
-    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
-        return false;
-    };
-    v["packages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|p| p["targets"].as_array().into_iter().flatten())
-        .any(|t| {
-            t["name"] == "pfx-agent"
-                && t["kind"]
-                    .as_array()
-                    .is_some_and(|k| k.iter().any(|x| x == "bin"))
-        })
 }
 
 /// Registers qemu-aarch64 with binfmt_misc when missing: a fresh Debian host has binfmt_misc
@@ -1217,8 +1264,26 @@ fn customize(cx: &Ctx, plan: &Plan, root: &Path, debs: &[Deb]) -> Result<(), Bui
             fs::set_permissions(&ssh, fs::Permissions::from_mode(0o700)),
         )?;
     }
-    // The packages, with dpkg in the root (emulated for arm64: seconds). Their maintainer
-    // scripts see no running systemd and only make links.
+    install_debs(cx, root, debs)?;
+    // A conffile the image sets (the config's show): after dpkg, as an operator's edit.
+    for f in plan.files.iter().filter(|f| is_conffile(f)) {
+        write_file(cx, root, &f.path, f.mode, &f.contents)?;
+    }
+    // Host keys are made per unit on its first boot (pfx-ssh-hostkeys), never shared.
+    if let Ok(rd) = fs::read_dir(root.join("etc/ssh")) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with("ssh_host_") {
+                cx.io("remove ssh host key", fs::remove_file(e.path()))?;
+            }
+        }
+    }
+    units(cx, root)?;
+    write_update_stamps(cx, root)
+}
+
+/// The pfx packages, installed with dpkg in the root (emulated for arm64: seconds). Their
+/// maintainer scripts see no running systemd and only make links.
+fn install_debs(cx: &Ctx, root: &Path, debs: &[Deb]) -> Result<(), BuildError> {
     let inbox = root.join("tmp/pfx-debs");
     cx.io("mkdir /tmp/pfx-debs", fs::create_dir_all(&inbox))?;
     let mut names = Vec::new();
@@ -1244,19 +1309,12 @@ fn customize(cx: &Ctx, plan: &Plan, root: &Path, debs: &[Deb]) -> Result<(), Bui
     );
     let _ = fs::remove_dir_all(&inbox);
     installed?;
-    // A conffile the image sets (the config's show): after dpkg, as an operator's edit.
-    for f in plan.files.iter().filter(|f| is_conffile(f)) {
-        write_file(cx, root, &f.path, f.mode, &f.contents)?;
-    }
-    // Host keys are made per unit on its first boot (pfx-ssh-hostkeys), never shared.
-    if let Ok(rd) = fs::read_dir(root.join("etc/ssh")) {
-        for e in rd.flatten() {
-            if e.file_name().to_string_lossy().starts_with("ssh_host_") {
-                cx.io("remove ssh host key", fs::remove_file(e.path()))?;
-            }
-        }
-    }
-    // Enabling is only symlinks: the host's systemctl does it offline, no emulation.
+    Ok(())
+}
+
+/// Enables and masks the units and masks the generators (only symlinks: the host's
+/// systemctl does it offline, no emulation), then has systemd check the pfx units.
+fn units(cx: &Ctx, root: &Path) -> Result<(), BuildError> {
     let mut cmd = Command::new("systemctl");
     cmd.arg(format!("--root={}", root.display()))
         .arg("enable")
@@ -1290,8 +1348,7 @@ fn customize(cx: &Ctx, plan: &Plan, root: &Path, debs: &[Deb]) -> Result<(), Bui
         "pfx-data-grow.service",
         "pfx-data-absent.service",
     ]);
-    cx.run(&mut cmd)?;
-    write_update_stamps(cx, root)
+    cx.run(&mut cmd)
 }
 
 /// Fills the FAT partition's directory: for the arm64 targets raspi-firmware's own kernel
@@ -1646,4 +1703,32 @@ fn assemble(
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The progress lines say what they always said: nine stages, numbered in run order.
+    #[test]
+    fn stages_are_named_and_numbered_in_run_order() {
+        let lines: Vec<String> = Stage::ALL
+            .iter()
+            .map(|s| format!("{} {}", s.counter(), s.name()))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "[1/9] host tools",
+                "[2/9] player binaries",
+                "[3/9] binfmt",
+                "[4/9] base root (mmdebstrap + initramfs)",
+                "[5/9] customize root",
+                "[6/9] boot partition files",
+                "[7/9] file systems",
+                "[8/9] disk image",
+                "[9/9] verify from the image file",
+            ]
+        );
+    }
 }

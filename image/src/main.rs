@@ -200,28 +200,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Cmd::ShowConfig { config } => {
-            let r = config::load(&config)?;
-            let plan = plan::plan(&r, Vec::new(), Vec::new());
-            let files: Vec<&str> = plan.files.iter().map(|f| f.path.as_str()).collect();
-            let out = serde_json::json!({
-                "config": r.config,
-                "source": r.source,
-                "mirror": r.mirror,
-                "show": r.show,
-                "profiles": r.profiles,
-                "authorized_keys": r.authorized_keys.len(),
-                "arch": plan.arch,
-                "components": plan.components,
-                "packages": plan.packages,
-                "base_key": plan.base_key,
-                "extra_cmdline": plan.extra_cmdline,
-                "enabled_units": plan::ENABLED_UNITS,
-                "files": files,
-            });
-            println!("{}", serde_json::to_string_pretty(&out)?);
-            Ok(())
-        }
+        Cmd::ShowConfig { config } => show_config(&config),
         Cmd::Verify {
             image,
             target,
@@ -231,15 +210,15 @@ fn run(cli: Cli) -> Result<(), Failure> {
             // not verify is a clean no (1).
             std::fs::File::open(&image)
                 .with_context(|| format!("opening the image {}", image.display()))?;
-            let scratch = tempdir()?;
+            let scratch = scratch_dir()?;
             let expect = manifest::Expect {
                 target,
                 overlay: !no_overlay,
                 hostname_prefix: None,
                 pfx_version: plan::PFX_VERSION.to_string(),
             };
-            let m = manifest::verify_image(&image, &expect, &scratch);
-            let _ = std::fs::remove_dir_all(&scratch);
+            let m = manifest::verify_image(&image, &expect, scratch.path());
+            drop(scratch);
             let m = m.map_err(|e| Failure::No(anyhow::Error::msg(e)))?;
             println!("{}", serde_json::to_string_pretty(&m)?);
             Ok(())
@@ -273,43 +252,119 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Cmd::Tools { json } => {
-            let all = [
-                config::Target::Rpi4Arm64,
-                config::Target::VmArm64,
-                config::Target::VmAmd64,
-            ];
-            let rows: Vec<_> = all
-                .iter()
-                .flat_map(|&t| {
-                    tools::required(t, true)
-                        .into_iter()
-                        .map(move |(c, p)| (t.name(), c, p))
-                })
-                .collect();
-            if json {
-                let v: Vec<_> = rows
-                    .iter()
-                    .map(|(t, c, p)| serde_json::json!({"target": t, "command": c, "package": p}))
-                    .collect();
-                println!("{}", serde_json::to_string_pretty(&v)?);
-            } else {
-                for (t, c, p) in rows {
-                    println!("{t:<12} {c:<34} {p}");
-                }
-            }
-            Ok(())
-        }
+        Cmd::Tools { json } => tools(json),
     }
 }
 
-fn tempdir() -> anyhow::Result<PathBuf> {
-    let d = std::env::temp_dir().join(format!("pfx-image-verify-{}", std::process::id()));
-    std::fs::create_dir_all(&d)?;
-    Ok(d)
+/// `show-config`: what the config resolves to and what the image would hold, as JSON.
+fn show_config(config: &std::path::Path) -> Result<(), Failure> {
+    let r = config::load(config)?;
+    let plan = plan::plan(&r, Vec::new(), Vec::new());
+    let files: Vec<&str> = plan.files.iter().map(|f| f.path.as_str()).collect();
+    let out = serde_json::json!({
+        "config": r.config,
+        "source": r.source,
+        "mirror": r.mirror,
+        "show": r.show,
+        "profiles": r.profiles,
+        "authorized_keys": r.authorized_keys.len(),
+        "arch": plan.arch,
+        "components": plan.components,
+        "packages": plan.packages,
+        "base_key": plan.base_key,
+        "extra_cmdline": plan.extra_cmdline,
+        "enabled_units": plan::ENABLED_UNITS,
+        "files": files,
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+/// `tools`: the host commands each target's build needs, and their packages.
+fn tools(json: bool) -> Result<(), Failure> {
+    let all = [
+        config::Target::Rpi4Arm64,
+        config::Target::VmArm64,
+        config::Target::VmAmd64,
+    ];
+    let rows: Vec<_> = all
+        .iter()
+        .flat_map(|&t| {
+            tools::required(t, true)
+                .into_iter()
+                .map(move |(c, p)| (t.name(), c, p))
+        })
+        .collect();
+    if json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(t, c, p)| serde_json::json!({"target": t, "command": c, "package": p}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        for (t, c, p) in rows {
+            println!("{t:<12} {c:<34} {p}");
+        }
+    }
+    Ok(())
+}
+
+/// Verify's scratch directory: created new (never an existing path, so never a symlink
+/// someone planted), mode 0700, with a name nobody can guess, removed when dropped. A
+/// fixed name like /tmp/pfx-image-verify-PID let another user point it elsewhere before a
+/// root verify wrote through it.
+fn scratch_dir() -> anyhow::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .prefix("pfx-image-verify-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .with_context(|| {
+            format!(
+                "creating a private scratch directory in {} (set TMPDIR to a writable directory)",
+                std::env::temp_dir().display()
+            )
+        })
 }
 
 fn unsafe_geteuid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    /// The scratch directory is new, private and unguessable: a symlink planted at the old
+    /// predictable name is not followed, two verifies never share one, and it is gone
+    /// after use.
+    #[test]
+    fn scratch_dir_is_private_and_never_a_planted_path() {
+        let tmp = std::env::temp_dir();
+        let target = tempfile::tempdir().unwrap();
+        let planted = tmp.join(format!("pfx-image-verify-{}", std::process::id()));
+        let _ = std::fs::remove_file(&planted);
+        std::os::unix::fs::symlink(target.path(), &planted).unwrap();
+        let (a, b) = (scratch_dir().unwrap(), scratch_dir().unwrap());
+        let _ = std::fs::remove_file(&planted);
+        for d in [&a, &b] {
+            assert_ne!(d.path(), planted, "the predictable name was used");
+            let m = std::fs::symlink_metadata(d.path()).unwrap();
+            assert!(m.is_dir() && !m.file_type().is_symlink());
+            assert_eq!(
+                m.permissions().mode() & 0o777,
+                0o700,
+                "{}",
+                d.path().display()
+            );
+            assert_eq!(m.uid(), unsafe_geteuid());
+        }
+        assert_ne!(a.path(), b.path());
+        assert_eq!(std::fs::read_dir(target.path()).unwrap().count(), 0);
+        let p = a.path().to_path_buf();
+        drop(a);
+        assert!(!p.exists(), "the scratch directory outlived the verify");
+    }
 }

@@ -646,7 +646,7 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
         .map_err(|e| e.message)
         .and_then(|data| {
             let names = artifact::initramfs_names(&data, scratch)?;
-            verify::check_initramfs(&names)
+            verify::check_initramfs(&names).map_err(|e| e.to_string())
         }) {
         Ok(i) => i,
         Err(e) => {
@@ -738,7 +738,7 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
     let update = check_update(&img, expect, &kernel_version, &initramfs_file, &mut errors);
     let data = check_data(&img, &cmdline, expect, &mut errors);
     let boot_speed = boot_speed_files(&img)
-        .and_then(|f| verify::check_boot_speed(&f))
+        .and_then(|f| verify::check_boot_speed(&f).map_err(|e| e.to_string()))
         .map_err(|e| errors.push(format!("boot speed: {e}")))
         .ok();
 
@@ -882,7 +882,8 @@ mod tests {
         };
         let check = || {
             let f = ImageFile::open(&img).unwrap();
-            boot_speed_files(&f).and_then(|f| verify::check_boot_speed(&f))
+            boot_speed_files(&f)
+                .and_then(|f| verify::check_boot_speed(&f).map_err(|e| e.to_string()))
         };
 
         write("");

@@ -416,9 +416,36 @@ done
 if curl -fsS --max-time 3 "http://127.0.0.1:$lport/profile" > /dev/null 2>&1; then fail "ssh -L through the fleet account reached the unit's 127.0.0.1:8080"; fi
 kill "$fwd_pid" 2>/dev/null || true; wait "$fwd_pid" 2>/dev/null || true
 eval "$(ssh-agent -a "$work/agent.sock")" > /dev/null
-fleet_ssh -A pfx@127.0.0.1 status --json --rate-interval-ms 3000 < /dev/null > "$work/statusA.json" 2>&1 &
-a_pid=$!; sleep 1.5
-agent_dirs=$(vm 'find /tmp -maxdepth 1 -name "ssh-*" -user pfx')
+# The session holds for 10 s (status's longest rate interval). Looked at only once its
+# command runs on the unit (bounded wait): before that there is nothing a forwarded agent
+# could have left, and finding nothing would prove nothing.
+fleet_ssh -A pfx@127.0.0.1 status --json --rate-interval-ms 10000 < /dev/null > "$work/statusA.json" 2>&1 &
+a_pid=$!
+# The session's dispatcher on the unit, by /proc alone (no procps in the image).
+dispatch_pid() { vm sh -s <<'SH'
+for d in /proc/[0-9]*; do
+  [ "$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null)" = "/usr/bin/pfx-agent dispatch " ] && { echo "${d#/proc/}"; break; }
+done
+SH
+}
+a_proc=""
+for _ in $(seq 100); do
+  a_proc=$(dispatch_pid 2>/dev/null || true)
+  [ -n "$a_proc" ] && break
+  kill -0 "$a_pid" 2>/dev/null || break
+  sleep 0.2
+done
+[ -n "$a_proc" ] || fail "ssh -A: the session's pfx-agent dispatch never ran on the unit (20 s): nothing to check for a forwarded agent ($(cat "$work/statusA.json"))"
+# A forwarded agent shows as sshd's socket directory for the account and as SSH_AUTH_SOCK
+# in the session's processes (the dispatcher and sudo, its parent).
+agent_dirs=$(vm sh -s "$a_proc" 2>&1 <<'SH'
+find /tmp -maxdepth 1 -name 'ssh-*' -user pfx
+parent=$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$1/status")
+for p in "$1" "$parent"; do
+  tr '\0' '\n' < "/proc/$p/environ" | grep '^SSH_AUTH_SOCK=' | sed "s/^/pid $p: /"
+done
+SH
+)
 wait "$a_pid" || fail "status with -A: $(cat "$work/statusA.json")"
 ssh-agent -k > /dev/null || true
 unset SSH_AUTH_SOCK SSH_AGENT_PID

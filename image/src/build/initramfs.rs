@@ -587,7 +587,7 @@ fn append_modules(
         .map_err(|m| cx.fail(format!("{}: {m}", initrd.display())))?
         .into_iter()
         .collect();
-    let (_, end) = verify::cpio_names(&first_bytes).map_err(|m| cx.fail(m))?;
+    let (_, end) = verify::cpio_names(&first_bytes).map_err(|m| cx.fail(m.to_string()))?;
     let codec = verify::compression(&first_bytes[end..])
         .ok_or_else(|| cx.fail(format!("{}: unknown compression", initrd.display())))?;
     let mut d = Dest {
