@@ -118,6 +118,10 @@ pub const INITRAMFS_HOOK: (&str, &str) = (
     "etc/initramfs-tools/hooks/pfx-systemd-tags",
     include_str!("../../systemd/initramfs-systemd-tags"),
 );
+/// The hardware watchdogs' drivers the hook has the initramfs load (the VM's, the Pi's), so
+/// systemd finds the device when it starts and arms it (`WATCHDOG_TEXT`). `pfx-image
+/// verify` looks for them in the initramfs.
+pub const WATCHDOG_MODULES: &[&str] = &["i6300esb", "bcm2835_wdt"];
 /// The rule the hook puts into the initramfs (`pfx-image verify` looks for it).
 pub const INITRAMFS_TAGS_RULE: &str = "usr/lib/udev/rules.d/99-pfx-systemd-tags.rules";
 /// systemd generators for what a unit does not have, masked (a link to /dev/null in
@@ -717,10 +721,23 @@ mod tests {
     #[test]
     fn initramfs_hook_writes_the_rule_verify_looks_for() {
         let dest = tempfile::tempdir().unwrap();
+        // initramfs-tools' hook-functions, as far as the hook uses them: record each module
+        // asked for, as the builder's recorder does.
+        let funcs = dest.path().join("hook-functions");
+        let asked = dest.path().join("asked");
+        std::fs::write(
+            &funcs,
+            format!(
+                "manual_add_modules() {{ echo \"$@\" >> '{}'; }}\n",
+                asked.display()
+            ),
+        )
+        .unwrap();
         let hook = |args: &[&str]| {
             let mut cmd = std::process::Command::new("sh");
             cmd.arg("-c").arg(INITRAMFS_HOOK.1).arg("hook").args(args);
-            cmd.env("DESTDIR", dest.path());
+            cmd.env("DESTDIR", dest.path())
+                .env("PFX_HOOK_FUNCTIONS", &funcs);
             ran(&mut cmd, "the initramfs hook")
         };
         hook(&[]);
@@ -729,6 +746,16 @@ mod tests {
         assert!(
             rule.contains(r#"TAG+="systemd""#) && rule.contains("/sys/subsystem/net/devices/$name")
         );
+        // The watchdog's drivers: copied in, and loaded by the initramfs (conf/modules).
+        let asked = std::fs::read_to_string(&asked).unwrap();
+        let loaded = std::fs::read_to_string(dest.path().join("conf/modules")).unwrap();
+        for m in WATCHDOG_MODULES {
+            assert!(asked.lines().any(|l| l == *m), "{m} not asked for: {asked}");
+            assert!(
+                loaded.lines().any(|l| l == *m),
+                "{m} not in conf/modules: {loaded}"
+            );
+        }
         assert!(hook(&["prereqs"]).stdout.is_empty());
     }
 

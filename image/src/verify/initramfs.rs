@@ -91,6 +91,28 @@ pub fn check_initramfs(names: &[String]) -> Result<InitramfsCheck, CheckFailed> 
     });
     let tags = find(&|n| n == crate::plan::INITRAMFS_TAGS_RULE);
     let mut errors = Vec::new();
+    // The watchdogs' drivers (plan::WATCHDOG_MODULES): without them in the initramfs the
+    // device comes with the coldplug, after systemd started, and a trial boot that hangs
+    // before that is never reset.
+    let watchdog_missing: Vec<&str> = crate::plan::WATCHDOG_MODULES
+        .iter()
+        .copied()
+        .filter(|m| {
+            !names.iter().any(|n| {
+                let base = n.rsplit('/').next().unwrap_or(n);
+                base.strip_prefix(*m)
+                    .is_some_and(|rest| rest == ".ko" || rest.starts_with(".ko."))
+            })
+        })
+        .collect();
+    let watchdog_error = (!watchdog_missing.is_empty()).then(|| {
+        format!(
+            "no hardware watchdog driver {} in the initramfs (the hook \
+             /etc/initramfs-tools/hooks/pfx-systemd-tags adds them: rebuild the base root \
+             with --fresh-root); a trial boot that hangs before the coldplug would never be reset",
+            watchdog_missing.join(", ")
+        )
+    });
     if busybox.is_none() {
         errors
             .push("no busybox in the initramfs (overlayroot would silently boot a writable root)");
@@ -110,6 +132,8 @@ pub fn check_initramfs(names: &[String]) -> Result<InitramfsCheck, CheckFailed> 
              with --fresh-root)",
         );
     }
+    let mut errors: Vec<String> = errors.into_iter().map(String::from).collect();
+    errors.extend(watchdog_error);
     match (busybox, script, module, tags) {
         (
             Some(busybox),
@@ -123,10 +147,7 @@ pub fn check_initramfs(names: &[String]) -> Result<InitramfsCheck, CheckFailed> 
             overlay_module,
             systemd_tags_rule,
         }),
-        _ => Err(CheckFailed::new(
-            Check::Initramfs,
-            errors.into_iter().map(String::from).collect(),
-        )),
+        _ => Err(CheckFailed::new(Check::Initramfs, errors)),
     }
 }
 
@@ -158,12 +179,20 @@ mod tests {
             b"x",
         ),
         (crate::plan::INITRAMFS_TAGS_RULE, b"SUBSYSTEM"),
+        (
+            "usr/lib/modules/6.1.0-50-arm64/kernel/drivers/watchdog/i6300esb.ko",
+            b"x",
+        ),
+        (
+            "usr/lib/modules/6.1.0-50-arm64/kernel/drivers/watchdog/bcm2835_wdt.ko.xz",
+            b"x",
+        ),
     ];
 
     #[test]
     fn initramfs_with_busybox_passes() {
         let (names, end) = cpio_names(&newc(GOOD)).unwrap();
-        assert_eq!(names.len(), 4);
+        assert_eq!(names.len(), 6);
         assert!(end > 0);
         check_initramfs(&names).unwrap();
     }
@@ -184,6 +213,13 @@ mod tests {
                 .to_string()
                 .contains("overlayroot")
         );
+    }
+
+    #[test]
+    fn initramfs_without_a_watchdog_driver_fails_naming_it() {
+        let (names, _) = cpio_names(&newc(&GOOD[..5])).unwrap();
+        let e = check_initramfs(&names).unwrap_err().to_string();
+        assert!(e.contains("bcm2835_wdt") && !e.contains("i6300esb"), "{e}");
     }
 
     #[test]
