@@ -236,16 +236,7 @@ mod tests {
     use super::*;
 
     fn unit() -> UnitRow {
-        UnitRow {
-            unit_id: "u1".into(),
-            site: Some("hall-a".into()),
-            host: "10.0.0.1".into(),
-            port: 22,
-            source: "config".into(),
-            version: None,
-            txt: None,
-            seen_ms: 1,
-        }
+        crate::store::tests::unit("u1", "hall-a")
     }
 
     #[test]

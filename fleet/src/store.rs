@@ -575,11 +575,12 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::gate::tests::good_readback;
 
-    fn unit(id: &str, site: &str) -> UnitRow {
+    /// A configured unit's row, as the tests of the modules that record events use it.
+    pub(crate) fn unit(id: &str, site: &str) -> UnitRow {
         UnitRow {
             unit_id: id.into(),
             site: Some(site.into()),
