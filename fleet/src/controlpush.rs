@@ -22,6 +22,9 @@ pub struct ControlOpts {
     pub operator: String,
     pub args: String,
     pub site: Option<String>,
+    /// The connections `pfx-fleet hold` keeps (`crate::held`): a unit whose held
+    /// connection answers gets its action over it, the others over a new one.
+    pub held: Option<crate::held::Held>,
 }
 
 /// One unit's result.
@@ -41,6 +44,9 @@ pub struct ControlRow {
     /// Why not, or what else the unit said.
     pub reason: Option<String>,
     pub answer: Option<ControlAnswer>,
+    /// It went over a connection `pfx-fleet hold` keeps (no handshake of its own).
+    #[serde(default)]
+    pub held_connection: bool,
 }
 
 /// The run's result.
@@ -85,6 +91,7 @@ pub fn row(u: &UnitRow, got: Result<ControlAnswer, (UnitState, String)>) -> Cont
                 held_on_disk: a.held_on_disk,
                 reason,
                 answer: Some(a),
+                held_connection: false,
             }
         }
         Err((state, why)) => ControlRow {
@@ -101,6 +108,7 @@ pub fn row(u: &UnitRow, got: Result<ControlAnswer, (UnitState, String)>) -> Cont
             held_on_disk: None,
             reason: Some(why),
             answer: None,
+            held_connection: false,
         },
     }
 }
@@ -110,12 +118,17 @@ pub fn line(action: &Action, r: &ControlRow) -> String {
     let what = action.describe();
     match (r.accepted, &r.effective_utc) {
         (true, Some(t)) => format!(
-            "{}: {what}: its poles were told at {t} (the unit's clock, at the frame boundary){}",
+            "{}: {what}: its poles were told at {t} (the unit's clock, at the frame boundary){}{}",
             r.unit,
             r.reason
                 .as_ref()
                 .map(|n| format!("; {n}"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            if r.held_connection {
+                "; over the held connection"
+            } else {
+                ""
+            }
         ),
         (true, None) => format!(
             "{}: {what}: taken; {}",
@@ -159,18 +172,31 @@ pub fn control(
         .map(|u| (u.unit_id.clone(), cfg.unit_agent_command(&u.unit_id)))
         .collect();
     let n = targets.len();
+    let held = o.held.clone();
     let (tx, rx) = mpsc::channel();
     let workers = crate::pool::spawn(targets, o.parallel, None, None, move |i, u: UnitRow, _| {
         let prefix = prefixes.get(&u.unit_id).cloned().unwrap_or_default();
-        let args = ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote(&prefix, &verb));
-        let raw = ssh::run(
+        let remote = remote(&prefix, &verb);
+        let socket = held
+            .as_ref()
+            .and_then(|h| h.live(&ssh_cfg, &u.host, u.port));
+        let args = match &socket {
+            Some(s) => ssh::ssh_args_held(&ssh_cfg, &u.host, u.port, &remote, s),
+            None => ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote),
+        };
+        let raw = ssh::run_on(
             &ssh_cfg.ssh,
             &args,
             None,
             Duration::from_secs(ssh_cfg.command_timeout_s),
+            socket.as_deref(),
         );
         let got = answer::<ControlAnswer>(&raw, &u.unit_id, "control", ssh_cfg.command_timeout_s);
-        tx.send((i, row(&u, got))).is_ok()
+        let r = ControlRow {
+            held_connection: socket.is_some(),
+            ..row(&u, got)
+        };
+        tx.send((i, r)).is_ok()
     });
     let mut rows: Vec<(usize, ControlRow)> = Vec::with_capacity(n);
     for (i, r) in rx {

@@ -201,6 +201,24 @@ pub fn history(h: &[HistoryRow], db: &Path) {
     }
 }
 
+/// One line of `hold`: `HH:MM:SS UTC unit: event[: reason][; again in N s]`.
+pub fn hold_event(e: &pfx_fleet::held::HoldEvent) -> String {
+    let t = gate::utc(e.at_unix_ms);
+    let clock = t.get(11..19).unwrap_or(&t);
+    format!(
+        "{clock} UTC {}: {}{}{}",
+        e.unit,
+        e.event,
+        e.reason
+            .as_ref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default(),
+        e.retry_in_s
+            .map(|s| format!("; again in {s} s"))
+            .unwrap_or_default()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
