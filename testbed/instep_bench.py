@@ -10,11 +10,19 @@ next try waits until every unit is lit again. One attempt per try; a try whose g
 UNMEASURABLE with the reason.
 
     instep_bench.py run --player BIN [--units 20] [--tries 20] [--fps 40] [--json F] [--out DIR]
+                        [--via socket|fleet|fleet-new] [--no-sync]
     instep_bench.py down                     # remove whatever a killed run left (instep*)
 
 Figures per try: `latency_ms` from the request to the last unit's first black frame at the
 pole; `spread_ms` between the first and the last unit's first black frame (and in frames);
 `told_to_last_ms` from the master's answered frame stamp to the last unit's first black frame.
+
+`--via fleet` times the whole operator's path instead: each unit also runs a real sshd whose
+key's forced command is the unit's agent (`pfx-agent dispatch`), `pfx-fleet hold --site` keeps
+a connection to every unit, and each try is `pfx-fleet control blackout --site` (then
+`control resume --site`), timed from before pfx-fleet starts. `--via fleet-new` is the same
+without `hold` (a new SSH connection per unit per command). `--no-sync`: every unit plays
+the sequence on its own (no MultiSync), so each goes black when its own request arrives.
 """
 
 from __future__ import annotations
@@ -200,6 +208,112 @@ def unit_yaml(unit: str, d: Path, fps: int, sync: dict, seq: str | None) -> str:
     return y.replace(f"{sync_bench.POLE[1]}:", f"{POLE_ADDR}:").replace("unit_id: synctest-", "unit_id: instep-")
 
 
+# ---------------------------------------------------------------------------- the fleet path
+class Fleet:
+    """The operator's side for `--via fleet*`: one sshd per unit (in the unit's network
+    namespace, its key's forced command the unit's agent), a fleet config and database, and
+    for `--via fleet` a running `pfx-fleet hold`. pfx-fleet runs in the pole's namespace (on
+    the same bridge as the units)."""
+
+    def __init__(self, bed, a, run_dir: Path, units: list[str], socks: dict, srcs: dict):
+        self.bed, self.a, self.units = bed, a, units
+        self.bin = Path(a.fleet_bin).resolve()
+        self.d = run_dir / "fleet"
+        self.d.mkdir(exist_ok=True)
+        self.held_dir = self.d / "held"
+        self.cfg = self.d / "fleet.yaml"
+        self.db = self.d / "fleet.db"
+        for key in ("id", "hostkey"):
+            for f in (self.d / key, self.d / f"{key}.pub"):
+                f.unlink(missing_ok=True)  # a reused --out directory
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.d / key)], check=True)
+        hostkey = " ".join((self.d / "hostkey.pub").read_text().split()[:2])
+        Path("/run/sshd").mkdir(exist_ok=True)
+        # The units' fleet account has /bin/sh and an empty home (the image's); so has root
+        # for these sshds (a passwd bound over /etc/passwd in their own mount namespace).
+        # The build host's root shell would be bash, which reads ~/.bashrc under sshd: that
+        # costs ~100 ms a command here and is not a unit's.
+        (self.d / "home").mkdir(exist_ok=True)
+        rows = [ln for ln in Path("/etc/passwd").read_text().splitlines() if not ln.startswith("root:")]
+        (self.d / "passwd").write_text("\n".join(rows + [f"root:x:0:0:root:{self.d / 'home'}:/bin/sh"]) + "\n")
+        known = []
+        for u in units:
+            ud = self.d / u
+            (ud / "data").mkdir(parents=True, exist_ok=True)
+            (ud / "data" / ".pfx-data").write_text("")
+            cfg = ud / "agent.yaml"
+            cfg.write_text(f"iface: lo\nunit_id: {u}\nsystemd: false\nstore_root: {ud / 'data'}\n"
+                           f"control_socket: {socks[u]}\naudit_log: {ud / 'audit.log'}\n")
+            forced = f"SUDO_USER=pfx {self.bin.parent / 'pfx-agent'} dispatch --config {cfg}"
+            opkey = (self.d / "id.pub").read_text().strip()
+            (ud / "authorized_keys").write_text(f'restrict,command="{forced}" {opkey}\n')
+            (ud / "sshd_config").write_text(
+                f"ListenAddress {srcs[u]}\nPort 22\nHostKey {self.d / 'hostkey'}\nPidFile none\n"
+                f"AuthorizedKeysFile {ud / 'authorized_keys'}\nPermitRootLogin forced-commands-only\n"
+                "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+                "MaxStartups 100\nMaxSessions 50\nLogLevel ERROR\n")  # fmt: skip
+            bed.spawn(f"sshd-{u}", u, ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                                       'mount --bind "$1" /etc/passwd && exec /usr/sbin/sshd -D -f "$2" -E "$3"', "sh",
+                                       str(self.d / "passwd"), str(ud / "sshd_config"), str(ud / "sshd.log")])  # fmt: skip
+            known.append(f"{srcs[u]} {hostkey}\n")
+        (self.d / "known_hosts").write_text("".join(known))
+        self.cfg.write_text(
+            f"ssh:\n  user: root\n  identity: {self.d / 'id'}\n  known_hosts: {self.d / 'known_hosts'}\n"
+            "  command_timeout_s: 20\nsites:\n  - name: instep\n    units:\n"
+            + "".join(f"      - {{id: {u}, host: {srcs[u]}}}\n" for u in units))  # fmt: skip
+
+    def argv(self, *words: str) -> list[str]:
+        return ["ip", "netns", "exec", self.bed.ns("pole"), "env", f"PFX_FLEET_HELD_DIR={self.held_dir}",
+                str(self.bin), "--config", str(self.cfg), "--db", str(self.db), *words]  # fmt: skip
+
+    def hold(self, within: float) -> str | None:
+        """Starts `pfx-fleet hold --site` and waits until every unit is held; None when
+        they are, else why not."""
+        p = self.bed.spawn("hold", "pole", self.argv("hold", "--site", "instep", "--json")[4:])
+        end = time.time() + within
+        held: set[str] = set()
+        while time.time() < end and p.poll() is None:
+            time.sleep(0.2)
+            held = set()
+            for line in self.bed.log_text("hold").splitlines():
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                if e.get("event") == "held":
+                    held.add(e.get("unit"))
+                elif e.get("event") == "lost":
+                    held.discard(e.get("unit"))
+            if held >= set(self.units):
+                return None
+        missing = sorted(set(self.units) - held)
+        return f"hold: not every unit held within {within} s ({', '.join(missing[:5])}): {self.bed.log_tail('hold')}"
+
+    def control(self, *action: str) -> dict:
+        r = subprocess.run(self.argv("control", *action, "--site", "instep", "--json"),
+                           capture_output=True, text=True, timeout=60, env=dict(os.environ, USER="instep-bench"))
+        try:
+            return json.loads(r.stdout)
+        except ValueError:
+            return {"error": f"pfx-fleet control printed no JSON (exit {r.returncode}): {r.stderr[-300:]}"}
+
+
+def fleet_act(fleet: Fleet, action: str) -> tuple[dict, int]:
+    """One action through pfx-fleet: (the master's row as a control-socket answer, how many
+    units went over a held connection)."""
+    out = fleet.control(action)
+    if "error" in out:
+        return {"accepted": False, "error": out["error"]}, 0
+    rows = out.get("units", [])
+    held = sum(1 for r in rows if r.get("held_connection"))
+    m = next((r for r in rows if r.get("unit") == "m"), {})
+    bad = [f"{r.get('unit')}: {r.get('reason')}" for r in rows if r.get("state") != "done"]
+    ans = {"accepted": bool(m.get("accepted")) and not bad, "effective_unix_us": m.get("effective_unix_us"),
+           "error": "; ".join(bad[:3]) or None,
+           "told_unix_us": {r.get("unit"): r.get("effective_unix_us") for r in rows}}  # fmt: skip
+    return ans, held
+
+
 def run(a) -> int:
     if os.geteuid() != 0:
         print("skipped: needs root (network namespaces, time namespaces)")
@@ -234,12 +348,15 @@ def run(a) -> int:
         for i, u in enumerate(units):
             d = run_dir / "cell1" / u
             d.mkdir(parents=True, exist_ok=True)
-            if u == "m":
+            if a.no_sync:
+                sync = None
+            elif u == "m":
                 sync = {"role": "master", "port": SYNC_PORT, "transport": "multicast"}
             else:
                 sync = {"role": "remote", "port": SYNC_PORT, "sequences": str(seq_dir),
                         "master_lost": {"after_s": 5, "then": "stop"}}  # fmt: skip
-            (d / "show.yaml").write_text(unit_yaml(u, d, a.fps, sync, str(seq_dir / SEQ_NAME) if u == "m" else None))
+            plays = u == "m" or a.no_sync
+            (d / "show.yaml").write_text(unit_yaml(u, d, a.fps, sync, str(seq_dir / SEQ_NAME) if plays else None))
             socks[u] = d / "control.sock"
             if u != "m":
                 bed.spawn(u, u, [a.player, "run", "--config", str(d / "show.yaml"),
@@ -253,9 +370,22 @@ def run(a) -> int:
                                       + ", ".join(unit_of[s] for s in dark[:5])
                                       + f" ({bed.log_tail(unit_of[dark[0]])})")  # fmt: skip
             return finish(result, a)
+        fleet = None
+        if a.via != "socket":
+            fleet = Fleet(bed, a, run_dir, units, socks, srcs)
+            why = fleet.hold(10.0 + 0.5 * a.units) if a.via == "fleet" else None
+            # pfx-fleet learns each unit's MultiSync part from its answers (it tells known
+            # remotes after their master): one `resume` (nothing is held yet) teaches it.
+            learned = fleet.control("resume")
+            if not why and learned.get("done") != a.units:
+                why = f"the first resume was not taken by every unit: {json.dumps(learned)[:300]}"
+            if why:
+                result["unmeasurable"] = why
+                return finish(result, a)
+        result["via"], result["sync"] = a.via, not a.no_sync
         time.sleep(a.warmup)
         for n in range(a.tries):
-            result["tries"].append(one_try(bed, socks["m"], pole_log, srcs, unit_of, period_ms, n))
+            result["tries"].append(one_try(bed, socks["m"], pole_log, srcs, unit_of, period_ms, n, fleet))
             print(f"try {n + 1}: {json.dumps(result['tries'][-1])}", flush=True)
         dead = [u for u in units if u in bed.procs and bed.procs[u].poll() is not None]
         if dead:
@@ -286,15 +416,20 @@ def wait_lit(pole_log: Path, srcs: list[str], within: float) -> list[str]:
     return dark
 
 
-def one_try(bed, msock: Path, pole_log: Path, srcs: dict, unit_of: dict, period_ms: float, n: int) -> dict:
+def one_try(bed, msock: Path, pole_log: Path, srcs: dict, unit_of: dict, period_ms: float, n: int,
+            fleet: Fleet | None = None) -> dict:
     dark = wait_lit(pole_log, list(srcs.values()), RELIGHT_WITHIN_S)
     if dark:
         return {"unmeasurable": "not every unit lit before the try: " + ", ".join(unit_of[s] for s in dark[:5])}
     t_cmd = time.time_ns() // 1000
     psi0 = cpu_pressure_total_us()
+    held = None
     try:
-        ans = ask(msock, "blackout")
-    except (OSError, ValueError) as e:
+        if fleet is None:
+            ans = ask(msock, "blackout")
+        else:
+            ans, held = fleet_act(fleet, "blackout")
+    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
         return {"unmeasurable": f"the master's control socket: {e}"}
     if not ans.get("accepted"):
         return {"unmeasurable": f"the master did not take it: {ans.get('error')}"}
@@ -307,15 +442,20 @@ def one_try(bed, msock: Path, pole_log: Path, srcs: dict, unit_of: dict, period_
         share = (psi1 - psi0) / (time.time_ns() // 1000 - t_cmd)
         # Recorded, not a guard: twenty players on two cores make this pressure themselves.
         res["cpu_pressure"] = round(share, 3)
+    if held is not None:
+        res["held_connections"] = held
+        # When each unit's own request took effect, from the command's start: the fleet leg.
+        told = {u: round((t - t_cmd) / 1000.0, 1) for u, t in (ans.get("told_unix_us") or {}).items() if t}
+        res["told_ms"] = told
     if res["unmeasurable"] is None:
         why = stalled(rows, firsts, t_cmd, period_ms, unit_of)
         if why:
             res["unmeasurable"] = f"{why} (spread {res['spread_ms']} ms)"
     try:
-        r = ask(msock, "resume")
+        r = ask(msock, "resume") if fleet is None else fleet_act(fleet, "resume")[0]
         if not r.get("accepted"):
             res.setdefault("note", f"resume not taken: {r.get('error')}")
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
         res.setdefault("note", f"resume: {e}")
     return res
 
@@ -442,7 +582,9 @@ def own_action_cell(socks: dict, srcs: dict, unit_of: dict, pole_log: Path) -> d
 def finish(result: dict, a) -> int:
     result["summary"] = summarize(result["tries"])
     s = result["summary"]
-    print(f"\nblackout on the master of a {a.units}-unit synced site, {a.fps} fps "
+    how = {"socket": "on the master's control socket", "fleet": "by pfx-fleet control --site over held connections",
+           "fleet-new": "by pfx-fleet control --site, a new connection per unit"}[a.via]  # fmt: skip
+    print(f"\nblackout {how}, {a.units}-unit {'unsynced' if a.no_sync else 'synced'} site, {a.fps} fps "
           f"(one frame {1000 / a.fps:.1f} ms), {s['measured']} of {s['tries']} tries measured")  # fmt: skip
     if result.get("unmeasurable"):
         print(f"UNMEASURABLE: {result['unmeasurable']}")
@@ -489,6 +631,10 @@ def main(argv=None) -> int:
                    help="after the tries: two pfx-fleet processes act on the same units at once")
     r.add_argument("--fleet-bin", default=os.environ.get("PFX_FLEET", str(HERE.parent / "target/debug/pfx-fleet")),
                    help="pfx-fleet (its pfx-agent beside it)")
+    r.add_argument("--via", choices=["socket", "fleet", "fleet-new"], default="socket",
+                   help="how each try's blackout is sent (socket: the master's control socket; fleet: "
+                   "pfx-fleet control --site over pfx-fleet hold's connections; fleet-new: without hold)")
+    r.add_argument("--no-sync", action="store_true", help="every unit plays on its own (no MultiSync)")
     sub.add_parser("down")
     a = ap.parse_args(argv)
     if a.cmd == "run":

@@ -611,9 +611,22 @@ pub fn run_on(
 ) -> Raw {
     let mut raw = run(program, args, input, timeout);
     if let Some(s) = socket {
-        raw.shared_lost = raw.exit == Some(255) && !raw.timed_out && !master_answers(s);
+        raw.shared_lost = raw.exit == Some(255) && !raw.timed_out && master_gone(s);
     }
     raw
+}
+
+/// Whether the master behind `socket` is gone, looked at a few times over 100 ms: a
+/// killed master's connection to its client can close a moment before its listening
+/// socket does, so a single look right after the client's exit may still be let in.
+fn master_gone(socket: &Path) -> bool {
+    for _ in 0..5 {
+        if !master_answers(socket) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
 }
 
 /// Whether a shared connection's master accepts on `socket` (a stale socket file of a
