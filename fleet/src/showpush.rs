@@ -564,18 +564,21 @@ fn spawn_workers(
     )
 }
 
+/// Without bars, a line per this many bytes sent to a unit.
+pub(crate) const PLAIN_STEP: u64 = 16 << 20;
+
 /// Each unit's transfer as a progress bar on a terminal, else as plain lines (one per
-/// 16 MiB sent).
-struct Bars {
+/// [`PLAIN_STEP`] sent). `push show` and `push update` both draw with it.
+pub(crate) struct Bars {
     multi: indicatif::MultiProgress,
     style: Option<indicatif::ProgressStyle>,
     /// The unit's bar, bytes sent so far and bytes to send.
     bars: BTreeMap<String, (indicatif::ProgressBar, u64, u64)>,
-    draw: bool,
+    pub draw: bool,
 }
 
 impl Bars {
-    fn new(draw: bool) -> Bars {
+    pub fn new(draw: bool) -> Bars {
         let multi = indicatif::MultiProgress::with_draw_target(if draw {
             indicatif::ProgressDrawTarget::stderr()
         } else {
@@ -595,7 +598,7 @@ impl Bars {
     }
 
     /// A line to the operator, above the bars when there are any.
-    fn say(&self, line: String) {
+    pub fn say(&self, line: String) {
         if self.draw {
             let _ = self.multi.println(line);
         } else {
@@ -603,7 +606,8 @@ impl Bars {
         }
     }
 
-    fn planned(&mut self, unit: String, total: u64) {
+    /// A bar for `unit`, which is to be sent `total` bytes.
+    pub fn planned(&mut self, unit: String, total: u64) {
         let pb = self.multi.add(indicatif::ProgressBar::new(total));
         if let Some(s) = self.style.clone() {
             pb.set_style(s);
@@ -615,22 +619,23 @@ impl Bars {
         self.bars.insert(unit, (pb, 0, total));
     }
 
-    fn progress(&mut self, unit: &str, n: u64) {
-        if let Some((pb, sent, total)) = self.bars.get_mut(unit) {
-            pb.inc(n);
-            let step = 16 << 20;
-            if !self.draw && (*sent + n) / step > *sent / step {
-                eprintln!(
-                    "{unit}: {} of {} sent",
-                    human_bytes(*sent + n),
-                    human_bytes(*total)
-                );
-            }
-            *sent += n;
-        }
+    /// Counts `n` more bytes sent to `unit` on its bar: the bytes sent before and
+    /// after, and the bytes to send; None when the unit has no bar.
+    pub fn advance(&mut self, unit: &str, n: u64) -> Option<(u64, u64, u64)> {
+        let (pb, sent, total) = self.bars.get_mut(unit)?;
+        pb.inc(n);
+        let before = *sent;
+        *sent += n;
+        Some((before, *sent, *total))
     }
 
-    fn finished(&mut self, unit: &str) {
+    /// Drops every bar left (the end of a wave: its bars end with it).
+    pub fn clear(&mut self) {
+        self.bars.clear();
+    }
+
+    /// The unit's transfer is over: its bar goes.
+    pub fn finished(&mut self, unit: &str) {
         if let Some((pb, _, _)) = self.bars.remove(unit) {
             pb.finish_and_clear();
         }
@@ -659,7 +664,18 @@ fn record_all(
                 ))?;
             }
             Msg::Planned(unit, total) => bars.planned(unit, total),
-            Msg::Progress(unit, n) => bars.progress(&unit, n),
+            Msg::Progress(unit, n) => {
+                if let Some((before, after, total)) = bars.advance(&unit, n)
+                    && !bars.draw
+                    && after / PLAIN_STEP > before / PLAIN_STEP
+                {
+                    eprintln!(
+                        "{unit}: {} of {} sent",
+                        human_bytes(after),
+                        human_bytes(total)
+                    );
+                }
+            }
             // Closing on a signal: nothing more is recorded (see OpenRun::closing).
             Msg::Finished(..) if run.closing() => {}
             Msg::Finished(u, out) => {
