@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -159,7 +160,10 @@ def judge_try(t_cmd_us: int, stamp_us: int | None, firsts: dict[str, int | None]
 def summarize(tries: list[dict]) -> dict:
     good = [t for t in tries if t.get("unmeasurable") is None]
     out: dict = {"tries": len(tries), "measured": len(good)}
-    for k in ("latency_ms", "spread_ms", "spread_frames", "told_to_last_ms"):
+    keys = ["latency_ms", "spread_ms", "spread_frames", "told_to_last_ms"]
+    if any("fleet_cpu_ms" in t for t in tries):
+        keys.append("fleet_cpu_ms")
+    for k in keys:
         xs = [t[k] for t in good if t.get(k) is not None]
         out[k] = {"p50": sync_bench.percentile(xs, 50), "p99": sync_bench.percentile(xs, 99),
                   "max": max(xs) if xs else None}  # fmt: skip
@@ -290,12 +294,36 @@ class Fleet:
         return f"hold: not every unit held within {within} s ({', '.join(missing[:5])}): {self.bed.log_tail('hold')}"
 
     def control(self, *action: str) -> dict:
+        env = dict(os.environ, USER="instep-bench")
+        env.pop("SUDO_USER", None)  # the operator's name is $SUDO_USER, else $USER
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         r = subprocess.run(self.argv("control", *action, "--site", "instep", "--json"),
-                           capture_output=True, text=True, timeout=60, env=dict(os.environ, USER="instep-bench"))
+                           capture_output=True, text=True, timeout=60, env=env)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # The fleet host's CPU for the command: pfx-fleet and its ssh clients (each waited
+        # for, so counted here), and `ip netns exec`. The units' side is not in it.
+        self.last_cpu_ms = round(1000 * (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime), 1)
         try:
             return json.loads(r.stdout)
         except ValueError:
             return {"error": f"pfx-fleet control printed no JSON (exit {r.returncode}): {r.stderr[-300:]}"}
+
+
+def shows_cell(fleet: Fleet, units: list[str]) -> dict:
+    """`pfx-fleet shows` says what each unit holds: a site blackout, then `shows --site`
+    (each unit's agent reads its player's /profile), then `resume`."""
+    out = fleet.control("blackout")
+    if out.get("done") != len(units):
+        return {"cell": "shows", "unmeasurable": f"the blackout was not taken by every unit: {json.dumps(out)[:300]}"}
+    r = subprocess.run(fleet.argv("shows", "--site", "instep", "--json"), capture_output=True, text=True, timeout=60)
+    fleet.control("resume")
+    try:
+        rows = {x.get("unit"): x for x in json.loads(r.stdout)}
+    except ValueError:
+        return {"cell": "shows", "unmeasurable": f"pfx-fleet shows printed no JSON (exit {r.returncode}): {r.stderr[-300:]}"}
+    checks = [(str((rows.get(u) or {}).get("override") or "").startswith("blackout by instep-bench"),
+               f"{u}: shows holds {(rows.get(u) or {}).get('override')!r}") for u in units]  # fmt: skip
+    return {"cell": "shows", "unmeasurable": None, "checks": checks}
 
 
 def fleet_act(fleet: Fleet, action: str) -> tuple[dict, int]:
@@ -391,6 +419,11 @@ def run(a) -> int:
         if dead:
             result["unmeasurable"] = f"unit {dead[0]} exited during the run: {bed.log_tail(dead[0])}"
         result["load"] = os.getloadavg()
+        if fleet is not None:
+            try:
+                result["shows"] = shows_cell(fleet, units)
+            except Exception as e:  # one attempt: reported, not retried
+                result["shows"] = {"cell": "shows", "unmeasurable": f"testbed error: {e}", "checks": []}
         if a.laptops:
             try:
                 result["own"] = own_action_cell(socks, srcs, unit_of, pole_log)
@@ -447,6 +480,7 @@ def one_try(bed, msock: Path, pole_log: Path, srcs: dict, unit_of: dict, period_
         # When each unit's own request took effect, from the command's start: the fleet leg.
         told = {u: round((t - t_cmd) / 1000.0, 1) for u, t in (ans.get("told_unix_us") or {}).items() if t}
         res["told_ms"] = told
+        res["fleet_cpu_ms"] = fleet.last_cpu_ms
     if res["unmeasurable"] is None:
         why = stalled(rows, firsts, t_cmd, period_ms, unit_of)
         if why:
@@ -588,7 +622,9 @@ def finish(result: dict, a) -> int:
           f"(one frame {1000 / a.fps:.1f} ms), {s['measured']} of {s['tries']} tries measured")  # fmt: skip
     if result.get("unmeasurable"):
         print(f"UNMEASURABLE: {result['unmeasurable']}")
-    for k in ("latency_ms", "told_to_last_ms", "spread_ms", "spread_frames"):
+    for k in ("latency_ms", "told_to_last_ms", "spread_ms", "spread_frames", "fleet_cpu_ms"):
+        if k not in s:
+            continue
         v = s[k]
         if v["p50"] is None:
             print(f"{k:16s} UNMEASURABLE: no try measured")
@@ -603,6 +639,13 @@ def finish(result: dict, a) -> int:
         if own.get("unmeasurable"):
             print(f"  UNMEASURABLE: {own['unmeasurable']}")
         for ok, what in own.get("checks", []):
+            print(f"  {'ok  ' if ok else 'FAIL'} {what}")
+    sh = result.get("shows")
+    if sh:
+        print("\nwhat each unit holds, by pfx-fleet shows (a site blackout held)")
+        if sh.get("unmeasurable"):
+            print(f"  UNMEASURABLE: {sh['unmeasurable']}")
+        for ok, what in sh.get("checks", []):
             print(f"  {'ok  ' if ok else 'FAIL'} {what}")
     lp = result.get("laptops")
     if lp:

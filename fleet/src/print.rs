@@ -120,6 +120,15 @@ pub fn control(sum: &ControlSummary) {
     );
 }
 
+/// The last column of `shows`: what the unit holds (as `top` says it), then the reason.
+fn shows_note(r: &ShowsRow) -> String {
+    match (&r.held, &r.reason) {
+        (Some(h), Some(why)) => format!("OVERRIDE {h}; {why}"),
+        (Some(h), None) => format!("OVERRIDE {h}"),
+        (None, why) => why.clone().unwrap_or_default(),
+    }
+}
+
 pub fn shows(rows: &[ShowsRow], now: u64) {
     println!(
         "{:<16} {:<10} {:<24} {:<17} {:<7} {:<9} note",
@@ -138,7 +147,7 @@ pub fn shows(rows: &[ShowsRow], now: u64) {
             r.since_unix_ms
                 .map(|t| human_age(now.saturating_sub(t)) + " ago")
                 .unwrap_or_else(|| "-".into()),
-            r.reason.as_deref().unwrap_or("")
+            shows_note(r)
         );
     }
 }
