@@ -61,6 +61,9 @@ RELIGHT_WITHIN_S = 8.0
 # The host's CPU pressure over the try ("some": the share of time a runnable task waited for
 # a CPU) is recorded beside each try.
 MAX_GAP_FRAMES = 1.5
+# A `play` starts its sequence again: a frame numbered below this after the request is the
+# new start (every try begins long after the show's first frames).
+RESTART_BELOW = 4
 
 
 def unit_names(n: int) -> list[str]:
@@ -108,6 +111,26 @@ def first_black(rows: list[tuple[str, int, str]], srcs: list[str], after_us: int
                 out[src] = t
         else:
             out[src] = None
+    return out
+
+
+def first_restart(rows: list[tuple[str, int, str]], srcs: list[str], after_us: int) -> dict[str, int | None]:
+    """Per source, when it showed the restarted sequence's frame K after `after_us`: K is
+    the highest of the units' first frames below RESTART_BELOW (a remote that joins its
+    master's new sequence a moment late shows frame 1 first, at the master's frame 1; in
+    step means the same frame at the same time). Pure."""
+    firsts: dict[str, int] = {}
+    for src, _t, tag in rows:
+        if src in srcs and _t >= after_us and src not in firsts and tag.isdigit() and int(tag) < RESTART_BELOW:
+            firsts[src] = int(tag)
+    if len(firsts) < len(srcs):
+        # Unmeasurable: judge_try names the units that never restarted (None).
+        return {s: (after_us if s in firsts else None) for s in srcs}
+    out: dict[str, int | None] = {s: None for s in srcs}
+    k = str(max(firsts.values()))
+    for src, t, tag in rows:
+        if src in out and t >= after_us and out[src] is None and tag == k:
+            out[src] = t
     return out
 
 
@@ -293,11 +316,12 @@ class Fleet:
         missing = sorted(set(self.units) - held)
         return f"hold: not every unit held within {within} s ({', '.join(missing[:5])}): {self.bed.log_tail('hold')}"
 
-    def control(self, *action: str) -> dict:
+    def control(self, *action: str, unit: str | None = None) -> dict:
         env = dict(os.environ, USER="instep-bench")
         env.pop("SUDO_USER", None)  # the operator's name is $SUDO_USER, else $USER
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        r = subprocess.run(self.argv("control", *action, "--site", "instep", "--json"),
+        target = ["--unit", unit] if unit else ["--site", "instep"]
+        r = subprocess.run(self.argv("control", *action, *target, "--json"),
                            capture_output=True, text=True, timeout=60, env=env)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         # The fleet host's CPU for the command: pfx-fleet and its ssh clients (each waited
@@ -307,6 +331,38 @@ class Fleet:
             return json.loads(r.stdout)
         except ValueError:
             return {"error": f"pfx-fleet control printed no JSON (exit {r.returncode}): {r.stderr[-300:]}"}
+
+
+def play_cell(fleet: Fleet, pole_log: Path, srcs: dict, unit_of: dict, period_ms: float, tries: int) -> dict:
+    """`play` on the master is a MultiSync sequence change: `pfx-fleet control play content
+    --unit m` (a remote refuses `play`: it is its master's), then each unit's first frame of
+    the sequence from its start at the pole; then `resume --unit m`."""
+    out: dict = {"cell": "play", "tries": []}
+    for _ in range(tries):
+        dark = wait_lit(pole_log, list(srcs.values()), RELIGHT_WITHIN_S)
+        if dark:
+            out["tries"].append({"unmeasurable": "not every unit lit before the try: "
+                                 + ", ".join(unit_of[x] for x in dark[:5])})  # fmt: skip
+            continue
+        t_cmd = time.time_ns() // 1000
+        r = fleet.control("play", "content", unit="m")
+        row = next(iter(r.get("units") or []), {})
+        if not row.get("accepted"):
+            out["tries"].append({"unmeasurable": f"the master did not take play: {row.get('reason') or r.get('error')}"})
+            continue
+        time.sleep(BLACK_WITHIN_S + 0.6)
+        rows = [x for x in read_rows(pole_log) if x[1] <= t_cmd + int(BLACK_WITHIN_S * 1e6)]
+        firsts = first_restart(rows, list(srcs.values()), t_cmd)
+        res = judge_try(t_cmd, row.get("effective_unix_us"), firsts, period_ms, unit_of)
+        if res["unmeasurable"] is None:
+            why = stalled(rows, firsts, t_cmd, period_ms, unit_of)
+            if why:
+                res["unmeasurable"] = f"{why} (spread {res['spread_ms']} ms)"
+        res["unmeasurable"] = res["unmeasurable"] and res["unmeasurable"].replace("black frame", "restarted frame")
+        fleet.control("resume", unit="m")
+        out["tries"].append(res)
+    out["summary"] = summarize(out["tries"])
+    return out
 
 
 def shows_cell(fleet: Fleet, units: list[str]) -> dict:
@@ -419,6 +475,11 @@ def run(a) -> int:
         if dead:
             result["unmeasurable"] = f"unit {dead[0]} exited during the run: {bed.log_tail(dead[0])}"
         result["load"] = os.getloadavg()
+        if fleet is not None and not a.no_sync and a.play_tries:
+            try:
+                result["play"] = play_cell(fleet, pole_log, srcs, unit_of, period_ms, a.play_tries)
+            except Exception as e:  # one attempt: reported, not retried
+                result["play"] = {"cell": "play", "unmeasurable": f"testbed error: {e}", "tries": []}
         if fleet is not None:
             try:
                 result["shows"] = shows_cell(fleet, units)
@@ -640,6 +701,19 @@ def finish(result: dict, a) -> int:
             print(f"  UNMEASURABLE: {own['unmeasurable']}")
         for ok, what in own.get("checks", []):
             print(f"  {'ok  ' if ok else 'FAIL'} {what}")
+    pl = result.get("play")
+    if pl:
+        ps = pl.get("summary") or summarize([])
+        print(f"\nplay on the master (a sequence change), {ps['measured']} of {ps['tries']} tries measured")
+        if pl.get("unmeasurable"):
+            print(f"  UNMEASURABLE: {pl['unmeasurable']}")
+        for k in ("latency_ms", "spread_ms", "spread_frames"):
+            v = ps[k]
+            print(f"  {k:16s} " + ("UNMEASURABLE: no try measured" if v["p50"] is None
+                                   else f"p50 {v['p50']:8.3f}  p99 {v['p99']:8.3f}  max {v['max']:8.3f}"))  # fmt: skip
+        for i, t in enumerate(pl.get("tries", [])):
+            if t.get("unmeasurable"):
+                print(f"  try {i + 1}: UNMEASURABLE: {t['unmeasurable']}")
     sh = result.get("shows")
     if sh:
         print("\nwhat each unit holds, by pfx-fleet shows (a site blackout held)")
@@ -678,6 +752,8 @@ def main(argv=None) -> int:
                    help="how each try's blackout is sent (socket: the master's control socket; fleet: "
                    "pfx-fleet control --site over pfx-fleet hold's connections; fleet-new: without hold)")
     r.add_argument("--no-sync", action="store_true", help="every unit plays on its own (no MultiSync)")
+    r.add_argument("--play-tries", type=int, default=5,
+                   help="--via fleet on a synced site: then this many `play` tries on the master (0: none)")
     sub.add_parser("down")
     a = ap.parse_args(argv)
     if a.cmd == "run":
