@@ -459,7 +459,6 @@ impl Feed<'_> {
 /// threads, and the result is there the moment the child is done, not at the next tick of
 /// a timer). Without input the child's stdin is /dev/null.
 pub fn run(program: &Path, args: &[String], input: Option<Input<'_>>, timeout: Duration) -> Raw {
-    use std::os::fd::AsRawFd;
     let deadline = Instant::now() + timeout;
     let cannot = |e: std::io::Error| Raw {
         exit: None,
@@ -482,7 +481,7 @@ pub fn run(program: &Path, args: &[String], input: Option<Input<'_>>, timeout: D
         Ok(c) => c,
         Err(e) => return cannot(e),
     };
-    let mut feed = match (child.stdin.take(), input) {
+    let feed = match (child.stdin.take(), input) {
         (Some(pipe), Some(input)) => match Feed::new(pipe, input) {
             Ok(mut f) => match f.refill() {
                 Fed::More => Some(f),
@@ -496,6 +495,26 @@ pub fn run(program: &Path, args: &[String], input: Option<Input<'_>>, timeout: D
         },
         _ => None,
     };
+    let (out, err, timed_out) = pump(&mut child, feed, deadline);
+    let (status, timed_out) = reap(&mut child, timed_out, deadline);
+    Raw {
+        exit: status.and_then(|s| s.code()),
+        stdout: String::from_utf8_lossy(&out).into_owned(),
+        stderr: String::from_utf8_lossy(&err).into_owned(),
+        timed_out,
+        shared_lost: false,
+    }
+}
+
+/// Feeds the child's stdin and reads its stdout and stderr, all through one poll, until
+/// both outputs are closed and the input is all taken, or the deadline. Returns what it
+/// printed and whether the deadline came first.
+fn pump(
+    child: &mut std::process::Child,
+    mut feed: Option<Feed<'_>>,
+    deadline: Instant,
+) -> (Vec<u8>, Vec<u8>, bool) {
+    use std::os::fd::AsRawFd;
     let (mut out, mut err) = (Vec::new(), Vec::new());
     // The handles own the fds (they close on drop, after the loop); poll and read use the
     // raw numbers.
@@ -504,12 +523,10 @@ pub fn run(program: &Path, args: &[String], input: Option<Input<'_>>, timeout: D
         so.as_ref().map(|p| p.as_raw_fd()),
         se.as_ref().map(|p| p.as_raw_fd()),
     ];
-    let mut timed_out = false;
     while pipes.iter().any(Option::is_some) || feed.is_some() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            timed_out = true;
-            break;
+            return (out, err, true);
         }
         let stdin_fd = feed.as_ref().map(|f| f.pipe.as_raw_fd());
         let mut fds: Vec<libc::pollfd> = pipes
@@ -550,48 +567,53 @@ pub fn run(program: &Path, args: &[String], input: Option<Input<'_>>, timeout: D
             } else {
                 (1, &mut err)
             };
-            let mut chunk = [0u8; 8192];
-            // SAFETY: reading into a local buffer of the given length from an fd we own.
-            let r = unsafe { libc::read(p.fd, chunk.as_mut_ptr().cast(), chunk.len()) };
-            if r > 0 {
-                buf.extend_from_slice(&chunk[..r as usize]);
-            } else if r == 0
-                || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
-            {
+            if !read_some(p.fd, buf) {
                 pipes[slot] = None;
             }
         }
     }
-    drop(feed);
-    let status = if timed_out {
-        let _ = child.kill();
-        child.wait().ok()
+    (out, err, false)
+}
+
+/// Reads what `fd` has into `buf`; false when it is closed (or failed).
+fn read_some(fd: i32, buf: &mut Vec<u8>) -> bool {
+    let mut chunk = [0u8; 8192];
+    // SAFETY: reading into a local buffer of the given length from an fd we own.
+    let r = unsafe { libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len()) };
+    if r > 0 {
+        buf.extend_from_slice(&chunk[..r as usize]);
+        true
     } else {
-        // Both pipes are closed: the child is exiting. Wait for it, still within the
-        // deadline (a child that closes its output and keeps running is killed at it).
-        let mut nap = Duration::from_micros(200);
-        loop {
-            match child.try_wait() {
-                Ok(Some(s)) => break Some(s),
-                Ok(None) if Instant::now() >= deadline => {
-                    timed_out = true;
-                    let _ = child.kill();
-                    break child.wait().ok();
-                }
-                Ok(None) => {
-                    std::thread::sleep(nap);
-                    nap = (nap * 2).min(Duration::from_millis(20));
-                }
-                Err(_) => break None,
+        r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+    }
+}
+
+/// The child's exit: killed at once when the deadline came first; else waited for, still
+/// within the deadline (a child that closes its output and keeps running is killed at
+/// it). Returns its status and whether the deadline came first.
+fn reap(
+    child: &mut std::process::Child,
+    timed_out: bool,
+    deadline: Instant,
+) -> (Option<std::process::ExitStatus>, bool) {
+    if timed_out {
+        let _ = child.kill();
+        return (child.wait().ok(), true);
+    }
+    let mut nap = Duration::from_micros(200);
+    loop {
+        match child.try_wait() {
+            Ok(Some(s)) => return (Some(s), false),
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                return (child.wait().ok(), true);
             }
+            Ok(None) => {
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(Duration::from_millis(20));
+            }
+            Err(_) => return (None, false),
         }
-    };
-    Raw {
-        exit: status.and_then(|s| s.code()),
-        stdout: String::from_utf8_lossy(&out).into_owned(),
-        stderr: String::from_utf8_lossy(&err).into_owned(),
-        timed_out,
-        shared_lost: false,
     }
 }
 
