@@ -1402,6 +1402,17 @@ fn ab_boot_files(
     fw: &Path,
     kver: &str,
 ) -> Result<(), BuildError> {
+    slot_boot_files(cx, root, fw, kver)?;
+    uboot_script_and_env(cx, plan, fw)?;
+    if plan.target.uses_raspi_firmware() {
+        pi_uboot_files(cx, root, fw)?;
+    }
+    Ok(())
+}
+
+/// The root slot's own command line, kernel and initramfs links, and the FAT's
+/// cmdline.txt rewritten to name slot A.
+fn slot_boot_files(cx: &Ctx, root: &Path, fw: &Path, kver: &str) -> Result<(), BuildError> {
     // The slot's kernel command line: the one the FAT's cmdline.txt carries (raspi-firmware's
     // generated line after z51, or the VM's), less its root=, which the script sets to the
     // booted slot. `panic=10`: a kernel that panics during a trial boot restarts, so the trial
@@ -1441,6 +1452,11 @@ fn ab_boot_files(
         "write cmdline.txt",
         fs::write(fw.join("cmdline.txt"), format!("{direct}\n")),
     )?;
+    Ok(())
+}
+
+/// U-Boot's compiled boot script and the two copies of its environment, on the FAT.
+fn uboot_script_and_env(cx: &Ctx, plan: &Plan, fw: &Path) -> Result<(), BuildError> {
     // The boot script, compiled by mkimage (u-boot-tools), and the two environment copies.
     let cmd_path = fw.join("boot.cmd");
     cx.io("write boot.cmd", fs::write(&cmd_path, BOOT_CMD))?;
@@ -1461,39 +1477,43 @@ fn ab_boot_files(
     for (name, blob) in update::ENV_FILES.iter().zip([a, b]) {
         cx.io(&format!("write {name}"), fs::write(fw.join(name), blob))?;
     }
-    if plan.target.uses_raspi_firmware() {
-        // The Pi's firmware starts U-Boot, which runs the script. The kernel, initramfs and
-        // DTBs the firmware hook copied stay on the FAT as a documented way back (put the
-        // kernel= and initramfs lines back in config.txt to boot slot A without U-Boot).
-        cx.io(
-            "copy u-boot.bin",
-            fs::copy(
-                root.join("usr/lib/u-boot/rpi_arm64/u-boot.bin"),
-                fw.join("u-boot.bin"),
-            )
-            .map(|_| ()),
-        )?;
-        // U-Boot's 2 s boot delay goes, by a device tree overlay the firmware applies.
-        let overlays = fw.join("overlays");
-        cx.io("create overlays/", fs::create_dir_all(&overlays))?;
-        let dts = fw.join("pfx-uboot.dts");
-        cx.io(
-            "write pfx-uboot.dts",
-            fs::write(&dts, update::BOOTDELAY_OVERLAY_DTS),
-        )?;
-        cx.run(
-            Command::new("dtc")
-                .args(["-q", "-@", "-I", "dts", "-O", "dtb", "-o"])
-                .arg(fw.join(update::BOOTDELAY_OVERLAY))
-                .arg(&dts),
-        )?;
-        cx.io("remove pfx-uboot.dts", fs::remove_file(&dts))?;
-        let cfg = cx.io("read config.txt", fs::read_to_string(fw.join("config.txt")))?;
-        cx.io(
-            "write config.txt",
-            fs::write(fw.join("config.txt"), uboot_config_txt(&cfg)),
-        )?;
-    }
+    Ok(())
+}
+
+/// A Pi's firmware starting U-Boot: u-boot.bin, the overlay that drops its boot delay, and
+/// config.txt pointing at it.
+fn pi_uboot_files(cx: &Ctx, root: &Path, fw: &Path) -> Result<(), BuildError> {
+    // The Pi's firmware starts U-Boot, which runs the script. The kernel, initramfs and
+    // DTBs the firmware hook copied stay on the FAT as a documented way back (put the
+    // kernel= and initramfs lines back in config.txt to boot slot A without U-Boot).
+    cx.io(
+        "copy u-boot.bin",
+        fs::copy(
+            root.join("usr/lib/u-boot/rpi_arm64/u-boot.bin"),
+            fw.join("u-boot.bin"),
+        )
+        .map(|_| ()),
+    )?;
+    // U-Boot's 2 s boot delay goes, by a device tree overlay the firmware applies.
+    let overlays = fw.join("overlays");
+    cx.io("create overlays/", fs::create_dir_all(&overlays))?;
+    let dts = fw.join("pfx-uboot.dts");
+    cx.io(
+        "write pfx-uboot.dts",
+        fs::write(&dts, update::BOOTDELAY_OVERLAY_DTS),
+    )?;
+    cx.run(
+        Command::new("dtc")
+            .args(["-q", "-@", "-I", "dts", "-O", "dtb", "-o"])
+            .arg(fw.join(update::BOOTDELAY_OVERLAY))
+            .arg(&dts),
+    )?;
+    cx.io("remove pfx-uboot.dts", fs::remove_file(&dts))?;
+    let cfg = cx.io("read config.txt", fs::read_to_string(fw.join("config.txt")))?;
+    cx.io(
+        "write config.txt",
+        fs::write(fw.join("config.txt"), uboot_config_txt(&cfg)),
+    )?;
     Ok(())
 }
 
