@@ -909,6 +909,19 @@ fn fresh_root(
         .join(format!("{}-{}", plan.suite, plan.arch));
     cx.io("create deb cache", fs::create_dir_all(&debs))?;
     let debs_s = debs.display().to_string();
+    let sources = apt_sources(plan, packages);
+    let mmdebstrap_s = run_mmdebstrap(cx, plan, root, packages, &debs_s, &sources)?;
+    let (appended, emulated_s, initramfs_s) = first_initramfs(cx, plan, root)?;
+    eprintln!(
+        "    mmdebstrap {mmdebstrap_s:.1} s; initramfs {initramfs_s:.1} s (emulated part {emulated_s:.1} s); {}",
+        appended_summary(&appended).join("; ")
+    );
+    Ok(())
+}
+
+/// The apt sources of a fresh root: the suite, its updates, the suites `NAME/SUITE`
+/// packages ask for, and security when the mirror is Debian's layout.
+fn apt_sources(plan: &Plan, packages: &[String]) -> Vec<String> {
     let mut sources = vec![format!(
         "deb {} {} {}",
         plan.mirror,
@@ -946,6 +959,19 @@ fn fresh_root(
             plan.components.join(" ")
         ));
     }
+    sources
+}
+
+/// mmdebstrap itself, with update-initramfs diverted while packages install and the deb
+/// cache synced in and out; the seconds it took.
+fn run_mmdebstrap(
+    cx: &Ctx,
+    plan: &Plan,
+    root: &Path,
+    packages: &[String],
+    debs_s: &str,
+    sources: &[String],
+) -> Result<f64, BuildError> {
     let divert = "chroot \"$1\" dpkg-divert --quiet --local --rename --add /usr/sbin/update-initramfs \
                   && printf '#!/bin/sh\\necho \"pfx: update-initramfs deferred\"\\n' > \"$1/usr/sbin/update-initramfs\" \
                   && chmod 755 \"$1/usr/sbin/update-initramfs\"";
@@ -964,17 +990,26 @@ fn fresh_root(
         // the runs are diverted to a no-op and done once, at the end, with busybox present.
         &format!("--essential-hook={divert}"),
         "--setup-hook=mkdir -p \"$1/var/cache/apt/archives\"",
-        &format!("--setup-hook=sync-in {} /var/cache/apt/archives/", sh_quote(&debs_s)),
-        &format!("--customize-hook=sync-out /var/cache/apt/archives {}", sh_quote(&debs_s)),
+        &format!("--setup-hook=sync-in {} /var/cache/apt/archives/", sh_quote(debs_s)),
+        &format!("--customize-hook=sync-out /var/cache/apt/archives {}", sh_quote(debs_s)),
         "--customize-hook=rm -f \"$1\"/var/cache/apt/archives/*.deb \"$1\"/var/cache/apt/*.bin; rm -rf \"$1\"/var/lib/apt/lists/*_Packages",
         &format!("--customize-hook={undivert}"),
         &plan.suite,
     ]);
     cmd.arg(root);
-    cmd.args(&sources);
+    cmd.args(sources);
     let t = Instant::now();
     cx.run(&mut cmd)?;
-    let mmdebstrap_s = t.elapsed().as_secs_f64();
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// The one initramfs run, after mmdebstrap: what was appended natively, the emulated
+/// part's seconds and the whole run's seconds.
+fn first_initramfs(
+    cx: &Ctx,
+    plan: &Plan,
+    root: &Path,
+) -> Result<(Vec<initramfs::Appended>, f64, f64), BuildError> {
     let scratch = root
         .parent()
         .ok_or_else(|| cx.fail("the root has no parent directory"))?;
@@ -988,7 +1023,12 @@ fn fresh_root(
         (Vec::new(), t.elapsed().as_secs_f64())
     };
     let initramfs_s = t.elapsed().as_secs_f64();
-    let parts: Vec<String> = appended
+    Ok((appended, emulated_s, initramfs_s))
+}
+
+/// One phrase per kernel of what the native step appended to its initramfs.
+fn appended_summary(appended: &[initramfs::Appended]) -> Vec<String> {
+    appended
         .iter()
         .map(|a| {
             format!(
@@ -999,12 +1039,7 @@ fn fresh_root(
                 a.bytes / 1024
             )
         })
-        .collect();
-    eprintln!(
-        "    mmdebstrap {mmdebstrap_s:.1} s; initramfs {initramfs_s:.1} s (emulated part {emulated_s:.1} s); {}",
-        parts.join("; ")
-    );
-    Ok(())
+        .collect()
 }
 
 fn write_file(
