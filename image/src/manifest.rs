@@ -381,116 +381,42 @@ fn check_update(
     fat_initrd: &str,
     errors: &mut Vec<String>,
 ) -> Option<UpdateCheck> {
-    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
     let mut bad = |e: String| errors.push(format!("A/B update: {e}"));
     let Some(slot_b) = img.root_b else {
         bad("no root slot B: the image has the single-root layout; rebuild it".into());
         return None;
     };
-    let boot_script = img
-        .fat_read(update::BOOT_SCRIPT)
-        .map_err(|e| e.message)
-        .and_then(|b| update::check_boot_script(&b))
-        .map_err(&mut bad)
-        .unwrap_or_default();
-    let env = update::ENV_FILES.map(|n| img.fat_read(n).map_err(|e| e.message));
-    let boot_env = match env {
-        [Ok(a), Ok(b)] => update::check_env_pair(&a, &b)
-            .map_err(&mut bad)
-            .unwrap_or_default(),
-        [a, b] => {
-            for e in [a.err(), b.err()].into_iter().flatten() {
-                bad(e);
-            }
-            String::new()
-        }
-    };
-    match img.root_read(update::SYSTEM_CONF).map(text) {
-        Ok(t) => {
-            if let Err(e) = update::check_system_conf(&t, expect.target) {
-                bad(e);
-            }
-        }
-        Err(e) => bad(e.message),
-    }
-    let keyring = match img.root_read(update::KEYRING) {
-        Ok(b) => {
-            if let Err(e) = update::check_cert_pem(&text(b)) {
-                bad(format!("{}: {e}", update::KEYRING));
-            }
-            true
-        }
-        Err(_) => false,
-    };
-    let version = img
-        .root_read(update::VERSION_FILE)
-        .map(text)
-        .map_err(|e| e.message)
-        .and_then(|v| {
-            let v = v.trim().to_string();
-            update::parse_version(&v)
-                .map(|_| v.clone())
-                .map_err(|e| format!("{}: {v:?}: {e}", update::VERSION_FILE))
-        })
-        .map_err(&mut bad)
-        .unwrap_or_default();
-    for tool in update::UNIT_TOOLS {
-        match img.root_stat(tool) {
-            Ok(Some(_)) => {}
-            Ok(None) => bad(format!(
-                "{tool} is missing from the root: the unit could not read or install a bundle (the image's package list lacks it)"
-            )),
-            Err(e) => bad(e.message),
-        }
-    }
-    let slot_cmdline = match img.root_read(update::SLOT_CMDLINE).map(text) {
-        Ok(t) => match update::slot_cmdline(&t, crate::disk::PART_ROOT_A) {
-            Ok(line) => {
-                if let Err(e) = verify::check_cmdline(&line, expect.overlay) {
-                    bad(format!("{}: {e}", update::SLOT_CMDLINE));
-                }
-                line
-            }
-            Err(e) => {
-                bad(format!("{}: {e}", update::SLOT_CMDLINE));
-                String::new()
-            }
-        },
-        Err(e) => {
-            bad(e.message);
-            String::new()
-        }
-    };
-    let mut link = |path: &str, want: String| -> String {
-        match img.root_symlink(path) {
-            Ok(Some(t)) if t == want || t == format!("/boot/{want}") => t,
-            Ok(other) => {
-                bad(format!("{path} is {other:?}, expected a link to {want}"));
-                String::new()
-            }
-            Err(e) => {
-                bad(e.to_string());
-                String::new()
-            }
-        }
-    };
-    let slot_kernel = link(update::SLOT_KERNEL, format!("vmlinuz-{kver}"));
-    let slot_initrd = link(update::SLOT_INITRD, format!("initrd.img-{kver}"));
+    let (boot_script, boot_env) = check_boot_script_and_env(img, &mut bad);
+    let (keyring, version) = check_rauc_config(img, expect, &mut bad);
+    check_unit_tools(img, &mut bad);
+    let slot_cmdline = check_slot_cmdline(img, expect, &mut bad);
+    let slot_kernel = slot_link(
+        img,
+        update::SLOT_KERNEL,
+        format!("vmlinuz-{kver}"),
+        &mut bad,
+    );
+    let slot_initrd = slot_link(
+        img,
+        update::SLOT_INITRD,
+        format!("initrd.img-{kver}"),
+        &mut bad,
+    );
     // U-Boot loads the slot's initramfs; the FAT's is the one the initramfs checks read.
     if let (Ok(slot), Ok(fat)) = (
         img.root_read(&format!("/boot/initrd.img-{kver}")),
         img.fat_read(fat_initrd),
     ) && slot != fat
     {
-        errors.push(format!(
-            "A/B update: the slot's /boot/initrd.img-{kver} differs from the boot partition's {fat_initrd}: the checked initramfs is not the one U-Boot boots"
+        bad(format!(
+            "the slot's /boot/initrd.img-{kver} differs from the boot partition's {fat_initrd}: the checked initramfs is not the one U-Boot boots"
         ));
     }
     let uboot_bytes = if expect.target.uses_raspi_firmware() {
         match img.fat_read("u-boot.bin") {
             Ok(b) => Some(b.len()),
             Err(e) => {
-                errors.push(format!("A/B update: {}", e.message));
+                bad(e.message);
                 None
             }
         }
@@ -510,6 +436,126 @@ fn check_update(
         slot_initrd,
         uboot_bytes,
     })
+}
+
+/// Bytes read from the image as text (file contents are shown, never trusted as UTF-8).
+fn lossy(b: Vec<u8>) -> String {
+    String::from_utf8_lossy(&b).into_owned()
+}
+
+/// U-Boot's compiled script and the two copies of its environment on the FAT; empty
+/// strings for what failed.
+fn check_boot_script_and_env(img: &ImageFile, bad: &mut impl FnMut(String)) -> (String, String) {
+    let boot_script = img
+        .fat_read(update::BOOT_SCRIPT)
+        .map_err(|e| e.message)
+        .and_then(|b| update::check_boot_script(&b))
+        .map_err(&mut *bad)
+        .unwrap_or_default();
+    let env = update::ENV_FILES.map(|n| img.fat_read(n).map_err(|e| e.message));
+    let boot_env = match env {
+        [Ok(a), Ok(b)] => update::check_env_pair(&a, &b)
+            .map_err(&mut *bad)
+            .unwrap_or_default(),
+        [a, b] => {
+            for e in [a.err(), b.err()].into_iter().flatten() {
+                bad(e);
+            }
+            String::new()
+        }
+    };
+    (boot_script, boot_env)
+}
+
+/// RAUC's system.conf for this target, the update CA (whether there is one) and the
+/// image's version.
+fn check_rauc_config(
+    img: &ImageFile,
+    expect: &Expect,
+    bad: &mut impl FnMut(String),
+) -> (bool, String) {
+    match img.root_read(update::SYSTEM_CONF).map(lossy) {
+        Ok(t) => {
+            if let Err(e) = update::check_system_conf(&t, expect.target) {
+                bad(e);
+            }
+        }
+        Err(e) => bad(e.message),
+    }
+    let keyring = match img.root_read(update::KEYRING) {
+        Ok(b) => {
+            if let Err(e) = update::check_cert_pem(&lossy(b)) {
+                bad(format!("{}: {e}", update::KEYRING));
+            }
+            true
+        }
+        Err(_) => false,
+    };
+    let version = img
+        .root_read(update::VERSION_FILE)
+        .map(lossy)
+        .map_err(|e| e.message)
+        .and_then(|v| {
+            let v = v.trim().to_string();
+            update::parse_version(&v)
+                .map(|_| v.clone())
+                .map_err(|e| format!("{}: {v:?}: {e}", update::VERSION_FILE))
+        })
+        .map_err(&mut *bad)
+        .unwrap_or_default();
+    (keyring, version)
+}
+
+/// The tools a unit reads and installs bundles with.
+fn check_unit_tools(img: &ImageFile, bad: &mut impl FnMut(String)) {
+    for tool in update::UNIT_TOOLS {
+        match img.root_stat(tool) {
+            Ok(Some(_)) => {}
+            Ok(None) => bad(format!(
+                "{tool} is missing from the root: the unit could not read or install a bundle (the image's package list lacks it)"
+            )),
+            Err(e) => bad(e.message),
+        }
+    }
+}
+
+/// The command line the boot script gives slot A, checked as the FAT's is; empty when
+/// it cannot be made.
+fn check_slot_cmdline(img: &ImageFile, expect: &Expect, bad: &mut impl FnMut(String)) -> String {
+    match img.root_read(update::SLOT_CMDLINE).map(lossy) {
+        Ok(t) => match update::slot_cmdline(&t, crate::disk::PART_ROOT_A) {
+            Ok(line) => {
+                if let Err(e) = verify::check_cmdline(&line, expect.overlay) {
+                    bad(format!("{}: {e}", update::SLOT_CMDLINE));
+                }
+                line
+            }
+            Err(e) => {
+                bad(format!("{}: {e}", update::SLOT_CMDLINE));
+                String::new()
+            }
+        },
+        Err(e) => {
+            bad(e.message);
+            String::new()
+        }
+    }
+}
+
+/// The slot's link `path`, which must point at `want` (relative or under /boot); its
+/// target, or empty when it does not.
+fn slot_link(img: &ImageFile, path: &str, want: String, bad: &mut impl FnMut(String)) -> String {
+    match img.root_symlink(path) {
+        Ok(Some(t)) if t == want || t == format!("/boot/{want}") => t,
+        Ok(other) => {
+            bad(format!("{path} is {other:?}, expected a link to {want}"));
+            String::new()
+        }
+        Err(e) => {
+            bad(e.to_string());
+            String::new()
+        }
+    }
 }
 
 fn md5_hex(bytes: &[u8]) -> Result<String, String> {
