@@ -274,12 +274,12 @@ fn check_data(
     let fs = img
         .data_files()
         .map_err(|e| e.to_string())
-        .and_then(|f| data::check_data_fs(&f))
+        .and_then(|f| data::check_data_fs(&f).map_err(|e| e.to_string()))
         .map_err(|e| errors.push(e))
         .ok();
     let fstab = text("/etc/fstab")
         .map_err(|e| e.message)
-        .and_then(|t| data::check_fstab(&t))
+        .and_then(|t| data::check_fstab(&t).map_err(|e| e.to_string()))
         .map_err(|e| errors.push(e))
         .ok();
     let overlayroot = cmdline.overlayroot.clone().unwrap_or_default();
@@ -289,11 +289,11 @@ fn check_data(
         errors.push(format!("cmdline.txt: {e}"));
     }
     let journald = data::check_journald(&journald_files(img))
-        .map_err(|e| errors.push(e))
+        .map_err(|e| errors.push(e.to_string()))
         .ok();
     let player_after_mount = text("/usr/lib/systemd/system/pfx-player.service")
         .map_err(|e| e.message)
-        .and_then(|t| data::check_player_unit(&t))
+        .and_then(|t| data::check_player_unit(&t).map_err(|e| e.to_string()))
         .map_err(|e| errors.push(e))
         .is_ok();
     let grow_script = "/usr/lib/pfx/pfx-data-grow";
