@@ -909,6 +909,19 @@ fn fresh_root(
         .join(format!("{}-{}", plan.suite, plan.arch));
     cx.io("create deb cache", fs::create_dir_all(&debs))?;
     let debs_s = debs.display().to_string();
+    let sources = apt_sources(plan, packages);
+    let mmdebstrap_s = run_mmdebstrap(cx, plan, root, packages, &debs_s, &sources)?;
+    let (appended, emulated_s, initramfs_s) = first_initramfs(cx, plan, root)?;
+    eprintln!(
+        "    mmdebstrap {mmdebstrap_s:.1} s; initramfs {initramfs_s:.1} s (emulated part {emulated_s:.1} s); {}",
+        appended_summary(&appended).join("; ")
+    );
+    Ok(())
+}
+
+/// The apt sources of a fresh root: the suite, its updates, the suites `NAME/SUITE`
+/// packages ask for, and security when the mirror is Debian's layout.
+fn apt_sources(plan: &Plan, packages: &[String]) -> Vec<String> {
     let mut sources = vec![format!(
         "deb {} {} {}",
         plan.mirror,
@@ -946,6 +959,19 @@ fn fresh_root(
             plan.components.join(" ")
         ));
     }
+    sources
+}
+
+/// mmdebstrap itself, with update-initramfs diverted while packages install and the deb
+/// cache synced in and out; the seconds it took.
+fn run_mmdebstrap(
+    cx: &Ctx,
+    plan: &Plan,
+    root: &Path,
+    packages: &[String],
+    debs_s: &str,
+    sources: &[String],
+) -> Result<f64, BuildError> {
     let divert = "chroot \"$1\" dpkg-divert --quiet --local --rename --add /usr/sbin/update-initramfs \
                   && printf '#!/bin/sh\\necho \"pfx: update-initramfs deferred\"\\n' > \"$1/usr/sbin/update-initramfs\" \
                   && chmod 755 \"$1/usr/sbin/update-initramfs\"";
@@ -964,17 +990,26 @@ fn fresh_root(
         // the runs are diverted to a no-op and done once, at the end, with busybox present.
         &format!("--essential-hook={divert}"),
         "--setup-hook=mkdir -p \"$1/var/cache/apt/archives\"",
-        &format!("--setup-hook=sync-in {} /var/cache/apt/archives/", sh_quote(&debs_s)),
-        &format!("--customize-hook=sync-out /var/cache/apt/archives {}", sh_quote(&debs_s)),
+        &format!("--setup-hook=sync-in {} /var/cache/apt/archives/", sh_quote(debs_s)),
+        &format!("--customize-hook=sync-out /var/cache/apt/archives {}", sh_quote(debs_s)),
         "--customize-hook=rm -f \"$1\"/var/cache/apt/archives/*.deb \"$1\"/var/cache/apt/*.bin; rm -rf \"$1\"/var/lib/apt/lists/*_Packages",
         &format!("--customize-hook={undivert}"),
         &plan.suite,
     ]);
     cmd.arg(root);
-    cmd.args(&sources);
+    cmd.args(sources);
     let t = Instant::now();
     cx.run(&mut cmd)?;
-    let mmdebstrap_s = t.elapsed().as_secs_f64();
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// The one initramfs run, after mmdebstrap: what was appended natively, the emulated
+/// part's seconds and the whole run's seconds.
+fn first_initramfs(
+    cx: &Ctx,
+    plan: &Plan,
+    root: &Path,
+) -> Result<(Vec<initramfs::Appended>, f64, f64), BuildError> {
     let scratch = root
         .parent()
         .ok_or_else(|| cx.fail("the root has no parent directory"))?;
@@ -988,7 +1023,12 @@ fn fresh_root(
         (Vec::new(), t.elapsed().as_secs_f64())
     };
     let initramfs_s = t.elapsed().as_secs_f64();
-    let parts: Vec<String> = appended
+    Ok((appended, emulated_s, initramfs_s))
+}
+
+/// One phrase per kernel of what the native step appended to its initramfs.
+fn appended_summary(appended: &[initramfs::Appended]) -> Vec<String> {
+    appended
         .iter()
         .map(|a| {
             format!(
@@ -999,12 +1039,7 @@ fn fresh_root(
                 a.bytes / 1024
             )
         })
-        .collect();
-    eprintln!(
-        "    mmdebstrap {mmdebstrap_s:.1} s; initramfs {initramfs_s:.1} s (emulated part {emulated_s:.1} s); {}",
-        parts.join("; ")
-    );
-    Ok(())
+        .collect()
 }
 
 fn write_file(
@@ -1402,6 +1437,17 @@ fn ab_boot_files(
     fw: &Path,
     kver: &str,
 ) -> Result<(), BuildError> {
+    slot_boot_files(cx, root, fw, kver)?;
+    uboot_script_and_env(cx, plan, fw)?;
+    if plan.target.uses_raspi_firmware() {
+        pi_uboot_files(cx, root, fw)?;
+    }
+    Ok(())
+}
+
+/// The root slot's own command line, kernel and initramfs links, and the FAT's
+/// cmdline.txt rewritten to name slot A.
+fn slot_boot_files(cx: &Ctx, root: &Path, fw: &Path, kver: &str) -> Result<(), BuildError> {
     // The slot's kernel command line: the one the FAT's cmdline.txt carries (raspi-firmware's
     // generated line after z51, or the VM's), less its root=, which the script sets to the
     // booted slot. `panic=10`: a kernel that panics during a trial boot restarts, so the trial
@@ -1441,6 +1487,11 @@ fn ab_boot_files(
         "write cmdline.txt",
         fs::write(fw.join("cmdline.txt"), format!("{direct}\n")),
     )?;
+    Ok(())
+}
+
+/// U-Boot's compiled boot script and the two copies of its environment, on the FAT.
+fn uboot_script_and_env(cx: &Ctx, plan: &Plan, fw: &Path) -> Result<(), BuildError> {
     // The boot script, compiled by mkimage (u-boot-tools), and the two environment copies.
     let cmd_path = fw.join("boot.cmd");
     cx.io("write boot.cmd", fs::write(&cmd_path, BOOT_CMD))?;
@@ -1461,39 +1512,43 @@ fn ab_boot_files(
     for (name, blob) in update::ENV_FILES.iter().zip([a, b]) {
         cx.io(&format!("write {name}"), fs::write(fw.join(name), blob))?;
     }
-    if plan.target.uses_raspi_firmware() {
-        // The Pi's firmware starts U-Boot, which runs the script. The kernel, initramfs and
-        // DTBs the firmware hook copied stay on the FAT as a documented way back (put the
-        // kernel= and initramfs lines back in config.txt to boot slot A without U-Boot).
-        cx.io(
-            "copy u-boot.bin",
-            fs::copy(
-                root.join("usr/lib/u-boot/rpi_arm64/u-boot.bin"),
-                fw.join("u-boot.bin"),
-            )
-            .map(|_| ()),
-        )?;
-        // U-Boot's 2 s boot delay goes, by a device tree overlay the firmware applies.
-        let overlays = fw.join("overlays");
-        cx.io("create overlays/", fs::create_dir_all(&overlays))?;
-        let dts = fw.join("pfx-uboot.dts");
-        cx.io(
-            "write pfx-uboot.dts",
-            fs::write(&dts, update::BOOTDELAY_OVERLAY_DTS),
-        )?;
-        cx.run(
-            Command::new("dtc")
-                .args(["-q", "-@", "-I", "dts", "-O", "dtb", "-o"])
-                .arg(fw.join(update::BOOTDELAY_OVERLAY))
-                .arg(&dts),
-        )?;
-        cx.io("remove pfx-uboot.dts", fs::remove_file(&dts))?;
-        let cfg = cx.io("read config.txt", fs::read_to_string(fw.join("config.txt")))?;
-        cx.io(
-            "write config.txt",
-            fs::write(fw.join("config.txt"), uboot_config_txt(&cfg)),
-        )?;
-    }
+    Ok(())
+}
+
+/// A Pi's firmware starting U-Boot: u-boot.bin, the overlay that drops its boot delay, and
+/// config.txt pointing at it.
+fn pi_uboot_files(cx: &Ctx, root: &Path, fw: &Path) -> Result<(), BuildError> {
+    // The Pi's firmware starts U-Boot, which runs the script. The kernel, initramfs and
+    // DTBs the firmware hook copied stay on the FAT as a documented way back (put the
+    // kernel= and initramfs lines back in config.txt to boot slot A without U-Boot).
+    cx.io(
+        "copy u-boot.bin",
+        fs::copy(
+            root.join("usr/lib/u-boot/rpi_arm64/u-boot.bin"),
+            fw.join("u-boot.bin"),
+        )
+        .map(|_| ()),
+    )?;
+    // U-Boot's 2 s boot delay goes, by a device tree overlay the firmware applies.
+    let overlays = fw.join("overlays");
+    cx.io("create overlays/", fs::create_dir_all(&overlays))?;
+    let dts = fw.join("pfx-uboot.dts");
+    cx.io(
+        "write pfx-uboot.dts",
+        fs::write(&dts, update::BOOTDELAY_OVERLAY_DTS),
+    )?;
+    cx.run(
+        Command::new("dtc")
+            .args(["-q", "-@", "-I", "dts", "-O", "dtb", "-o"])
+            .arg(fw.join(update::BOOTDELAY_OVERLAY))
+            .arg(&dts),
+    )?;
+    cx.io("remove pfx-uboot.dts", fs::remove_file(&dts))?;
+    let cfg = cx.io("read config.txt", fs::read_to_string(fw.join("config.txt")))?;
+    cx.io(
+        "write config.txt",
+        fs::write(fw.join("config.txt"), uboot_config_txt(&cfg)),
+    )?;
     Ok(())
 }
 

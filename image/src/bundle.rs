@@ -87,7 +87,29 @@ fn stage(i: usize, n: usize, what: &str) {
     eprintln!("[{i}/{n}] {what}");
 }
 
+/// The number of stages `make` reports.
+const STAGES: usize = 4;
+
 pub fn make(o: &Options) -> Result<Sidecar, BundleError> {
+    check_inputs(o)?;
+    stage(1, STAGES, "read the image's slot A, its target and version");
+    let src = read_source(o)?;
+    let out_dir = o
+        .output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    let work = tempfile_dir(&out_dir)?;
+    let result = make_in(o, &src, &work);
+    // The work directory goes whatever happened in it.
+    let _ = fs::remove_dir_all(&work);
+    result
+}
+
+/// Refuses before any work: an output in the way (without --force), a missing
+/// certificate or key.
+fn check_inputs(o: &Options) -> Result<(), BundleError> {
     if o.output.exists() && !o.force {
         return Err(BundleError::Refused(format!(
             "{} exists; pass --force to overwrite it",
@@ -102,8 +124,19 @@ pub fn make(o: &Options) -> Result<Sidecar, BundleError> {
             )));
         }
     }
-    let n = 4;
-    stage(1, n, "read the image's slot A, its target and version");
+    Ok(())
+}
+
+/// The image a bundle is made from, with what its root says about itself.
+struct Source {
+    img: ImageFile,
+    target: Target,
+    version: String,
+}
+
+/// Opens the image and reads its target (RAUC's system.conf) and version; an image of
+/// the single-root layout, or one from before A/B updates, is refused.
+fn read_source(o: &Options) -> Result<Source, BundleError> {
     let img = ImageFile::open(&o.image).map_err(|e| BundleError::Refused(e.to_string()))?;
     if img.root_b.is_none() {
         return Err(BundleError::Refused(format!(
@@ -129,84 +162,97 @@ pub fn make(o: &Options) -> Result<Sidecar, BundleError> {
     .to_string();
     update::parse_version(&version)
         .map_err(|e| BundleError::Refused(format!("{}: {version:?}: {e}", update::VERSION_FILE)))?;
+    Ok(Source {
+        img,
+        target,
+        version,
+    })
+}
 
-    let out_dir = o
-        .output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .to_path_buf();
-    let work = tempfile_dir(&out_dir)?;
-    let result = (|| {
-        let content = work.join("content");
-        fs::create_dir(&content).map_err(io(format!("mkdir {}", content.display())))?;
-        let slot_bytes = img.root.sectors * 512;
-        stage(
-            2,
-            n,
-            &format!("copy slot A ({} MiB) into the bundle", slot_bytes >> 20),
-        );
-        copy_range(
-            &o.image,
-            img.root.offset(),
-            slot_bytes,
-            &content.join("root.ext4"),
-        )?;
-        // The build tag: the image file it came from, for `rauc info` and the history.
-        let build: String = o
-            .image
+/// Stages 2 to 4 in the work directory: the bundle's content, the signed bundle, its
+/// check, then the bundle moved to the output and its sidecar written.
+fn make_in(o: &Options, src: &Source, work: &Path) -> Result<Sidecar, BundleError> {
+    let content = work.join("content");
+    fs::create_dir(&content).map_err(io(format!("mkdir {}", content.display())))?;
+    let slot_bytes = src.img.root.sectors * 512;
+    stage(
+        2,
+        STAGES,
+        &format!("copy slot A ({} MiB) into the bundle", slot_bytes >> 20),
+    );
+    copy_range(
+        &o.image,
+        src.img.root.offset(),
+        slot_bytes,
+        &content.join("root.ext4"),
+    )?;
+    write_manifest(o, src, &content)?;
+    stage(3, STAGES, "rauc bundle (squashfs, then the CMS signature)");
+    let tmp_out = work.join("bundle.raucb");
+    rauc_bundle(o, &content, &tmp_out)?;
+    stage(4, STAGES, "check the signature as a unit will");
+    rauc_check(o, &tmp_out)?;
+    let (sha256, size) = sha256_file(&tmp_out)?;
+    fs::rename(&tmp_out, &o.output).map_err(io(format!("move to {}", o.output.display())))?;
+    let side = Sidecar {
+        bundle: o
+            .output
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_default()
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || "-._".contains(*c))
-            .collect();
-        fs::write(
-            content.join("manifest.raucm"),
-            update::bundle_manifest_text(target, &version, &build),
-        )
-        .map_err(io("write manifest.raucm"))?;
-        stage(3, n, "rauc bundle (squashfs, then the CMS signature)");
-        let tmp_out = work.join("bundle.raucb");
-        let mut b = Command::new("rauc");
-        b.arg("bundle")
-            .arg(format!("--cert={}", o.cert.display()))
-            .arg(format!("--key={}", o.key.display()));
-        // zstd at level 3 by default: on the 2-core build machine it squashes a root in a
-        // tenth of gzip's time at the same size, and the unit unpacks it faster too.
-        let args = o.squashfs_args.as_deref().unwrap_or(DEFAULT_SQUASHFS_ARGS);
-        b.arg(format!("--mksquashfs-args={args}"));
-        run(b.arg(&content).arg(&tmp_out))?;
-        stage(4, n, "check the signature as a unit will");
-        let mut info = Command::new("rauc");
-        info.arg("info").arg("--output-format=json");
-        match &o.keyring {
-            Some(k) => info.arg(format!("--keyring={}", k.display())),
-            None => info.arg("--no-verify"),
-        };
-        run(info.arg(&tmp_out))?;
-        let (sha256, size) = sha256_file(&tmp_out)?;
-        fs::rename(&tmp_out, &o.output).map_err(io(format!("move to {}", o.output.display())))?;
-        let side = Sidecar {
-            bundle: o
-                .output
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            version: version.clone(),
-            compatible: update::compatible(target),
-            target: target.name().into(),
-            sha256,
-            size,
-            image: o.image.display().to_string(),
-            slot_bytes,
-        };
-        let json = serde_json::to_string_pretty(&side).unwrap_or_default();
-        fs::write(sidecar_path(&o.output), json + "\n").map_err(io("write the sidecar"))?;
-        Ok(side)
-    })();
-    let _ = fs::remove_dir_all(&work);
-    result
+            .unwrap_or_default(),
+        version: src.version.clone(),
+        compatible: update::compatible(src.target),
+        target: src.target.name().into(),
+        sha256,
+        size,
+        image: o.image.display().to_string(),
+        slot_bytes,
+    };
+    let json = serde_json::to_string_pretty(&side).unwrap_or_default();
+    fs::write(sidecar_path(&o.output), json + "\n").map_err(io("write the sidecar"))?;
+    Ok(side)
+}
+
+/// The bundle's manifest.raucm: target, version and the build tag.
+fn write_manifest(o: &Options, src: &Source, content: &Path) -> Result<(), BundleError> {
+    // The build tag: the image file it came from, for `rauc info` and the history.
+    let build: String = o
+        .image
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || "-._".contains(*c))
+        .collect();
+    fs::write(
+        content.join("manifest.raucm"),
+        update::bundle_manifest_text(src.target, &src.version, &build),
+    )
+    .map_err(io("write manifest.raucm"))
+}
+
+/// `rauc bundle`: the content squashed and signed with the operator's key into `out`.
+fn rauc_bundle(o: &Options, content: &Path, out: &Path) -> Result<(), BundleError> {
+    let mut b = Command::new("rauc");
+    b.arg("bundle")
+        .arg(format!("--cert={}", o.cert.display()))
+        .arg(format!("--key={}", o.key.display()));
+    // zstd at level 3 by default: on the 2-core build machine it squashes a root in a
+    // tenth of gzip's time at the same size, and the unit unpacks it faster too.
+    let args = o.squashfs_args.as_deref().unwrap_or(DEFAULT_SQUASHFS_ARGS);
+    b.arg(format!("--mksquashfs-args={args}"));
+    run(b.arg(content).arg(out))
+}
+
+/// `rauc info` on the new bundle, against the keyring when given (as a unit checks it).
+fn rauc_check(o: &Options, bundle: &Path) -> Result<(), BundleError> {
+    let mut info = Command::new("rauc");
+    info.arg("info").arg("--output-format=json");
+    match &o.keyring {
+        Some(k) => info.arg(format!("--keyring={}", k.display())),
+        None => info.arg("--no-verify"),
+    };
+    run(info.arg(bundle))
 }
 
 /// A fresh private directory beside the output (rauc needs room for the squashfs; /tmp

@@ -274,12 +274,12 @@ fn check_data(
     let fs = img
         .data_files()
         .map_err(|e| e.to_string())
-        .and_then(|f| data::check_data_fs(&f))
+        .and_then(|f| data::check_data_fs(&f).map_err(|e| e.to_string()))
         .map_err(|e| errors.push(e))
         .ok();
     let fstab = text("/etc/fstab")
         .map_err(|e| e.message)
-        .and_then(|t| data::check_fstab(&t))
+        .and_then(|t| data::check_fstab(&t).map_err(|e| e.to_string()))
         .map_err(|e| errors.push(e))
         .ok();
     let overlayroot = cmdline.overlayroot.clone().unwrap_or_default();
@@ -289,11 +289,11 @@ fn check_data(
         errors.push(format!("cmdline.txt: {e}"));
     }
     let journald = data::check_journald(&journald_files(img))
-        .map_err(|e| errors.push(e))
+        .map_err(|e| errors.push(e.to_string()))
         .ok();
     let player_after_mount = text("/usr/lib/systemd/system/pfx-player.service")
         .map_err(|e| e.message)
-        .and_then(|t| data::check_player_unit(&t))
+        .and_then(|t| data::check_player_unit(&t).map_err(|e| e.to_string()))
         .map_err(|e| errors.push(e))
         .is_ok();
     let grow_script = "/usr/lib/pfx/pfx-data-grow";
@@ -381,116 +381,42 @@ fn check_update(
     fat_initrd: &str,
     errors: &mut Vec<String>,
 ) -> Option<UpdateCheck> {
-    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
     let mut bad = |e: String| errors.push(format!("A/B update: {e}"));
     let Some(slot_b) = img.root_b else {
         bad("no root slot B: the image has the single-root layout; rebuild it".into());
         return None;
     };
-    let boot_script = img
-        .fat_read(update::BOOT_SCRIPT)
-        .map_err(|e| e.message)
-        .and_then(|b| update::check_boot_script(&b))
-        .map_err(&mut bad)
-        .unwrap_or_default();
-    let env = update::ENV_FILES.map(|n| img.fat_read(n).map_err(|e| e.message));
-    let boot_env = match env {
-        [Ok(a), Ok(b)] => update::check_env_pair(&a, &b)
-            .map_err(&mut bad)
-            .unwrap_or_default(),
-        [a, b] => {
-            for e in [a.err(), b.err()].into_iter().flatten() {
-                bad(e);
-            }
-            String::new()
-        }
-    };
-    match img.root_read(update::SYSTEM_CONF).map(text) {
-        Ok(t) => {
-            if let Err(e) = update::check_system_conf(&t, expect.target) {
-                bad(e);
-            }
-        }
-        Err(e) => bad(e.message),
-    }
-    let keyring = match img.root_read(update::KEYRING) {
-        Ok(b) => {
-            if let Err(e) = update::check_cert_pem(&text(b)) {
-                bad(format!("{}: {e}", update::KEYRING));
-            }
-            true
-        }
-        Err(_) => false,
-    };
-    let version = img
-        .root_read(update::VERSION_FILE)
-        .map(text)
-        .map_err(|e| e.message)
-        .and_then(|v| {
-            let v = v.trim().to_string();
-            update::parse_version(&v)
-                .map(|_| v.clone())
-                .map_err(|e| format!("{}: {v:?}: {e}", update::VERSION_FILE))
-        })
-        .map_err(&mut bad)
-        .unwrap_or_default();
-    for tool in update::UNIT_TOOLS {
-        match img.root_stat(tool) {
-            Ok(Some(_)) => {}
-            Ok(None) => bad(format!(
-                "{tool} is missing from the root: the unit could not read or install a bundle (the image's package list lacks it)"
-            )),
-            Err(e) => bad(e.message),
-        }
-    }
-    let slot_cmdline = match img.root_read(update::SLOT_CMDLINE).map(text) {
-        Ok(t) => match update::slot_cmdline(&t, crate::disk::PART_ROOT_A) {
-            Ok(line) => {
-                if let Err(e) = verify::check_cmdline(&line, expect.overlay) {
-                    bad(format!("{}: {e}", update::SLOT_CMDLINE));
-                }
-                line
-            }
-            Err(e) => {
-                bad(format!("{}: {e}", update::SLOT_CMDLINE));
-                String::new()
-            }
-        },
-        Err(e) => {
-            bad(e.message);
-            String::new()
-        }
-    };
-    let mut link = |path: &str, want: String| -> String {
-        match img.root_symlink(path) {
-            Ok(Some(t)) if t == want || t == format!("/boot/{want}") => t,
-            Ok(other) => {
-                bad(format!("{path} is {other:?}, expected a link to {want}"));
-                String::new()
-            }
-            Err(e) => {
-                bad(e.to_string());
-                String::new()
-            }
-        }
-    };
-    let slot_kernel = link(update::SLOT_KERNEL, format!("vmlinuz-{kver}"));
-    let slot_initrd = link(update::SLOT_INITRD, format!("initrd.img-{kver}"));
+    let (boot_script, boot_env) = check_boot_script_and_env(img, &mut bad);
+    let (keyring, version) = check_rauc_config(img, expect, &mut bad);
+    check_unit_tools(img, &mut bad);
+    let slot_cmdline = check_slot_cmdline(img, expect, &mut bad);
+    let slot_kernel = slot_link(
+        img,
+        update::SLOT_KERNEL,
+        format!("vmlinuz-{kver}"),
+        &mut bad,
+    );
+    let slot_initrd = slot_link(
+        img,
+        update::SLOT_INITRD,
+        format!("initrd.img-{kver}"),
+        &mut bad,
+    );
     // U-Boot loads the slot's initramfs; the FAT's is the one the initramfs checks read.
     if let (Ok(slot), Ok(fat)) = (
         img.root_read(&format!("/boot/initrd.img-{kver}")),
         img.fat_read(fat_initrd),
     ) && slot != fat
     {
-        errors.push(format!(
-            "A/B update: the slot's /boot/initrd.img-{kver} differs from the boot partition's {fat_initrd}: the checked initramfs is not the one U-Boot boots"
+        bad(format!(
+            "the slot's /boot/initrd.img-{kver} differs from the boot partition's {fat_initrd}: the checked initramfs is not the one U-Boot boots"
         ));
     }
     let uboot_bytes = if expect.target.uses_raspi_firmware() {
         match img.fat_read("u-boot.bin") {
             Ok(b) => Some(b.len()),
             Err(e) => {
-                errors.push(format!("A/B update: {}", e.message));
+                bad(e.message);
                 None
             }
         }
@@ -510,6 +436,126 @@ fn check_update(
         slot_initrd,
         uboot_bytes,
     })
+}
+
+/// Bytes read from the image as text (file contents are shown, never trusted as UTF-8).
+fn lossy(b: Vec<u8>) -> String {
+    String::from_utf8_lossy(&b).into_owned()
+}
+
+/// U-Boot's compiled script and the two copies of its environment on the FAT; empty
+/// strings for what failed.
+fn check_boot_script_and_env(img: &ImageFile, bad: &mut impl FnMut(String)) -> (String, String) {
+    let boot_script = img
+        .fat_read(update::BOOT_SCRIPT)
+        .map_err(|e| e.message)
+        .and_then(|b| update::check_boot_script(&b))
+        .map_err(&mut *bad)
+        .unwrap_or_default();
+    let env = update::ENV_FILES.map(|n| img.fat_read(n).map_err(|e| e.message));
+    let boot_env = match env {
+        [Ok(a), Ok(b)] => update::check_env_pair(&a, &b)
+            .map_err(&mut *bad)
+            .unwrap_or_default(),
+        [a, b] => {
+            for e in [a.err(), b.err()].into_iter().flatten() {
+                bad(e);
+            }
+            String::new()
+        }
+    };
+    (boot_script, boot_env)
+}
+
+/// RAUC's system.conf for this target, the update CA (whether there is one) and the
+/// image's version.
+fn check_rauc_config(
+    img: &ImageFile,
+    expect: &Expect,
+    bad: &mut impl FnMut(String),
+) -> (bool, String) {
+    match img.root_read(update::SYSTEM_CONF).map(lossy) {
+        Ok(t) => {
+            if let Err(e) = update::check_system_conf(&t, expect.target) {
+                bad(e);
+            }
+        }
+        Err(e) => bad(e.message),
+    }
+    let keyring = match img.root_read(update::KEYRING) {
+        Ok(b) => {
+            if let Err(e) = update::check_cert_pem(&lossy(b)) {
+                bad(format!("{}: {e}", update::KEYRING));
+            }
+            true
+        }
+        Err(_) => false,
+    };
+    let version = img
+        .root_read(update::VERSION_FILE)
+        .map(lossy)
+        .map_err(|e| e.message)
+        .and_then(|v| {
+            let v = v.trim().to_string();
+            update::parse_version(&v)
+                .map(|_| v.clone())
+                .map_err(|e| format!("{}: {v:?}: {e}", update::VERSION_FILE))
+        })
+        .map_err(&mut *bad)
+        .unwrap_or_default();
+    (keyring, version)
+}
+
+/// The tools a unit reads and installs bundles with.
+fn check_unit_tools(img: &ImageFile, bad: &mut impl FnMut(String)) {
+    for tool in update::UNIT_TOOLS {
+        match img.root_stat(tool) {
+            Ok(Some(_)) => {}
+            Ok(None) => bad(format!(
+                "{tool} is missing from the root: the unit could not read or install a bundle (the image's package list lacks it)"
+            )),
+            Err(e) => bad(e.message),
+        }
+    }
+}
+
+/// The command line the boot script gives slot A, checked as the FAT's is; empty when
+/// it cannot be made.
+fn check_slot_cmdline(img: &ImageFile, expect: &Expect, bad: &mut impl FnMut(String)) -> String {
+    match img.root_read(update::SLOT_CMDLINE).map(lossy) {
+        Ok(t) => match update::slot_cmdline(&t, crate::disk::PART_ROOT_A) {
+            Ok(line) => {
+                if let Err(e) = verify::check_cmdline(&line, expect.overlay) {
+                    bad(format!("{}: {e}", update::SLOT_CMDLINE));
+                }
+                line
+            }
+            Err(e) => {
+                bad(format!("{}: {e}", update::SLOT_CMDLINE));
+                String::new()
+            }
+        },
+        Err(e) => {
+            bad(e.message);
+            String::new()
+        }
+    }
+}
+
+/// The slot's link `path`, which must point at `want` (relative or under /boot); its
+/// target, or empty when it does not.
+fn slot_link(img: &ImageFile, path: &str, want: String, bad: &mut impl FnMut(String)) -> String {
+    match img.root_symlink(path) {
+        Ok(Some(t)) if t == want || t == format!("/boot/{want}") => t,
+        Ok(other) => {
+            bad(format!("{path} is {other:?}, expected a link to {want}"));
+            String::new()
+        }
+        Err(e) => {
+            bad(e.to_string());
+            String::new()
+        }
+    }
 }
 
 fn md5_hex(bytes: &[u8]) -> Result<String, String> {
@@ -582,7 +628,6 @@ fn check_pfx_packages(
 pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Manifest, String> {
     let img = ImageFile::open(path).map_err(|e| e.to_string())?;
     let mut errors: Vec<String> = Vec::new();
-    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
 
     let boot_files = img.fat_files().map_err(|e| e.to_string())?;
     let kernel_version = img
@@ -592,23 +637,7 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
         .max()
         .ok_or("no kernel modules directory in the root (/usr/lib/modules is empty)")?;
 
-    // The command line the firmware (or the VM launcher) passes: cmdline.txt on the FAT.
-    let cmdline_txt = img.fat_read("cmdline.txt").map(text).unwrap_or_else(|e| {
-        errors.push(e.message);
-        String::new()
-    });
-    let cmdline = match verify::check_cmdline(&cmdline_txt, expect.overlay) {
-        Ok(c) => c,
-        Err(e) => {
-            errors.push(format!("cmdline.txt: {e}"));
-            CmdlineCheck {
-                cmdline: cmdline_txt.trim().into(),
-                overlayroot: None,
-                root: None,
-            }
-        }
-    };
-
+    let (cmdline, cmdline_txt) = check_fat_cmdline(&img, expect, &mut errors);
     if expect.target == Target::Rpi4Arm64
         && let Err(e) = verify::check_pi4_cmdline(&cmdline_txt)
     {
@@ -619,121 +648,33 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
     // The initramfs checked is the FAT's copy (raspi-firmware's hook puts it there on a Pi;
     // the VM's direct boot reads it), and the slot's own, which U-Boot loads, must be the
     // same bytes (checked with the A/B parts below).
-    let mut firmware = None;
     let initramfs_file = if expect.target.uses_raspi_firmware() {
         format!("initrd.img-{kernel_version}")
     } else {
         "initrd.img".to_string()
     };
-    if expect.target.uses_raspi_firmware() {
-        match img.fat_read("config.txt").map(text) {
-            Ok(cfg) => match verify::check_pi_firmware(&boot_files, &cfg) {
-                Ok(f) => firmware = Some(f),
-                Err(e) => errors.push(format!("boot partition: {e}")),
-            },
-            Err(e) => errors.push(e.message),
-        }
-        if let Err(e) = img
-            .fat_read(update::BOOTDELAY_OVERLAY)
-            .map_err(|e| e.message)
-            .and_then(|b| update::check_bootdelay_overlay(&b))
-        {
-            errors.push(format!("boot partition: {e}"));
-        }
-    }
-    let initramfs = match img
-        .fat_read(&initramfs_file)
-        .map_err(|e| e.message)
-        .and_then(|data| {
-            let names = artifact::initramfs_names(&data, scratch)?;
-            verify::check_initramfs(&names).map_err(|e| e.to_string())
-        }) {
-        Ok(i) => i,
-        Err(e) => {
-            errors.push(format!("initramfs {initramfs_file}: {e}"));
-            InitramfsCheck {
-                entries: 0,
-                busybox: String::new(),
-                overlayroot_script: String::new(),
-                overlay_module: String::new(),
-                systemd_tags_rule: String::new(),
-            }
-        }
+    let firmware = if expect.target.uses_raspi_firmware() {
+        check_pi_boot_partition(&img, &boot_files, &mut errors)
+    } else {
+        None
     };
+    let initramfs = check_fat_initramfs(&img, &initramfs_file, scratch, &mut errors);
 
     let local_conf = img
         .root_read("/etc/overlayroot.local.conf")
-        .map(text)
+        .map(lossy)
         .unwrap_or_default();
-    let hostname = img
-        .root_read("/etc/hostname")
-        .map(text)
-        .unwrap_or_default()
-        .trim()
-        .to_string();
-    if let Some(p) = &expect.hostname_prefix
-        && &hostname != p
-    {
-        errors.push(format!("/etc/hostname is {hostname:?}, expected {p:?}"));
-    }
+    let hostname = check_hostname(&img, expect, &mut errors);
 
-    let want = verify::expected_machine(expect.target.arch());
-    let player = binary(&img, "/usr/bin/pfx-player", want, &mut errors);
-    let agent_bytes = img.root_read("/usr/bin/pfx-agent").ok();
-    let agent = match &agent_bytes {
-        Some(_) => binary(&img, "/usr/bin/pfx-agent", want, &mut errors),
-        None => None,
-    };
-    let access = match verify::check_access(&access_files(&img, agent_bytes.as_deref())) {
-        Ok(mut a) => {
-            if a.fleet_keys > 0 && agent.is_none() {
-                errors.push("fleet keys are installed but /usr/bin/pfx-agent is missing".into());
-            }
-            let grant = img
-                .root_read(plan::SUDOERS_FILE)
-                .map(text)
-                .unwrap_or_default();
-            match visudo_check(&grant, scratch) {
-                Ok(said) => a.visudo = said,
-                Err(e) => errors.push(e),
-            }
-            Some(a)
-        }
-        Err(e) => {
-            errors.push(format!("access: {e}"));
-            None
-        }
-    };
-
-    let mut units = Vec::new();
-    for (wants, unit) in plan::expected_enable_links() {
-        let file_name = match unit.split_once('@') {
-            Some((stem, rest)) => {
-                format!("{stem}@{}", &rest[rest.find('.').unwrap_or(rest.len())..])
-            }
-            None => unit.clone(),
-        };
-        let file = format!("/usr/lib/systemd/system/{file_name}");
-        let present = img.root_read(&file).map(|b| !b.is_empty()).unwrap_or(false);
-        let link = format!("/etc/systemd/system/{wants}/{unit}");
-        let target = img.root_symlink(&link).map_err(|e| e.to_string())?;
-        let enabled = target
-            .as_deref()
-            .is_some_and(|t| t.ends_with(&format!("/{file_name}")));
-        if !present {
-            errors.push(format!("unit file {file} missing"));
-        }
-        if !enabled {
-            errors.push(format!("{unit} not enabled: {link} is {target:?}"));
-        }
-        units.push(UnitState {
-            unit,
-            file,
-            present,
-            enabled_link: link,
-            enabled,
-        });
-    }
+    let (player, agent, agent_bytes) = check_binaries(&img, expect, &mut errors);
+    let access = check_logins(
+        &img,
+        agent_bytes.as_deref(),
+        agent.is_some(),
+        scratch,
+        &mut errors,
+    );
+    let units = check_units(&img, &mut errors)?;
 
     let update = check_update(&img, expect, &kernel_version, &initramfs_file, &mut errors);
     let data = check_data(&img, &cmdline, expect, &mut errors);
@@ -742,31 +683,7 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
         .map_err(|e| errors.push(format!("boot speed: {e}")))
         .ok();
 
-    let packages = verify::parse_dpkg_status(
-        &img.root_read("/var/lib/dpkg/status")
-            .map(text)
-            .unwrap_or_default(),
-    );
-    for need in [
-        "busybox",
-        "overlayroot",
-        "openssh-server",
-        "ethtool",
-        "systemd",
-        "sudo",
-    ] {
-        if !packages.iter().any(|p| p.name == need) {
-            errors.push(format!("package {need} is not installed in the image"));
-        }
-    }
-    if let Some(ssh) = packages.iter().find(|p| p.name == "openssh-server")
-        && !verify::openssh_has_mlkem(&ssh.version)
-    {
-        errors.push(format!(
-            "openssh-server {} predates OpenSSH 9.9: the fleet's post-quantum key exchange would be sntrup761x25519 at about five times the CPU per unit (on bookworm the builder takes OpenSSH from bookworm-backports; rebuild the image)",
-            ssh.version
-        ));
-    }
+    let packages = check_packages(&img, &mut errors);
     let pfx_packages = check_pfx_packages(&img, expect, &mut errors);
     if !errors.is_empty() {
         return Err(format!(
@@ -802,6 +719,212 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
         update: update.ok_or("no A/B update check")?,
         build: None,
     })
+}
+
+/// /etc/hostname, which must be the expected prefix when one is given.
+fn check_hostname(img: &ImageFile, expect: &Expect, errors: &mut Vec<String>) -> String {
+    let hostname = img
+        .root_read("/etc/hostname")
+        .map(lossy)
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    if let Some(p) = &expect.hostname_prefix
+        && &hostname != p
+    {
+        errors.push(format!("/etc/hostname is {hostname:?}, expected {p:?}"));
+    }
+    hostname
+}
+
+/// The player and, when the image has one, the agent, built for the target's machine;
+/// and the agent's bytes (the access checks look for a test build's marker in them).
+fn check_binaries(
+    img: &ImageFile,
+    expect: &Expect,
+    errors: &mut Vec<String>,
+) -> (Option<Binary>, Option<Binary>, Option<Vec<u8>>) {
+    let want = verify::expected_machine(expect.target.arch());
+    let player = binary(img, "/usr/bin/pfx-player", want, errors);
+    let agent_bytes = img.root_read("/usr/bin/pfx-agent").ok();
+    let agent = match &agent_bytes {
+        Some(_) => binary(img, "/usr/bin/pfx-agent", want, errors),
+        None => None,
+    };
+    (player, agent, agent_bytes)
+}
+
+/// The command line the firmware (or the VM launcher) passes: cmdline.txt on the FAT,
+/// checked, and its text (for the Pi 4's own check).
+fn check_fat_cmdline(
+    img: &ImageFile,
+    expect: &Expect,
+    errors: &mut Vec<String>,
+) -> (CmdlineCheck, String) {
+    let cmdline_txt = img.fat_read("cmdline.txt").map(lossy).unwrap_or_else(|e| {
+        errors.push(e.message);
+        String::new()
+    });
+    let cmdline = match verify::check_cmdline(&cmdline_txt, expect.overlay) {
+        Ok(c) => c,
+        Err(e) => {
+            errors.push(format!("cmdline.txt: {e}"));
+            CmdlineCheck {
+                cmdline: cmdline_txt.trim().into(),
+                overlayroot: None,
+                root: None,
+            }
+        }
+    };
+    (cmdline, cmdline_txt)
+}
+
+/// A Pi's boot partition: the firmware files config.txt needs, and the overlay that
+/// drops U-Boot's boot delay.
+fn check_pi_boot_partition(
+    img: &ImageFile,
+    boot_files: &[String],
+    errors: &mut Vec<String>,
+) -> Option<FirmwareCheck> {
+    let mut firmware = None;
+    match img.fat_read("config.txt").map(lossy) {
+        Ok(cfg) => match verify::check_pi_firmware(boot_files, &cfg) {
+            Ok(f) => firmware = Some(f),
+            Err(e) => errors.push(format!("boot partition: {e}")),
+        },
+        Err(e) => errors.push(e.message),
+    }
+    if let Err(e) = img
+        .fat_read(update::BOOTDELAY_OVERLAY)
+        .map_err(|e| e.message)
+        .and_then(|b| update::check_bootdelay_overlay(&b))
+    {
+        errors.push(format!("boot partition: {e}"));
+    }
+    firmware
+}
+
+/// The FAT's initramfs `file`, unpacked in `scratch` and checked; an empty check when
+/// it fails.
+fn check_fat_initramfs(
+    img: &ImageFile,
+    file: &str,
+    scratch: &Path,
+    errors: &mut Vec<String>,
+) -> InitramfsCheck {
+    match img.fat_read(file).map_err(|e| e.message).and_then(|data| {
+        let names = artifact::initramfs_names(&data, scratch)?;
+        verify::check_initramfs(&names).map_err(|e| e.to_string())
+    }) {
+        Ok(i) => i,
+        Err(e) => {
+            errors.push(format!("initramfs {file}: {e}"));
+            InitramfsCheck {
+                entries: 0,
+                busybox: String::new(),
+                overlayroot_script: String::new(),
+                overlay_module: String::new(),
+                systemd_tags_rule: String::new(),
+            }
+        }
+    }
+}
+
+/// Who may log in and what the fleet key may run, with the sudoers grant put through
+/// visudo; fleet keys need the agent (`has_agent`: its binary is in the image).
+fn check_logins(
+    img: &ImageFile,
+    agent_bytes: Option<&[u8]>,
+    has_agent: bool,
+    scratch: &Path,
+    errors: &mut Vec<String>,
+) -> Option<AccessCheck> {
+    match verify::check_access(&access_files(img, agent_bytes)) {
+        Ok(mut a) => {
+            if a.fleet_keys > 0 && !has_agent {
+                errors.push("fleet keys are installed but /usr/bin/pfx-agent is missing".into());
+            }
+            let grant = img
+                .root_read(plan::SUDOERS_FILE)
+                .map(lossy)
+                .unwrap_or_default();
+            match visudo_check(&grant, scratch) {
+                Ok(said) => a.visudo = said,
+                Err(e) => errors.push(e),
+            }
+            Some(a)
+        }
+        Err(e) => {
+            errors.push(format!("access: {e}"));
+            None
+        }
+    }
+}
+
+/// Every unit the plan enables: its file present, its link in place. A link that cannot
+/// be read stops the verify.
+fn check_units(img: &ImageFile, errors: &mut Vec<String>) -> Result<Vec<UnitState>, String> {
+    let mut units = Vec::new();
+    for (wants, unit) in plan::expected_enable_links() {
+        let file_name = match unit.split_once('@') {
+            Some((stem, rest)) => {
+                format!("{stem}@{}", &rest[rest.find('.').unwrap_or(rest.len())..])
+            }
+            None => unit.clone(),
+        };
+        let file = format!("/usr/lib/systemd/system/{file_name}");
+        let present = img.root_read(&file).map(|b| !b.is_empty()).unwrap_or(false);
+        let link = format!("/etc/systemd/system/{wants}/{unit}");
+        let target = img.root_symlink(&link).map_err(|e| e.to_string())?;
+        let enabled = target
+            .as_deref()
+            .is_some_and(|t| t.ends_with(&format!("/{file_name}")));
+        if !present {
+            errors.push(format!("unit file {file} missing"));
+        }
+        if !enabled {
+            errors.push(format!("{unit} not enabled: {link} is {target:?}"));
+        }
+        units.push(UnitState {
+            unit,
+            file,
+            present,
+            enabled_link: link,
+            enabled,
+        });
+    }
+    Ok(units)
+}
+
+/// dpkg's list of installed packages, with the ones a unit cannot do without and an
+/// OpenSSH new enough for the fleet's key exchange.
+fn check_packages(img: &ImageFile, errors: &mut Vec<String>) -> Vec<Package> {
+    let packages = verify::parse_dpkg_status(
+        &img.root_read("/var/lib/dpkg/status")
+            .map(lossy)
+            .unwrap_or_default(),
+    );
+    for need in [
+        "busybox",
+        "overlayroot",
+        "openssh-server",
+        "ethtool",
+        "systemd",
+        "sudo",
+    ] {
+        if !packages.iter().any(|p| p.name == need) {
+            errors.push(format!("package {need} is not installed in the image"));
+        }
+    }
+    if let Some(ssh) = packages.iter().find(|p| p.name == "openssh-server")
+        && !verify::openssh_has_mlkem(&ssh.version)
+    {
+        errors.push(format!(
+            "openssh-server {} predates OpenSSH 9.9: the fleet's post-quantum key exchange would be sntrup761x25519 at about five times the CPU per unit (on bookworm the builder takes OpenSSH from bookworm-backports; rebuild the image)",
+            ssh.version
+        ));
+    }
+    packages
 }
 
 #[cfg(test)]

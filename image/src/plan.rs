@@ -3,7 +3,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::config::{Resolved, Target};
+use crate::config::{ImageConfig, Resolved, Target};
 
 /// Label of the root file system; `root=LABEL=...` on the command line and in fstab.
 pub const ROOT_LABEL: &str = "RASPIROOT";
@@ -565,7 +565,35 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
         &core_packages,
     );
     let extra = extra_cmdline(c.overlay);
-    let mut files = vec![
+    // The order is the order the build writes them in; keep it.
+    let mut files = system_files(r, show);
+    files.extend(boot_config_files(c, &extra));
+    files.extend(shipped_files(r, profiles));
+    Plan {
+        target,
+        arch: target.arch(),
+        suite: c.suite.clone(),
+        mirror: r.mirror.clone(),
+        components,
+        packages,
+        base_key: key,
+        extra_packages,
+        core_key,
+        files,
+        extra_cmdline: extra,
+        overlay: c.overlay,
+        hostname_prefix: c.hostname_prefix.clone(),
+        image_size_mib: c.image_size_mib,
+        boot_size_mib: c.boot_size_mib,
+        data_size_mib: c.data_size_mib,
+    }
+}
+
+/// The unit's own settings: its name, mounts, journal, watchdog, RAUC, version, network,
+/// logins and sudo, the agent's config, the show and the docs.
+fn system_files(r: &Resolved, show: Vec<u8>) -> Vec<FileSpec> {
+    let c = &r.config;
+    vec![
         file("/etc/hostname", 0o644, format!("{}\n", c.hostname_prefix)),
         file(
             "/etc/hosts",
@@ -592,7 +620,7 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
         file(
             crate::update::SYSTEM_CONF,
             0o644,
-            crate::update::system_conf_text(target),
+            crate::update::system_conf_text(c.target),
         ),
         // Empty: systemd makes a machine id at boot (transient on the overlay).
         file("/etc/machine-id", 0o444, ""),
@@ -608,6 +636,13 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
         file("/usr/share/doc/pfx/image.md", 0o644, DOC),
         file("/usr/share/doc/pfx/update.md", 0o644, UPDATE_DOC),
         file(UDEV_TRIGGER_DROPIN.0, 0o644, UDEV_TRIGGER_DROPIN.1),
+    ]
+}
+
+/// What decides the kernel command line and config.txt: raspi-firmware's settings, the
+/// hooks that drop its `rw`, and overlayroot's own config.
+fn boot_config_files(c: &ImageConfig, extra: &str) -> Vec<FileSpec> {
+    vec![
         // raspi-firmware's kernel hook generates config.txt and cmdline.txt from these.
         file(
             "/etc/default/raspi-firmware",
@@ -617,7 +652,7 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
              # Set explicitly: detection from inside the build chroot sees the build host.\n\
              # CMA=0: no cma= at all. The hook drops its 64M default only when it runs ON a Pi 4,\n\
              # and a cma= renders a Pi 4 unbootable (the hook's own comment).\nCMA=0\nKERNEL=auto\nINITRAMFS=auto\nROOTPART=LABEL={ROOT_LABEL}\nCONSOLES=\"{}\"\n",
-                consoles(target)
+                consoles(c.target)
             ),
         ),
         file(
@@ -650,7 +685,13 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
                 if c.overlay { OVERLAYROOT } else { "" }
             ),
         ),
-    ];
+    ]
+}
+
+/// pfx's units and scripts, the config's profiles, and the operator's update CA and fleet
+/// keys when the config has them.
+fn shipped_files(r: &Resolved, profiles: Vec<(String, Vec<u8>)>) -> Vec<FileSpec> {
+    let mut files = Vec::new();
     for (name, text) in UNIT_FILES {
         files.push(file(
             &format!("/usr/lib/systemd/system/{name}"),
@@ -681,24 +722,7 @@ pub fn plan(r: &Resolved, show: Vec<u8>, profiles: Vec<(String, Vec<u8>)>) -> Pl
             authorized_keys_text(&r.authorized_keys),
         ));
     }
-    Plan {
-        target,
-        arch: target.arch(),
-        suite: c.suite.clone(),
-        mirror: r.mirror.clone(),
-        components,
-        packages,
-        base_key: key,
-        extra_packages,
-        core_key,
-        files,
-        extra_cmdline: extra,
-        overlay: c.overlay,
-        hostname_prefix: c.hostname_prefix.clone(),
-        image_size_mib: c.image_size_mib,
-        boot_size_mib: c.boot_size_mib,
-        data_size_mib: c.data_size_mib,
-    }
+    files
 }
 
 #[cfg(test)]

@@ -5,13 +5,17 @@
 
 use serde::Serialize;
 
+use super::error::DataError;
 use super::{Partition, Stat};
 use crate::plan::{DATA_LABEL, DATA_MARKER, DATA_MARKER_TEXT, DATA_MOUNT, DATA_ROOT_MODE};
 
 /// The partition table every image has: FAT boot (bootable), Linux root slot A, Linux root
 /// slot B (the same size: either holds any bundle), Linux data, in that order, not
 /// overlapping, inside the image; data last, so it can grow to the card.
-pub fn check_partition_table(parts: &[Partition], image_bytes: u64) -> Result<Partition, String> {
+pub fn check_partition_table(
+    parts: &[Partition],
+    image_bytes: u64,
+) -> Result<Partition, DataError> {
     let kinds: Vec<(u8, u8)> = parts.iter().map(|p| (p.index, p.kind)).collect();
     let fat = |k: u8| k == 0x0c || k == 0x0b;
     let shape_ok = parts.len() == 4
@@ -20,9 +24,7 @@ pub fn check_partition_table(parts: &[Partition], image_bytes: u64) -> Result<Pa
         && parts[1..].iter().all(|p| p.kind == 0x83)
         && parts.iter().zip(1u8..).all(|(p, i)| p.index == i);
     if !shape_ok {
-        return Err(format!(
-            "expected partitions 1 FAT (0x0c, bootable), 2 root slot A (0x83), 3 root slot B (0x83), 4 Linux data (0x83); found (index, type) {kinds:x?}; an image of the single-root layout cannot take updates: rebuild it"
-        ));
+        return Err(DataError::PartitionShape { found: kinds });
     }
     let mut errors = Vec::new();
     if parts[1].sectors != parts[2].sectors {
@@ -59,7 +61,7 @@ pub fn check_partition_table(parts: &[Partition], image_bytes: u64) -> Result<Pa
     if errors.is_empty() {
         Ok(data)
     } else {
-        Err(errors.join("; "))
+        Err(DataError::PartitionTable { problems: errors })
     }
 }
 
@@ -124,7 +126,7 @@ pub struct DataFs {
 /// blocks (it grows by orders of magnitude), root-owned, set-gid and group-writable (the
 /// agent writes as root, the player as a throw-away user in the store's group; its gid is
 /// not checked here) and hold the marker.
-pub fn check_data_fs(f: &DataFiles) -> Result<DataFs, String> {
+pub fn check_data_fs(f: &DataFiles) -> Result<DataFs, DataError> {
     let h = parse_fs_header(&f.header);
     let mut errors = Vec::new();
     if h.magic != "0xef53" {
@@ -171,7 +173,7 @@ pub fn check_data_fs(f: &DataFiles) -> Result<DataFs, String> {
         }
     }
     if !errors.is_empty() {
-        return Err(format!("data file system: {}", errors.join("; ")));
+        return Err(DataError::FileSystem { problems: errors });
     }
     Ok(DataFs {
         label: h.label,
@@ -199,7 +201,7 @@ pub struct FstabEntry {
 /// The one fstab line for the data mount point: by label, ext4, effectively nodev and
 /// nosuid (the last of dev/nodev, suid/nosuid wins; `defaults` means dev,suid), nofail with
 /// a bounded device wait, grown after mounting, checked at boot (pass 2).
-pub fn check_fstab(text: &str) -> Result<FstabEntry, String> {
+pub fn check_fstab(text: &str) -> Result<FstabEntry, DataError> {
     let lines: Vec<Vec<&str>> = text
         .lines()
         .map(str::trim)
@@ -215,13 +217,8 @@ pub fn check_fstab(text: &str) -> Result<FstabEntry, String> {
         .collect();
     let f = match here.as_slice() {
         [one] => *one,
-        [] => return Err(format!("/etc/fstab has no line for {DATA_MOUNT}")),
-        _ => {
-            return Err(format!(
-                "/etc/fstab has {} lines for {DATA_MOUNT}",
-                here.len()
-            ));
-        }
+        [] => return Err(DataError::NoFstabLine),
+        _ => return Err(DataError::FstabLines { lines: here.len() }),
     };
     let mut errors = Vec::new();
     let want_spec = format!("LABEL={DATA_LABEL}");
@@ -282,10 +279,7 @@ pub fn check_fstab(text: &str) -> Result<FstabEntry, String> {
         ));
     }
     if !errors.is_empty() {
-        return Err(format!(
-            "/etc/fstab line for {DATA_MOUNT}: {}",
-            errors.join("; ")
-        ));
+        return Err(DataError::FstabLine { problems: errors });
     }
     Ok(FstabEntry {
         spec: f[0].into(),
@@ -299,7 +293,7 @@ pub fn check_fstab(text: &str) -> Result<FstabEntry, String> {
 /// overlayroot's `recurse` defaults to 1, which turns every other ext4 line of fstab into an
 /// overlay with a tmpfs upper: the data partition would look mounted while its writes went
 /// to RAM. Takes the value of `overlayroot=` from the command line.
-pub fn check_overlay_recurse(overlayroot: &str) -> Result<(), String> {
+pub fn check_overlay_recurse(overlayroot: &str) -> Result<(), DataError> {
     let opts = overlayroot.strip_prefix("tmpfs").unwrap_or(overlayroot);
     let recurse = opts
         .trim_start_matches(':')
@@ -308,15 +302,15 @@ pub fn check_overlay_recurse(overlayroot: &str) -> Result<(), String> {
         .next_back();
     match recurse {
         Some("0") => Ok(()),
-        _ => Err(format!(
-            "overlayroot={overlayroot} lacks recurse=0: overlayroot would lay a tmpfs over {DATA_MOUNT} and every write to the data partition would be lost at reboot"
-        )),
+        _ => Err(DataError::OverlayRecurses {
+            overlayroot: overlayroot.to_string(),
+        }),
     }
 }
 
 /// journald's effective `[Journal]` settings from its files in reading order (the main
 /// file, then the drop-ins sorted): logs must stay in RAM and be bounded.
-pub fn check_journald(files: &[(String, String)]) -> Result<Vec<(String, String)>, String> {
+pub fn check_journald(files: &[(String, String)]) -> Result<Vec<(String, String)>, DataError> {
     let mut set: Vec<(String, String)> = Vec::new();
     for (_, text) in files {
         for line in text.lines().map(str::trim) {
@@ -347,13 +341,13 @@ pub fn check_journald(files: &[(String, String)]) -> Result<Vec<(String, String)
     if errors.is_empty() {
         Ok(set)
     } else {
-        Err(format!("journald: {}", errors.join("; ")))
+        Err(DataError::Journald { problems: errors })
     }
 }
 
 /// The player waits for the data mount (After=) but never depends on it: a unit without a
 /// data partition must still play its built-in show.
-pub fn check_player_unit(text: &str) -> Result<(), String> {
+pub fn check_player_unit(text: &str) -> Result<(), DataError> {
     let mount = "var-lib-pfx.mount";
     let mut after = false;
     let mut errors = Vec::new();
@@ -385,7 +379,7 @@ pub fn check_player_unit(text: &str) -> Result<(), String> {
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(format!("pfx-player.service: {}", errors.join("; ")))
+        Err(DataError::PlayerUnit { problems: errors })
     }
 }
 
@@ -424,6 +418,7 @@ mod tests {
         assert!(
             check_partition_table(&t, bytes)
                 .unwrap_err()
+                .to_string()
                 .contains("same size")
         );
         let mut t = table();
@@ -431,6 +426,7 @@ mod tests {
         assert!(
             check_partition_table(&t, bytes)
                 .unwrap_err()
+                .to_string()
                 .contains("expected partitions")
         );
         let mut t = table();
@@ -441,6 +437,7 @@ mod tests {
         assert!(
             check_partition_table(&t, bytes)
                 .unwrap_err()
+                .to_string()
                 .contains("overlaps")
         );
         let mut t = table();
@@ -448,6 +445,7 @@ mod tests {
         assert!(
             check_partition_table(&t, bytes)
                 .unwrap_err()
+                .to_string()
                 .contains("past the end")
         );
         let mut t = table();
@@ -535,7 +533,7 @@ mod tests {
         for (name, fault, want) in cases {
             let mut f = good();
             fault(&mut f);
-            let e = check_data_fs(&f).expect_err(name);
+            let e = check_data_fs(&f).expect_err(name).to_string();
             assert!(e.contains(want), "{name}: {e}");
         }
     }
@@ -582,7 +580,7 @@ mod tests {
             ),
         ];
         for (text, want) in cases {
-            let e = check_fstab(&text).expect_err(want);
+            let e = check_fstab(&text).expect_err(want).to_string();
             assert!(e.contains(want), "{want}: {e}");
         }
         // `defaults` first, then nodev,nosuid: effective nodev,nosuid.
@@ -599,7 +597,7 @@ mod tests {
             "tmpfs:recurse=0,recurse=1",
             "tmpfs:swap=1",
         ] {
-            let e = check_overlay_recurse(bad).expect_err(bad);
+            let e = check_overlay_recurse(bad).expect_err(bad).to_string();
             assert!(e.contains("recurse=0"), "{bad}: {e}");
         }
     }
@@ -619,6 +617,7 @@ mod tests {
         assert!(
             check_journald(std::slice::from_ref(&main))
                 .unwrap_err()
+                .to_string()
                 .contains("Storage=auto")
         );
         let later = (
@@ -633,6 +632,7 @@ mod tests {
         assert!(
             check_journald(&[main, ours, unbounded])
                 .unwrap_err()
+                .to_string()
                 .contains("bound")
         );
     }
@@ -645,12 +645,14 @@ mod tests {
         assert!(
             check_player_unit(&no_after)
                 .unwrap_err()
+                .to_string()
                 .contains("no After=")
         );
         let needs = unit.replace("[Service]", "Requires=var-lib-pfx.mount\n[Service]");
         assert!(
             check_player_unit(&needs)
                 .unwrap_err()
+                .to_string()
                 .contains("must not depend")
         );
         let needs = unit.replace(

@@ -3,6 +3,8 @@
 //! reads the same sentences as before), so a caller can tell one check's failure from
 //! another's without matching on text.
 
+use crate::plan::DATA_MOUNT;
+
 /// The check that found the problems of a [`CheckFailed`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Check {
@@ -40,6 +42,49 @@ impl CheckFailed {
             problems: vec![problem],
         }
     }
+}
+
+/// What is wrong with the data partition or what mounts it (`verify::data`). Each check
+/// lists every problem it found, shown joined by "; " after the part it is about, as the
+/// checks always printed them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DataError {
+    /// The table is not FAT boot, root slot A, root slot B, data, in that order.
+    #[error(
+        "expected partitions 1 FAT (0x0c, bootable), 2 root slot A (0x83), 3 root slot B (0x83), 4 Linux data (0x83); found (index, type) {found:x?}; an image of the single-root layout cannot take updates: rebuild it"
+    )]
+    PartitionShape {
+        /// `(index, type)` of each partition found.
+        found: Vec<(u8, u8)>,
+    },
+    /// The four partitions are there but misplaced (slot sizes, overlaps, the data's end
+    /// or alignment).
+    #[error("{}", problems.join("; "))]
+    PartitionTable { problems: Vec<String> },
+    /// The data file system's header, root directory or marker.
+    #[error("data file system: {}", problems.join("; "))]
+    FileSystem { problems: Vec<String> },
+    /// No fstab line mounts the data partition.
+    #[error("/etc/fstab has no line for {}", DATA_MOUNT)]
+    NoFstabLine,
+    /// More than one fstab line mounts it.
+    #[error("/etc/fstab has {lines} lines for {}", DATA_MOUNT)]
+    FstabLines { lines: usize },
+    /// The one fstab line's fields or options.
+    #[error("/etc/fstab line for {}: {}", DATA_MOUNT, problems.join("; "))]
+    FstabLine { problems: Vec<String> },
+    /// overlayroot would lay a tmpfs over the data mount too.
+    #[error(
+        "overlayroot={overlayroot} lacks recurse=0: overlayroot would lay a tmpfs over {} and every write to the data partition would be lost at reboot",
+        DATA_MOUNT
+    )]
+    OverlayRecurses { overlayroot: String },
+    /// journald's effective settings.
+    #[error("journald: {}", problems.join("; "))]
+    Journald { problems: Vec<String> },
+    /// The player's ordering after (and independence of) the data mount.
+    #[error("pfx-player.service: {}", problems.join("; "))]
+    PlayerUnit { problems: Vec<String> },
 }
 
 /// Sector 0 could not be read as an MBR.
@@ -132,6 +177,59 @@ mod tests {
         assert_eq!(
             parse_md5sums("xyz").unwrap_err().to_string(),
             "md5sums line \"xyz\" is not `MD5  PATH`"
+        );
+    }
+
+    /// The data partition's checks say which part failed, as a type, in the sentences
+    /// they always printed.
+    #[test]
+    fn data_failures_are_typed_and_read_as_before() {
+        use crate::verify::data;
+        let e = data::check_partition_table(&[], 0).unwrap_err();
+        assert_eq!(e, DataError::PartitionShape { found: vec![] });
+        assert!(
+            e.to_string().starts_with("expected partitions 1 FAT"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("found (index, type) []; "), "{e}");
+        assert_eq!(
+            data::check_fstab("").unwrap_err().to_string(),
+            "/etc/fstab has no line for /var/lib/pfx"
+        );
+        let two = "LABEL=pfx-data /var/lib/pfx ext4 defaults 0 2\n".repeat(2);
+        assert_eq!(
+            data::check_fstab(&two).unwrap_err(),
+            DataError::FstabLines { lines: 2 }
+        );
+        let e = data::check_fstab("/dev/x /var/lib/pfx/ ext4 nodev,nosuid 0 2\n").unwrap_err();
+        let DataError::FstabLine { problems } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(
+            e.to_string(),
+            format!("/etc/fstab line for /var/lib/pfx: {}", problems.join("; "))
+        );
+        assert_eq!(
+            data::check_overlay_recurse("tmpfs")
+                .unwrap_err()
+                .to_string(),
+            "overlayroot=tmpfs lacks recurse=0: overlayroot would lay a tmpfs over /var/lib/pfx and every write to the data partition would be lost at reboot"
+        );
+        let e = data::check_journald(&[]).unwrap_err();
+        assert!(matches!(&e, DataError::Journald { problems } if problems.len() == 2));
+        assert!(e.to_string().starts_with("journald: Storage=auto ("), "{e}");
+        let e = data::check_player_unit("").unwrap_err();
+        assert!(matches!(e, DataError::PlayerUnit { .. }));
+        assert_eq!(
+            e.to_string(),
+            "pfx-player.service: no After=var-lib-pfx.mount: the player could start before its show store is mounted"
+        );
+        let e = data::check_data_fs(&data::DataFiles::default()).unwrap_err();
+        assert!(matches!(e, DataError::FileSystem { .. }));
+        assert!(
+            e.to_string()
+                .starts_with("data file system: not an ext2/3/4"),
+            "{e}"
         );
     }
 }
