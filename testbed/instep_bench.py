@@ -10,11 +10,19 @@ next try waits until every unit is lit again. One attempt per try; a try whose g
 UNMEASURABLE with the reason.
 
     instep_bench.py run --player BIN [--units 20] [--tries 20] [--fps 40] [--json F] [--out DIR]
+                        [--via socket|fleet|fleet-new] [--no-sync]
     instep_bench.py down                     # remove whatever a killed run left (instep*)
 
 Figures per try: `latency_ms` from the request to the last unit's first black frame at the
 pole; `spread_ms` between the first and the last unit's first black frame (and in frames);
 `told_to_last_ms` from the master's answered frame stamp to the last unit's first black frame.
+
+`--via fleet` times the whole operator's path instead: each unit also runs a real sshd whose
+key's forced command is the unit's agent (`pfx-agent dispatch`), `pfx-fleet hold --site` keeps
+a connection to every unit, and each try is `pfx-fleet control blackout --site` (then
+`control resume --site`), timed from before pfx-fleet starts. `--via fleet-new` is the same
+without `hold` (a new SSH connection per unit per command). `--no-sync`: every unit plays
+the sequence on its own (no MultiSync), so each goes black when its own request arrives.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -52,6 +61,9 @@ RELIGHT_WITHIN_S = 8.0
 # The host's CPU pressure over the try ("some": the share of time a runnable task waited for
 # a CPU) is recorded beside each try.
 MAX_GAP_FRAMES = 1.5
+# A `play` starts its sequence again: a frame numbered below this after the request is the
+# new start (every try begins long after the show's first frames).
+RESTART_BELOW = 4
 
 
 def unit_names(n: int) -> list[str]:
@@ -99,6 +111,26 @@ def first_black(rows: list[tuple[str, int, str]], srcs: list[str], after_us: int
                 out[src] = t
         else:
             out[src] = None
+    return out
+
+
+def first_restart(rows: list[tuple[str, int, str]], srcs: list[str], after_us: int) -> dict[str, int | None]:
+    """Per source, when it showed the restarted sequence's frame K after `after_us`: K is
+    the highest of the units' first frames below RESTART_BELOW (a remote that joins its
+    master's new sequence a moment late shows frame 1 first, at the master's frame 1; in
+    step means the same frame at the same time). Pure."""
+    firsts: dict[str, int] = {}
+    for src, _t, tag in rows:
+        if src in srcs and _t >= after_us and src not in firsts and tag.isdigit() and int(tag) < RESTART_BELOW:
+            firsts[src] = int(tag)
+    if len(firsts) < len(srcs):
+        # Unmeasurable: judge_try names the units that never restarted (None).
+        return {s: (after_us if s in firsts else None) for s in srcs}
+    out: dict[str, int | None] = {s: None for s in srcs}
+    k = str(max(firsts.values()))
+    for src, t, tag in rows:
+        if src in out and t >= after_us and out[src] is None and tag == k:
+            out[src] = t
     return out
 
 
@@ -151,7 +183,10 @@ def judge_try(t_cmd_us: int, stamp_us: int | None, firsts: dict[str, int | None]
 def summarize(tries: list[dict]) -> dict:
     good = [t for t in tries if t.get("unmeasurable") is None]
     out: dict = {"tries": len(tries), "measured": len(good)}
-    for k in ("latency_ms", "spread_ms", "spread_frames", "told_to_last_ms"):
+    keys = ["latency_ms", "spread_ms", "spread_frames", "told_to_last_ms"]
+    if any("fleet_cpu_ms" in t for t in tries):
+        keys.append("fleet_cpu_ms")
+    for k in keys:
         xs = [t[k] for t in good if t.get(k) is not None]
         out[k] = {"p50": sync_bench.percentile(xs, 50), "p99": sync_bench.percentile(xs, 99),
                   "max": max(xs) if xs else None}  # fmt: skip
@@ -200,6 +235,169 @@ def unit_yaml(unit: str, d: Path, fps: int, sync: dict, seq: str | None) -> str:
     return y.replace(f"{sync_bench.POLE[1]}:", f"{POLE_ADDR}:").replace("unit_id: synctest-", "unit_id: instep-")
 
 
+# ---------------------------------------------------------------------------- the fleet path
+class Fleet:
+    """The operator's side for `--via fleet*`: one sshd per unit (in the unit's network
+    namespace, its key's forced command the unit's agent), a fleet config and database, and
+    for `--via fleet` a running `pfx-fleet hold`. pfx-fleet runs in the pole's namespace (on
+    the same bridge as the units)."""
+
+    def __init__(self, bed, a, run_dir: Path, units: list[str], socks: dict, srcs: dict):
+        self.bed, self.a, self.units = bed, a, units
+        self.bin = Path(a.fleet_bin).resolve()
+        self.d = run_dir / "fleet"
+        self.d.mkdir(exist_ok=True)
+        self.held_dir = self.d / "held"
+        self.cfg = self.d / "fleet.yaml"
+        self.db = self.d / "fleet.db"
+        for key in ("id", "hostkey"):
+            for f in (self.d / key, self.d / f"{key}.pub"):
+                f.unlink(missing_ok=True)  # a reused --out directory
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.d / key)], check=True)
+        hostkey = " ".join((self.d / "hostkey.pub").read_text().split()[:2])
+        Path("/run/sshd").mkdir(exist_ok=True)
+        # The units' fleet account has /bin/sh and an empty home (the image's); so has root
+        # for these sshds (a passwd bound over /etc/passwd in their own mount namespace).
+        # The build host's root shell would be bash, which reads ~/.bashrc under sshd: that
+        # costs ~100 ms a command here and is not a unit's.
+        (self.d / "home").mkdir(exist_ok=True)
+        rows = [ln for ln in Path("/etc/passwd").read_text().splitlines() if not ln.startswith("root:")]
+        (self.d / "passwd").write_text("\n".join(rows + [f"root:x:0:0:root:{self.d / 'home'}:/bin/sh"]) + "\n")
+        known = []
+        for u in units:
+            ud = self.d / u
+            (ud / "data").mkdir(parents=True, exist_ok=True)
+            (ud / "data" / ".pfx-data").write_text("")
+            cfg = ud / "agent.yaml"
+            cfg.write_text(f"iface: lo\nunit_id: {u}\nsystemd: false\nstore_root: {ud / 'data'}\n"
+                           f"control_socket: {socks[u]}\naudit_log: {ud / 'audit.log'}\n")
+            forced = f"SUDO_USER=pfx {self.bin.parent / 'pfx-agent'} dispatch --config {cfg}"
+            opkey = (self.d / "id.pub").read_text().strip()
+            (ud / "authorized_keys").write_text(f'restrict,command="{forced}" {opkey}\n')
+            (ud / "sshd_config").write_text(
+                f"ListenAddress {srcs[u]}\nPort 22\nHostKey {self.d / 'hostkey'}\nPidFile none\n"
+                f"AuthorizedKeysFile {ud / 'authorized_keys'}\nPermitRootLogin forced-commands-only\n"
+                "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+                "MaxStartups 100\nMaxSessions 50\nLogLevel ERROR\n")  # fmt: skip
+            bed.spawn(f"sshd-{u}", u, ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                                       'mount --bind "$1" /etc/passwd && exec /usr/sbin/sshd -D -f "$2" -E "$3"', "sh",
+                                       str(self.d / "passwd"), str(ud / "sshd_config"), str(ud / "sshd.log")])  # fmt: skip
+            known.append(f"{srcs[u]} {hostkey}\n")
+        (self.d / "known_hosts").write_text("".join(known))
+        self.cfg.write_text(
+            f"ssh:\n  user: root\n  identity: {self.d / 'id'}\n  known_hosts: {self.d / 'known_hosts'}\n"
+            "  command_timeout_s: 20\nsites:\n  - name: instep\n    units:\n"
+            + "".join(f"      - {{id: {u}, host: {srcs[u]}}}\n" for u in units))  # fmt: skip
+
+    def argv(self, *words: str) -> list[str]:
+        return ["ip", "netns", "exec", self.bed.ns("pole"), "env", f"PFX_FLEET_HELD_DIR={self.held_dir}",
+                str(self.bin), "--config", str(self.cfg), "--db", str(self.db), *words]  # fmt: skip
+
+    def hold(self, within: float) -> str | None:
+        """Starts `pfx-fleet hold --site` and waits until every unit is held; None when
+        they are, else why not."""
+        p = self.bed.spawn("hold", "pole", self.argv("hold", "--site", "instep", "--json")[4:])
+        end = time.time() + within
+        held: set[str] = set()
+        while time.time() < end and p.poll() is None:
+            time.sleep(0.2)
+            held = set()
+            for line in self.bed.log_text("hold").splitlines():
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                if e.get("event") == "held":
+                    held.add(e.get("unit"))
+                elif e.get("event") == "lost":
+                    held.discard(e.get("unit"))
+            if held >= set(self.units):
+                return None
+        missing = sorted(set(self.units) - held)
+        return f"hold: not every unit held within {within} s ({', '.join(missing[:5])}): {self.bed.log_tail('hold')}"
+
+    def control(self, *action: str, unit: str | None = None) -> dict:
+        env = dict(os.environ, USER="instep-bench")
+        env.pop("SUDO_USER", None)  # the operator's name is $SUDO_USER, else $USER
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        target = ["--unit", unit] if unit else ["--site", "instep"]
+        r = subprocess.run(self.argv("control", *action, *target, "--json"),
+                           capture_output=True, text=True, timeout=60, env=env)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # The fleet host's CPU for the command: pfx-fleet and its ssh clients (each waited
+        # for, so counted here), and `ip netns exec`. The units' side is not in it.
+        self.last_cpu_ms = round(1000 * (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime), 1)
+        try:
+            return json.loads(r.stdout)
+        except ValueError:
+            return {"error": f"pfx-fleet control printed no JSON (exit {r.returncode}): {r.stderr[-300:]}"}
+
+
+def play_cell(fleet: Fleet, pole_log: Path, srcs: dict, unit_of: dict, period_ms: float, tries: int) -> dict:
+    """`play` on the master is a MultiSync sequence change: `pfx-fleet control play content
+    --unit m` (a remote refuses `play`: it is its master's), then each unit's first frame of
+    the sequence from its start at the pole; then `resume --unit m`."""
+    out: dict = {"cell": "play", "tries": []}
+    for _ in range(tries):
+        dark = wait_lit(pole_log, list(srcs.values()), RELIGHT_WITHIN_S)
+        if dark:
+            out["tries"].append({"unmeasurable": "not every unit lit before the try: "
+                                 + ", ".join(unit_of[x] for x in dark[:5])})  # fmt: skip
+            continue
+        t_cmd = time.time_ns() // 1000
+        r = fleet.control("play", "content", unit="m")
+        row = next(iter(r.get("units") or []), {})
+        if not row.get("accepted"):
+            out["tries"].append({"unmeasurable": f"the master did not take play: {row.get('reason') or r.get('error')}"})
+            continue
+        time.sleep(BLACK_WITHIN_S + 0.6)
+        rows = [x for x in read_rows(pole_log) if x[1] <= t_cmd + int(BLACK_WITHIN_S * 1e6)]
+        firsts = first_restart(rows, list(srcs.values()), t_cmd)
+        res = judge_try(t_cmd, row.get("effective_unix_us"), firsts, period_ms, unit_of)
+        if res["unmeasurable"] is None:
+            why = stalled(rows, firsts, t_cmd, period_ms, unit_of)
+            if why:
+                res["unmeasurable"] = f"{why} (spread {res['spread_ms']} ms)"
+        res["unmeasurable"] = res["unmeasurable"] and res["unmeasurable"].replace("black frame", "restarted frame")
+        fleet.control("resume", unit="m")
+        out["tries"].append(res)
+    out["summary"] = summarize(out["tries"])
+    return out
+
+
+def shows_cell(fleet: Fleet, units: list[str]) -> dict:
+    """`pfx-fleet shows` says what each unit holds: a site blackout, then `shows --site`
+    (each unit's agent reads its player's /profile), then `resume`."""
+    out = fleet.control("blackout")
+    if out.get("done") != len(units):
+        return {"cell": "shows", "unmeasurable": f"the blackout was not taken by every unit: {json.dumps(out)[:300]}"}
+    r = subprocess.run(fleet.argv("shows", "--site", "instep", "--json"), capture_output=True, text=True, timeout=60)
+    fleet.control("resume")
+    try:
+        rows = {x.get("unit"): x for x in json.loads(r.stdout)}
+    except ValueError:
+        return {"cell": "shows", "unmeasurable": f"pfx-fleet shows printed no JSON (exit {r.returncode}): {r.stderr[-300:]}"}
+    checks = [(str((rows.get(u) or {}).get("override") or "").startswith("blackout by instep-bench"),
+               f"{u}: shows holds {(rows.get(u) or {}).get('override')!r}") for u in units]  # fmt: skip
+    return {"cell": "shows", "unmeasurable": None, "checks": checks}
+
+
+def fleet_act(fleet: Fleet, action: str) -> tuple[dict, int]:
+    """One action through pfx-fleet: (the master's row as a control-socket answer, how many
+    units went over a held connection)."""
+    out = fleet.control(action)
+    if "error" in out:
+        return {"accepted": False, "error": out["error"]}, 0
+    rows = out.get("units", [])
+    held = sum(1 for r in rows if r.get("held_connection"))
+    m = next((r for r in rows if r.get("unit") == "m"), {})
+    bad = [f"{r.get('unit')}: {r.get('reason')}" for r in rows if r.get("state") != "done"]
+    ans = {"accepted": bool(m.get("accepted")) and not bad, "effective_unix_us": m.get("effective_unix_us"),
+           "error": "; ".join(bad[:3]) or None,
+           "told_unix_us": {r.get("unit"): r.get("effective_unix_us") for r in rows}}  # fmt: skip
+    return ans, held
+
+
 def run(a) -> int:
     if os.geteuid() != 0:
         print("skipped: needs root (network namespaces, time namespaces)")
@@ -234,12 +432,15 @@ def run(a) -> int:
         for i, u in enumerate(units):
             d = run_dir / "cell1" / u
             d.mkdir(parents=True, exist_ok=True)
-            if u == "m":
+            if a.no_sync:
+                sync = None
+            elif u == "m":
                 sync = {"role": "master", "port": SYNC_PORT, "transport": "multicast"}
             else:
                 sync = {"role": "remote", "port": SYNC_PORT, "sequences": str(seq_dir),
                         "master_lost": {"after_s": 5, "then": "stop"}}  # fmt: skip
-            (d / "show.yaml").write_text(unit_yaml(u, d, a.fps, sync, str(seq_dir / SEQ_NAME) if u == "m" else None))
+            plays = u == "m" or a.no_sync
+            (d / "show.yaml").write_text(unit_yaml(u, d, a.fps, sync, str(seq_dir / SEQ_NAME) if plays else None))
             socks[u] = d / "control.sock"
             if u != "m":
                 bed.spawn(u, u, [a.player, "run", "--config", str(d / "show.yaml"),
@@ -253,14 +454,37 @@ def run(a) -> int:
                                       + ", ".join(unit_of[s] for s in dark[:5])
                                       + f" ({bed.log_tail(unit_of[dark[0]])})")  # fmt: skip
             return finish(result, a)
+        fleet = None
+        if a.via != "socket":
+            fleet = Fleet(bed, a, run_dir, units, socks, srcs)
+            why = fleet.hold(10.0 + 0.5 * a.units) if a.via == "fleet" else None
+            # pfx-fleet learns each unit's MultiSync part from its answers (it tells known
+            # remotes after their master): one `resume` (nothing is held yet) teaches it.
+            learned = fleet.control("resume")
+            if not why and learned.get("done") != a.units:
+                why = f"the first resume was not taken by every unit: {json.dumps(learned)[:300]}"
+            if why:
+                result["unmeasurable"] = why
+                return finish(result, a)
+        result["via"], result["sync"] = a.via, not a.no_sync
         time.sleep(a.warmup)
         for n in range(a.tries):
-            result["tries"].append(one_try(bed, socks["m"], pole_log, srcs, unit_of, period_ms, n))
+            result["tries"].append(one_try(bed, socks["m"], pole_log, srcs, unit_of, period_ms, n, fleet))
             print(f"try {n + 1}: {json.dumps(result['tries'][-1])}", flush=True)
         dead = [u for u in units if u in bed.procs and bed.procs[u].poll() is not None]
         if dead:
             result["unmeasurable"] = f"unit {dead[0]} exited during the run: {bed.log_tail(dead[0])}"
         result["load"] = os.getloadavg()
+        if fleet is not None and not a.no_sync and a.play_tries:
+            try:
+                result["play"] = play_cell(fleet, pole_log, srcs, unit_of, period_ms, a.play_tries)
+            except Exception as e:  # one attempt: reported, not retried
+                result["play"] = {"cell": "play", "unmeasurable": f"testbed error: {e}", "tries": []}
+        if fleet is not None:
+            try:
+                result["shows"] = shows_cell(fleet, units)
+            except Exception as e:  # one attempt: reported, not retried
+                result["shows"] = {"cell": "shows", "unmeasurable": f"testbed error: {e}", "checks": []}
         if a.laptops:
             try:
                 result["own"] = own_action_cell(socks, srcs, unit_of, pole_log)
@@ -286,15 +510,20 @@ def wait_lit(pole_log: Path, srcs: list[str], within: float) -> list[str]:
     return dark
 
 
-def one_try(bed, msock: Path, pole_log: Path, srcs: dict, unit_of: dict, period_ms: float, n: int) -> dict:
+def one_try(bed, msock: Path, pole_log: Path, srcs: dict, unit_of: dict, period_ms: float, n: int,
+            fleet: Fleet | None = None) -> dict:
     dark = wait_lit(pole_log, list(srcs.values()), RELIGHT_WITHIN_S)
     if dark:
         return {"unmeasurable": "not every unit lit before the try: " + ", ".join(unit_of[s] for s in dark[:5])}
     t_cmd = time.time_ns() // 1000
     psi0 = cpu_pressure_total_us()
+    held = None
     try:
-        ans = ask(msock, "blackout")
-    except (OSError, ValueError) as e:
+        if fleet is None:
+            ans = ask(msock, "blackout")
+        else:
+            ans, held = fleet_act(fleet, "blackout")
+    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
         return {"unmeasurable": f"the master's control socket: {e}"}
     if not ans.get("accepted"):
         return {"unmeasurable": f"the master did not take it: {ans.get('error')}"}
@@ -307,15 +536,21 @@ def one_try(bed, msock: Path, pole_log: Path, srcs: dict, unit_of: dict, period_
         share = (psi1 - psi0) / (time.time_ns() // 1000 - t_cmd)
         # Recorded, not a guard: twenty players on two cores make this pressure themselves.
         res["cpu_pressure"] = round(share, 3)
+    if held is not None:
+        res["held_connections"] = held
+        # When each unit's own request took effect, from the command's start: the fleet leg.
+        told = {u: round((t - t_cmd) / 1000.0, 1) for u, t in (ans.get("told_unix_us") or {}).items() if t}
+        res["told_ms"] = told
+        res["fleet_cpu_ms"] = fleet.last_cpu_ms
     if res["unmeasurable"] is None:
         why = stalled(rows, firsts, t_cmd, period_ms, unit_of)
         if why:
             res["unmeasurable"] = f"{why} (spread {res['spread_ms']} ms)"
     try:
-        r = ask(msock, "resume")
+        r = ask(msock, "resume") if fleet is None else fleet_act(fleet, "resume")[0]
         if not r.get("accepted"):
             res.setdefault("note", f"resume not taken: {r.get('error')}")
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
         res.setdefault("note", f"resume: {e}")
     return res
 
@@ -442,11 +677,15 @@ def own_action_cell(socks: dict, srcs: dict, unit_of: dict, pole_log: Path) -> d
 def finish(result: dict, a) -> int:
     result["summary"] = summarize(result["tries"])
     s = result["summary"]
-    print(f"\nblackout on the master of a {a.units}-unit synced site, {a.fps} fps "
+    how = {"socket": "on the master's control socket", "fleet": "by pfx-fleet control --site over held connections",
+           "fleet-new": "by pfx-fleet control --site, a new connection per unit"}[a.via]  # fmt: skip
+    print(f"\nblackout {how}, {a.units}-unit {'unsynced' if a.no_sync else 'synced'} site, {a.fps} fps "
           f"(one frame {1000 / a.fps:.1f} ms), {s['measured']} of {s['tries']} tries measured")  # fmt: skip
     if result.get("unmeasurable"):
         print(f"UNMEASURABLE: {result['unmeasurable']}")
-    for k in ("latency_ms", "told_to_last_ms", "spread_ms", "spread_frames"):
+    for k in ("latency_ms", "told_to_last_ms", "spread_ms", "spread_frames", "fleet_cpu_ms"):
+        if k not in s:
+            continue
         v = s[k]
         if v["p50"] is None:
             print(f"{k:16s} UNMEASURABLE: no try measured")
@@ -461,6 +700,26 @@ def finish(result: dict, a) -> int:
         if own.get("unmeasurable"):
             print(f"  UNMEASURABLE: {own['unmeasurable']}")
         for ok, what in own.get("checks", []):
+            print(f"  {'ok  ' if ok else 'FAIL'} {what}")
+    pl = result.get("play")
+    if pl:
+        ps = pl.get("summary") or summarize([])
+        print(f"\nplay on the master (a sequence change), {ps['measured']} of {ps['tries']} tries measured")
+        if pl.get("unmeasurable"):
+            print(f"  UNMEASURABLE: {pl['unmeasurable']}")
+        for k in ("latency_ms", "spread_ms", "spread_frames"):
+            v = ps[k]
+            print(f"  {k:16s} " + ("UNMEASURABLE: no try measured" if v["p50"] is None
+                                   else f"p50 {v['p50']:8.3f}  p99 {v['p99']:8.3f}  max {v['max']:8.3f}"))  # fmt: skip
+        for i, t in enumerate(pl.get("tries", [])):
+            if t.get("unmeasurable"):
+                print(f"  try {i + 1}: UNMEASURABLE: {t['unmeasurable']}")
+    sh = result.get("shows")
+    if sh:
+        print("\nwhat each unit holds, by pfx-fleet shows (a site blackout held)")
+        if sh.get("unmeasurable"):
+            print(f"  UNMEASURABLE: {sh['unmeasurable']}")
+        for ok, what in sh.get("checks", []):
             print(f"  {'ok  ' if ok else 'FAIL'} {what}")
     lp = result.get("laptops")
     if lp:
@@ -489,6 +748,12 @@ def main(argv=None) -> int:
                    help="after the tries: two pfx-fleet processes act on the same units at once")
     r.add_argument("--fleet-bin", default=os.environ.get("PFX_FLEET", str(HERE.parent / "target/debug/pfx-fleet")),
                    help="pfx-fleet (its pfx-agent beside it)")
+    r.add_argument("--via", choices=["socket", "fleet", "fleet-new"], default="socket",
+                   help="how each try's blackout is sent (socket: the master's control socket; fleet: "
+                   "pfx-fleet control --site over pfx-fleet hold's connections; fleet-new: without hold)")
+    r.add_argument("--no-sync", action="store_true", help="every unit plays on its own (no MultiSync)")
+    r.add_argument("--play-tries", type=int, default=5,
+                   help="--via fleet on a synced site: then this many `play` tries on the master (0: none)")
     sub.add_parser("down")
     a = ap.parse_args(argv)
     if a.cmd == "run":

@@ -343,6 +343,12 @@ class Bed:
                 p.wait()
         return p.returncode
 
+    def log_text(self, name: str) -> str:
+        try:
+            return (self.run_dir / f"{name}.log").read_text()
+        except OSError:
+            return ""
+
     def log_tail(self, name: str, n: int = 300) -> str:
         try:
             return (self.run_dir / f"{name}.log").read_text()[-n:].strip().replace("\n", " | ")

@@ -339,6 +339,30 @@ pub struct ControlAnswer {
     /// why not when not.
     pub held_on_disk: Option<bool>,
     pub note: Option<String>,
+    /// The unit's part in MultiSync (absent: it plays on its own). The fleet keeps it
+    /// from the last answer, to tell a site's masters first (`docs/fleet.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<SyncPart>,
+}
+
+/// A unit's part in MultiSync, as its player plays the show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncPart {
+    Master,
+    Remote,
+}
+
+impl Action {
+    /// Whether a MultiSync master carries this action to its remotes (a blackout or stop
+    /// as a stop and blank, `play` as a sequence change, `resume` as its announce), so
+    /// that they change at its frame.
+    pub fn carried_by_sync(&self) -> bool {
+        matches!(
+            self,
+            Action::Blackout | Action::Stop | Action::Play { .. } | Action::Resume
+        )
+    }
 }
 
 #[cfg(test)]

@@ -106,4 +106,8 @@ pub struct ShowReadback {
     pub player: Option<ShowInfo>,
     pub read_at_unix_ms: u64,
     pub errors: Vec<String>,
+    /// `status`: the live action the player holds (its `/profile`'s `control`), when it
+    /// said one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<crate::control::ControlState>,
 }

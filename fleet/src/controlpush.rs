@@ -22,6 +22,9 @@ pub struct ControlOpts {
     pub operator: String,
     pub args: String,
     pub site: Option<String>,
+    /// The connections `pfx-fleet hold` keeps (`crate::held`): a unit whose held
+    /// connection answers gets its action over it, the others over a new one.
+    pub held: Option<crate::held::Held>,
 }
 
 /// One unit's result.
@@ -41,6 +44,9 @@ pub struct ControlRow {
     /// Why not, or what else the unit said.
     pub reason: Option<String>,
     pub answer: Option<ControlAnswer>,
+    /// It went over a connection `pfx-fleet hold` keeps (no handshake of its own).
+    #[serde(default)]
+    pub held_connection: bool,
 }
 
 /// The run's result.
@@ -85,6 +91,7 @@ pub fn row(u: &UnitRow, got: Result<ControlAnswer, (UnitState, String)>) -> Cont
                 held_on_disk: a.held_on_disk,
                 reason,
                 answer: Some(a),
+                held_connection: false,
             }
         }
         Err((state, why)) => ControlRow {
@@ -101,6 +108,7 @@ pub fn row(u: &UnitRow, got: Result<ControlAnswer, (UnitState, String)>) -> Cont
             held_on_disk: None,
             reason: Some(why),
             answer: None,
+            held_connection: false,
         },
     }
 }
@@ -110,12 +118,17 @@ pub fn line(action: &Action, r: &ControlRow) -> String {
     let what = action.describe();
     match (r.accepted, &r.effective_utc) {
         (true, Some(t)) => format!(
-            "{}: {what}: its poles were told at {t} (the unit's clock, at the frame boundary){}",
+            "{}: {what}: its poles were told at {t} (the unit's clock, at the frame boundary){}{}",
             r.unit,
             r.reason
                 .as_ref()
                 .map(|n| format!("; {n}"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            if r.held_connection {
+                "; over the held connection"
+            } else {
+                ""
+            }
         ),
         (true, None) => format!(
             "{}: {what}: taken; {}",
@@ -133,6 +146,98 @@ pub fn line(action: &Action, r: &ControlRow) -> String {
             r.reason.as_deref().unwrap_or("refused")
         ),
     }
+}
+
+/// Units of one wave, each with its index in the run's targets.
+pub type Wave = Vec<(usize, UnitRow)>;
+
+/// One wave's workers: `send` for each unit, `parallel` at a time.
+fn start_wave<F>(units: Wave, parallel: usize, send: &std::sync::Arc<F>) -> crate::pool::Workers
+where
+    F: Fn(usize, (usize, UnitRow), Option<std::path::PathBuf>) -> bool + Send + Sync + 'static,
+{
+    let send = std::sync::Arc::clone(send);
+    crate::pool::spawn(units, parallel, None, None, move |i, j, s| send(i, j, s))
+}
+
+/// How long the second wave waits for the first at most (see [`waves`]).
+pub const SECOND_WAVE_WAIT: Duration = Duration::from_millis(1000);
+
+/// Which units are told first. A MultiSync master carries a blackout, stop, play or
+/// resume to its remotes, which change at its frame; a remote's own copy arriving first
+/// would change that remote earlier, as spread as the SSH connections are. So for those
+/// actions the units known (from their last answer) to be remotes are told second, once
+/// every other unit answered; the others, and every unit for any other action, first.
+/// Each keeps its index in `targets`. Pure.
+pub fn waves(
+    targets: Vec<UnitRow>,
+    parts: &std::collections::BTreeMap<String, pfx_api::control::SyncPart>,
+    action: &Action,
+) -> (Wave, Wave) {
+    let relayed = action.carried_by_sync();
+    targets.into_iter().enumerate().partition(|(_, u)| {
+        !(relayed && parts.get(&u.unit_id) == Some(&pfx_api::control::SyncPart::Remote))
+    })
+}
+
+/// Sends one unit its command (over its held connection when one answers) and reads
+/// the answer.
+fn one_unit(
+    ssh_cfg: &crate::config::SshConfig,
+    held: Option<&crate::held::Held>,
+    remote: &str,
+    u: &UnitRow,
+) -> ControlRow {
+    let socket = held.and_then(|h| h.live(ssh_cfg, &u.host, u.port));
+    let args = match &socket {
+        Some(s) => ssh::ssh_args_held(ssh_cfg, &u.host, u.port, remote, s),
+        None => ssh::ssh_args(ssh_cfg, &u.host, u.port, remote),
+    };
+    let raw = ssh::run_on(
+        &ssh_cfg.ssh,
+        &args,
+        None,
+        Duration::from_secs(ssh_cfg.command_timeout_s),
+        socket.as_deref(),
+    );
+    let got = answer::<ControlAnswer>(&raw, &u.unit_id, "control", ssh_cfg.command_timeout_s);
+    ControlRow {
+        held_connection: socket.is_some(),
+        ..row(u, got)
+    }
+}
+
+/// Records one unit's answer in the run's history.
+fn record(store: &Store, run_id: i64, what: &str, r: &ControlRow) -> Result<(), StoreError> {
+    let state = match r.state.as_str() {
+        "done" => UnitState::Done,
+        "failed" => UnitState::Failed,
+        _ => UnitState::Pending,
+    };
+    let readback = r
+        .answer
+        .as_ref()
+        .and_then(|a| serde_json::to_string(a).ok());
+    let reason = match (&r.effective_utc, &r.reason) {
+        (Some(t), Some(x)) => Some(format!("{what} at {t}; {x}")),
+        (Some(t), None) => Some(format!("{what} at {t}")),
+        (None, x) => x.as_ref().map(|x| format!("{what}: {x}")),
+    };
+    store.record(&Event {
+        reason: reason.as_deref(),
+        readback: readback.as_deref(),
+        ..Event::new(
+            run_id,
+            &r.unit,
+            r.site.as_deref(),
+            state,
+            EventKind::Control {
+                action: what,
+                effective_unix_us: r.effective_unix_us,
+            },
+            crate::agent::now_ms(),
+        )
+    })
 }
 
 /// Sends `action` to every target at once and records each answer as it comes.
@@ -159,55 +264,53 @@ pub fn control(
         .map(|u| (u.unit_id.clone(), cfg.unit_agent_command(&u.unit_id)))
         .collect();
     let n = targets.len();
+    let held = o.held.clone();
+    let (first, second) = waves(targets, &store.sync_parts()?, action);
     let (tx, rx) = mpsc::channel();
-    let workers = crate::pool::spawn(targets, o.parallel, None, None, move |i, u: UnitRow, _| {
+    let send = move |_: usize, (i, u): (usize, UnitRow), _| {
         let prefix = prefixes.get(&u.unit_id).cloned().unwrap_or_default();
-        let args = ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote(&prefix, &verb));
-        let raw = ssh::run(
-            &ssh_cfg.ssh,
-            &args,
-            None,
-            Duration::from_secs(ssh_cfg.command_timeout_s),
-        );
-        let got = answer::<ControlAnswer>(&raw, &u.unit_id, "control", ssh_cfg.command_timeout_s);
-        tx.send((i, row(&u, got))).is_ok()
-    });
+        let r = one_unit(&ssh_cfg, held.as_ref(), &remote(&prefix, &verb), &u);
+        tx.send((i, r)).is_ok()
+    };
+    let send = std::sync::Arc::new(send);
+    let first_n = first.len();
+    let mut workers = vec![start_wave(first, o.parallel, &send)];
+    // The second wave starts when the first has answered, or after SECOND_WAVE_WAIT at
+    // the latest: an unreachable master holds its remotes' own copies up no longer.
+    let second_at = std::time::Instant::now() + SECOND_WAVE_WAIT;
+    let mut second = (!second.is_empty()).then_some(second);
+    let mut send = Some(send);
     let mut rows: Vec<(usize, ControlRow)> = Vec::with_capacity(n);
-    for (i, r) in rx {
-        let state = match r.state.as_str() {
-            "done" => UnitState::Done,
-            "failed" => UnitState::Failed,
-            _ => UnitState::Pending,
+    loop {
+        if rows.len() >= first_n || std::time::Instant::now() >= second_at {
+            if let (Some(units), Some(s)) = (second.take(), &send) {
+                workers.push(start_wave(units, o.parallel, s));
+            }
+            // Every sender is a worker's now: the channel ends when the last one does.
+            send = None;
+        }
+        let got = if send.is_some() {
+            let left = second_at.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(x) => x,
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            match rx.recv() {
+                Ok(x) => x,
+                Err(_) => break,
+            }
         };
-        let readback = r
-            .answer
-            .as_ref()
-            .and_then(|a| serde_json::to_string(a).ok());
-        let reason = match (&r.effective_utc, &r.reason) {
-            (Some(t), Some(x)) => Some(format!("{what} at {t}; {x}")),
-            (Some(t), None) => Some(format!("{what} at {t}")),
-            (None, x) => x.as_ref().map(|x| format!("{what}: {x}")),
-        };
-        store.record(&Event {
-            reason: reason.as_deref(),
-            readback: readback.as_deref(),
-            ..Event::new(
-                run_id,
-                &r.unit,
-                r.site.as_deref(),
-                state,
-                EventKind::Control {
-                    action: &what,
-                    effective_unix_us: r.effective_unix_us,
-                },
-                crate::agent::now_ms(),
-            )
-        })?;
+        let (i, r) = got;
+        record(store, run_id, &what, &r)?;
         // Printed only after the commit: whatever this says is on disk.
         each(&r);
         rows.push((i, r));
     }
-    workers.join();
+    for w in workers {
+        w.join();
+    }
     rows.sort_by_key(|(i, _)| *i);
     let units: Vec<ControlRow> = rows.into_iter().map(|(_, r)| r).collect();
     let count = |s: &str| units.iter().filter(|r| r.state == s).count();
@@ -237,6 +340,42 @@ mod tests {
 
     fn unit() -> UnitRow {
         crate::store::tests::unit("u1", "hall-a")
+    }
+
+    #[test]
+    fn known_remotes_are_told_second_only_for_what_their_master_carries() {
+        use pfx_api::control::SyncPart;
+        let us = ["m", "r1", "solo", "new", "r2"].map(|id| crate::store::tests::unit(id, "hall-a"));
+        let parts = [
+            ("m", SyncPart::Master),
+            ("r1", SyncPart::Remote),
+            ("r2", SyncPart::Remote),
+        ]
+        .map(|(u, p)| (u.to_string(), p))
+        .into_iter()
+        .collect();
+        let ids = |w: &[(usize, UnitRow)]| {
+            w.iter()
+                .map(|(i, u)| format!("{i}:{}", u.unit_id))
+                .collect::<Vec<_>>()
+        };
+        for a in [
+            Action::Blackout,
+            Action::Stop,
+            Action::Resume,
+            Action::Play {
+                playlist: "x".into(),
+            },
+        ] {
+            let (first, second) = waves(us.to_vec(), &parts, &a);
+            // A unit whose part is unknown goes first: acting late is worse than out of step.
+            assert_eq!(ids(&first), ["0:m", "2:solo", "3:new"], "{a:?}");
+            assert_eq!(ids(&second), ["1:r1", "4:r2"], "{a:?}");
+        }
+        // Brightness and tests stay on each unit: nobody waits.
+        let (first, second) = waves(us.to_vec(), &parts, &Action::Brightness { factor: 0.5 });
+        assert_eq!(first.len(), 5);
+        assert!(second.is_empty());
     }
 
     #[test]

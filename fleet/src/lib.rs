@@ -11,6 +11,7 @@ pub mod discover;
 pub mod dispatch;
 pub mod gate;
 pub mod health;
+pub mod held;
 /// The one HTTP/1.1 client, shared with the player.
 pub use pfx_api::http;
 pub mod mountguard;

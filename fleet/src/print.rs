@@ -120,6 +120,15 @@ pub fn control(sum: &ControlSummary) {
     );
 }
 
+/// The last column of `shows`: what the unit holds (as `top` says it), then the reason.
+fn shows_note(r: &ShowsRow) -> String {
+    match (&r.held, &r.reason) {
+        (Some(h), Some(why)) => format!("OVERRIDE {h}; {why}"),
+        (Some(h), None) => format!("OVERRIDE {h}"),
+        (None, why) => why.clone().unwrap_or_default(),
+    }
+}
+
 pub fn shows(rows: &[ShowsRow], now: u64) {
     println!(
         "{:<16} {:<10} {:<24} {:<17} {:<7} {:<9} note",
@@ -138,7 +147,7 @@ pub fn shows(rows: &[ShowsRow], now: u64) {
             r.since_unix_ms
                 .map(|t| human_age(now.saturating_sub(t)) + " ago")
                 .unwrap_or_else(|| "-".into()),
-            r.reason.as_deref().unwrap_or("")
+            shows_note(r)
         );
     }
 }
@@ -199,6 +208,24 @@ pub fn history(h: &[HistoryRow], db: &Path) {
                 .unwrap_or_default()
         );
     }
+}
+
+/// One line of `hold`: `HH:MM:SS UTC unit: event[: reason][; again in N s]`.
+pub fn hold_event(e: &pfx_fleet::held::HoldEvent) -> String {
+    let t = gate::utc(e.at_unix_ms);
+    let clock = t.get(11..19).unwrap_or(&t);
+    format!(
+        "{clock} UTC {}: {}{}{}",
+        e.unit,
+        e.event,
+        e.reason
+            .as_ref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default(),
+        e.retry_in_s
+            .map(|s| format!("; again in {s} s"))
+            .unwrap_or_default()
+    )
 }
 
 #[cfg(test)]

@@ -227,12 +227,16 @@ fn active_info(s: &Store) -> Result<Option<ActiveShowInfo>, String> {
 
 /// What the player's `/profile` says it plays.
 pub fn player_show(url: &str) -> Result<Option<ShowInfo>, String> {
+    Ok(player_profile(url)?.show)
+}
+
+/// The player's `/profile`.
+fn player_profile(url: &str) -> Result<pfx_api::profile::ProfileDoc, String> {
     let body = crate::http::request("GET", url, &[], None, Duration::from_secs(2))
         .and_then(|r| r.ok_body(url))
         .map_err(|e| format!("player /profile: {e}"))?;
-    let doc: pfx_api::profile::ProfileDoc = serde_json::from_slice(&body)
-        .map_err(|e| format!("{url}: not a pfx-player /profile document: {e}"))?;
-    Ok(doc.show)
+    serde_json::from_slice(&body)
+        .map_err(|e| format!("{url}: not a pfx-player /profile document: {e}"))
 }
 
 /// Asks the player to read its show again.
@@ -432,8 +436,11 @@ pub fn status(o: &ShowOpts) -> (ShowReadback, bool) {
         Ok(a) => r.active = a,
         Err(e) => r.errors.push(e),
     }
-    match player_show(&o.profile_url) {
-        Ok(p) => r.player = p,
+    match player_profile(&o.profile_url) {
+        Ok(doc) => {
+            r.player = doc.show;
+            r.control = doc.control;
+        }
         Err(e) => r.errors.push(e),
     }
     r.verified = match (&r.active, &r.player) {

@@ -780,6 +780,10 @@ pub struct ShowsRow {
     /// The store's active show (it differs from `playing` while a switch is under way or
     /// when the player refused it).
     pub active: Option<String>,
+    /// The live action the unit holds (`control`), as `top` shows it: what, by whom,
+    /// since when; None when it holds none (or did not say).
+    #[serde(rename = "override")]
+    pub held: Option<String>,
     pub readback: Option<ShowReadback>,
 }
 
@@ -832,6 +836,7 @@ fn shows_row(u: &UnitRow, got: Result<ShowReadback, (UnitState, String)>) -> Sho
                 .and_then(|p| p.reason.clone())
                 .or_else(|| (!rb.errors.is_empty()).then(|| rb.errors.join("; "))),
             active: rb.active.as_ref().map(|a| format!("{} ({})", a.name, a.id)),
+            held: rb.control.as_ref().and_then(crate::top::override_text),
             readback: Some(rb),
         },
         Err((_, why)) => ShowsRow {
@@ -844,6 +849,7 @@ fn shows_row(u: &UnitRow, got: Result<ShowReadback, (UnitState, String)>) -> Sho
             since_unix_ms: None,
             reason: Some(why),
             active: None,
+            held: None,
             readback: None,
         },
     }
@@ -852,6 +858,34 @@ fn shows_row(u: &UnitRow, got: Result<ShowReadback, (UnitState, String)>) -> Sho
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shows_says_what_a_unit_holds_as_top_does() {
+        let u = crate::store::tests::unit("u1", "hall-a");
+        let held = pfx_api::control::ControlState {
+            content: Some(pfx_api::control::Action::Blackout),
+            content_since_unix_ms: Some(1_767_225_600_000),
+            content_by: Some("alice@10.20.0.5".into()),
+            ..Default::default()
+        };
+        let rb = |control| ShowReadback {
+            unit: "u1".into(),
+            control,
+            ..Default::default()
+        };
+        let r = shows_row(&u, Ok(rb(Some(held.clone()))));
+        assert_eq!(
+            r.held.as_deref(),
+            Some("blackout by alice@10.20.0.5 since 2026-01-01 00:00:00 UTC")
+        );
+        assert_eq!(r.held, crate::top::override_text(&held));
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["override"], serde_json::json!(r.held));
+        // Nothing held, or an agent too old to say: no override.
+        for c in [Some(Default::default()), None] {
+            assert_eq!(shows_row(&u, Ok(rb(c))).held, None);
+        }
+    }
 
     #[test]
     fn named_files_are_the_fseqs_and_profile_paths() {

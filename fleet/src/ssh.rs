@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 /// The full `ssh` argument list (without the program).
 pub fn ssh_args(c: &SshConfig, host: &str, port: u16, remote: &str) -> Vec<String> {
-    args_with(c, host, port, remote, None)
+    args_with(c, host, port, Some(remote), Mux::None)
 }
 
 /// [`ssh_args`] plus the options that share one connection per unit through `control`, a
@@ -29,15 +29,47 @@ pub fn ssh_args_reusing(
     remote: &str,
     control: &Path,
 ) -> Vec<String> {
-    args_with(c, host, port, remote, Some(control))
+    args_with(c, host, port, Some(remote), Mux::Shared(control))
+}
+
+/// [`ssh_args`] riding on a connection that `pfx-fleet hold` keeps open at `socket`
+/// (`crate::held`). `ControlMaster=no`: when nothing answers there, ssh connects on its
+/// own as [`ssh_args`] would, with the same pins, and makes no socket of its own.
+pub fn ssh_args_held(
+    c: &SshConfig,
+    host: &str,
+    port: u16,
+    remote: &str,
+    socket: &Path,
+) -> Vec<String> {
+    args_with(c, host, port, Some(remote), Mux::Held(socket))
+}
+
+/// The arguments of a held connection's master (`pfx-fleet hold`): the same pins, a
+/// master on `socket` for as long as the process lives (no `ControlPersist`: it ends with
+/// its `hold`), no command (`-N`).
+pub fn master_args(c: &SshConfig, host: &str, port: u16, socket: &Path) -> Vec<String> {
+    args_with(c, host, port, None, Mux::Master(socket))
+}
+
+/// How a command shares a connection.
+#[derive(Clone, Copy)]
+enum Mux<'a> {
+    None,
+    /// Within one run: the first command makes it ([`ControlDir`]).
+    Shared(&'a Path),
+    /// Held by `pfx-fleet hold`: ride on it when it is there, never make it.
+    Held(&'a Path),
+    /// Be the held master.
+    Master(&'a Path),
 }
 
 fn args_with(
     c: &SshConfig,
     host: &str,
     port: u16,
-    remote: &str,
-    control: Option<&Path>,
+    remote: Option<&str>,
+    mux: Mux<'_>,
 ) -> Vec<String> {
     let kh = c.known_hosts.display().to_string();
     let mut a: Vec<String> = vec![
@@ -76,16 +108,27 @@ fn args_with(
             id.display().to_string(),
         ]);
     }
-    if let Some(path) = control {
+    // ssh expands % in ControlPath; ControlDir and the held directory only make paths
+    // without one.
+    let (master, path, persist) = match mux {
+        Mux::None => (None, None, None),
+        Mux::Shared(p) => (Some("auto"), Some(p), Some(CONTROL_PERSIST_S.to_string())),
+        Mux::Held(p) => (Some("no"), Some(p), None),
+        Mux::Master(p) => (Some("yes"), Some(p), Some("no".to_string())),
+    };
+    if let (Some(m), Some(p)) = (master, path) {
         a.extend([
             "-o".into(),
-            "ControlMaster=auto".into(),
+            format!("ControlMaster={m}"),
             "-o".into(),
-            // ssh expands % in ControlPath; ControlDir only makes paths without one.
-            format!("ControlPath={}", path.display()),
-            "-o".into(),
-            format!("ControlPersist={CONTROL_PERSIST_S}"),
+            format!("ControlPath={}", p.display()),
         ]);
+    }
+    if let Some(x) = persist {
+        a.extend(["-o".into(), format!("ControlPersist={x}")]);
+    }
+    if remote.is_none() {
+        a.push("-N".into());
     }
     a.extend([
         "-p".into(),
@@ -93,9 +136,10 @@ fn args_with(
         "-l".into(),
         c.user.clone(),
         host.into(),
-        "--".into(),
-        remote.into(),
     ]);
+    if let Some(r) = remote {
+        a.extend(["--".into(), r.into()]);
+    }
     a
 }
 
@@ -106,7 +150,7 @@ pub const CONTROL_PERSIST_S: u64 = 10;
 
 /// Room ssh needs in a socket path beyond ours: a sockaddr_un holds 108 bytes with the
 /// NUL, and ssh binds `PATH.` plus 16 random characters first, then renames.
-const SUN_PATH_ROOM: usize = 107 - 17;
+pub(crate) const SUN_PATH_ROOM: usize = 107 - 17;
 
 /// One run's SSH control sockets: a fresh directory only this user can enter (mode 0700,
 /// checked after it is made), one socket per unit slot inside it. A shared connection is
@@ -139,7 +183,7 @@ pub enum ControlDirError {
 
 /// Whether a path can go into `-o ControlPath=...` as it is: ssh splits option values on
 /// white space and quotes and expands `%`. Pure.
-fn plain_path(p: &Path) -> bool {
+pub(crate) fn plain_path(p: &Path) -> bool {
     p.to_str().is_some_and(|s| {
         s.starts_with('/')
             && s.bytes()
@@ -415,7 +459,6 @@ impl Feed<'_> {
 /// threads, and the result is there the moment the child is done, not at the next tick of
 /// a timer). Without input the child's stdin is /dev/null.
 pub fn run(program: &Path, args: &[String], input: Option<Input<'_>>, timeout: Duration) -> Raw {
-    use std::os::fd::AsRawFd;
     let deadline = Instant::now() + timeout;
     let cannot = |e: std::io::Error| Raw {
         exit: None,
@@ -438,7 +481,7 @@ pub fn run(program: &Path, args: &[String], input: Option<Input<'_>>, timeout: D
         Ok(c) => c,
         Err(e) => return cannot(e),
     };
-    let mut feed = match (child.stdin.take(), input) {
+    let feed = match (child.stdin.take(), input) {
         (Some(pipe), Some(input)) => match Feed::new(pipe, input) {
             Ok(mut f) => match f.refill() {
                 Fed::More => Some(f),
@@ -452,6 +495,26 @@ pub fn run(program: &Path, args: &[String], input: Option<Input<'_>>, timeout: D
         },
         _ => None,
     };
+    let (out, err, timed_out) = pump(&mut child, feed, deadline);
+    let (status, timed_out) = reap(&mut child, timed_out, deadline);
+    Raw {
+        exit: status.and_then(|s| s.code()),
+        stdout: String::from_utf8_lossy(&out).into_owned(),
+        stderr: String::from_utf8_lossy(&err).into_owned(),
+        timed_out,
+        shared_lost: false,
+    }
+}
+
+/// Feeds the child's stdin and reads its stdout and stderr, all through one poll, until
+/// both outputs are closed and the input is all taken, or the deadline. Returns what it
+/// printed and whether the deadline came first.
+fn pump(
+    child: &mut std::process::Child,
+    mut feed: Option<Feed<'_>>,
+    deadline: Instant,
+) -> (Vec<u8>, Vec<u8>, bool) {
+    use std::os::fd::AsRawFd;
     let (mut out, mut err) = (Vec::new(), Vec::new());
     // The handles own the fds (they close on drop, after the loop); poll and read use the
     // raw numbers.
@@ -460,12 +523,10 @@ pub fn run(program: &Path, args: &[String], input: Option<Input<'_>>, timeout: D
         so.as_ref().map(|p| p.as_raw_fd()),
         se.as_ref().map(|p| p.as_raw_fd()),
     ];
-    let mut timed_out = false;
     while pipes.iter().any(Option::is_some) || feed.is_some() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            timed_out = true;
-            break;
+            return (out, err, true);
         }
         let stdin_fd = feed.as_ref().map(|f| f.pipe.as_raw_fd());
         let mut fds: Vec<libc::pollfd> = pipes
@@ -506,48 +567,53 @@ pub fn run(program: &Path, args: &[String], input: Option<Input<'_>>, timeout: D
             } else {
                 (1, &mut err)
             };
-            let mut chunk = [0u8; 8192];
-            // SAFETY: reading into a local buffer of the given length from an fd we own.
-            let r = unsafe { libc::read(p.fd, chunk.as_mut_ptr().cast(), chunk.len()) };
-            if r > 0 {
-                buf.extend_from_slice(&chunk[..r as usize]);
-            } else if r == 0
-                || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
-            {
+            if !read_some(p.fd, buf) {
                 pipes[slot] = None;
             }
         }
     }
-    drop(feed);
-    let status = if timed_out {
-        let _ = child.kill();
-        child.wait().ok()
+    (out, err, false)
+}
+
+/// Reads what `fd` has into `buf`; false when it is closed (or failed).
+fn read_some(fd: i32, buf: &mut Vec<u8>) -> bool {
+    let mut chunk = [0u8; 8192];
+    // SAFETY: reading into a local buffer of the given length from an fd we own.
+    let r = unsafe { libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len()) };
+    if r > 0 {
+        buf.extend_from_slice(&chunk[..r as usize]);
+        true
     } else {
-        // Both pipes are closed: the child is exiting. Wait for it, still within the
-        // deadline (a child that closes its output and keeps running is killed at it).
-        let mut nap = Duration::from_micros(200);
-        loop {
-            match child.try_wait() {
-                Ok(Some(s)) => break Some(s),
-                Ok(None) if Instant::now() >= deadline => {
-                    timed_out = true;
-                    let _ = child.kill();
-                    break child.wait().ok();
-                }
-                Ok(None) => {
-                    std::thread::sleep(nap);
-                    nap = (nap * 2).min(Duration::from_millis(20));
-                }
-                Err(_) => break None,
+        r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+    }
+}
+
+/// The child's exit: killed at once when the deadline came first; else waited for, still
+/// within the deadline (a child that closes its output and keeps running is killed at
+/// it). Returns its status and whether the deadline came first.
+fn reap(
+    child: &mut std::process::Child,
+    timed_out: bool,
+    deadline: Instant,
+) -> (Option<std::process::ExitStatus>, bool) {
+    if timed_out {
+        let _ = child.kill();
+        return (child.wait().ok(), true);
+    }
+    let mut nap = Duration::from_micros(200);
+    loop {
+        match child.try_wait() {
+            Ok(Some(s)) => return (Some(s), false),
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                return (child.wait().ok(), true);
             }
+            Ok(None) => {
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(Duration::from_millis(20));
+            }
+            Err(_) => return (None, false),
         }
-    };
-    Raw {
-        exit: status.and_then(|s| s.code()),
-        stdout: String::from_utf8_lossy(&out).into_owned(),
-        stderr: String::from_utf8_lossy(&err).into_owned(),
-        timed_out,
-        shared_lost: false,
     }
 }
 
@@ -567,14 +633,27 @@ pub fn run_on(
 ) -> Raw {
     let mut raw = run(program, args, input, timeout);
     if let Some(s) = socket {
-        raw.shared_lost = raw.exit == Some(255) && !raw.timed_out && !master_answers(s);
+        raw.shared_lost = raw.exit == Some(255) && !raw.timed_out && master_gone(s);
     }
     raw
 }
 
+/// Whether the master behind `socket` is gone, looked at a few times over 100 ms: a
+/// killed master's connection to its client can close a moment before its listening
+/// socket does, so a single look right after the client's exit may still be let in.
+fn master_gone(socket: &Path) -> bool {
+    for _ in 0..5 {
+        if !master_answers(socket) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
 /// Whether a shared connection's master accepts on `socket` (a stale socket file of a
 /// killed master refuses; one that exited removed its file).
-fn master_answers(socket: &Path) -> bool {
+pub(crate) fn master_answers(socket: &Path) -> bool {
     std::os::unix::net::UnixStream::connect(socket).is_ok()
 }
 
@@ -834,6 +913,53 @@ mod tests {
         );
         assert_eq!(reuse, want);
         assert_eq!(reuse.last().map(String::as_str), Some("status --json"));
+    }
+
+    #[test]
+    fn held_args_ride_without_making_and_the_master_runs_no_command() {
+        let c = SshConfig {
+            known_hosts: "/k".into(),
+            identity: Some("/id".into()),
+            ..Default::default()
+        };
+        let sock = Path::new("/run/x/pfx-fleet-held/0123456789abcdef");
+        let plain = ssh_args(&c, "10.0.0.1", 22, "control blackout");
+        let held = ssh_args_held(&c, "10.0.0.1", 22, "control blackout", sock);
+        let at = plain.iter().position(|a| a == "-p").unwrap();
+        let mut want = plain.clone();
+        want.splice(
+            at..at,
+            [
+                "-o".to_string(),
+                "ControlMaster=no".into(),
+                "-o".into(),
+                format!("ControlPath={}", sock.display()),
+            ],
+        );
+        assert_eq!(
+            held, want,
+            "a held command never persists or makes a master"
+        );
+        let master = master_args(&c, "10.0.0.1", 22, sock);
+        // Every pin of a command, then the master's options, `-N`, and no command.
+        assert_eq!(master[..at], plain[..at]);
+        assert_eq!(
+            master[at..],
+            [
+                "-o",
+                "ControlMaster=yes",
+                "-o",
+                &format!("ControlPath={}", sock.display()),
+                "-o",
+                "ControlPersist=no",
+                "-N",
+                "-p",
+                "22",
+                "-l",
+                "pfx",
+                "10.0.0.1"
+            ]
+        );
     }
 
     #[test]

@@ -423,6 +423,35 @@ impl Store {
         Ok(())
     }
 
+    /// Each unit's part in MultiSync as its last control answer said it (units that never
+    /// answered, or play on their own, are absent).
+    pub fn sync_parts(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, pfx_api::control::SyncPart>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT unit_id, readback FROM control_events WHERE id IN
+                   (SELECT MAX(id) FROM control_events WHERE readback IS NOT NULL GROUP BY unit_id)",
+            )
+            .map_err(self.e())?;
+        let rows = st
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(self.e())?;
+        let mut out = std::collections::BTreeMap::new();
+        for row in rows {
+            let (unit, readback) = row.map_err(self.e())?;
+            // A readback this pfx-fleet cannot read says nothing about the unit's part.
+            if let Some(part) = serde_json::from_str::<pfx_api::control::ControlAnswer>(&readback)
+                .ok()
+                .and_then(|a| a.sync)
+            {
+                out.insert(unit, part);
+            }
+        }
+        Ok(out)
+    }
+
     pub fn latest_unit(&self, unit_id: &str) -> Result<Option<Latest>, StoreError> {
         self.conn
             .query_row(
@@ -982,6 +1011,52 @@ pub(crate) mod tests {
         );
         assert_eq!(h[0].recorded_ms, 12);
         assert_eq!(s.latest_unit("u1").unwrap(), None, "the gate never sees it");
+    }
+
+    #[test]
+    fn a_unit_s_sync_part_is_its_last_answer_s() {
+        let s = Store::open(Path::new(":memory:")).unwrap();
+        let run = s
+            .begin_run("control blackout", Some("a"), "x", "[]", 1)
+            .unwrap();
+        let answered = |unit: &str, readback: &str| {
+            s.record(&Event {
+                reason: None,
+                readback: Some(readback),
+                ..Event::new(
+                    run,
+                    unit,
+                    Some("a"),
+                    UnitState::Done,
+                    EventKind::Control {
+                        action: "blackout",
+                        effective_unix_us: Some(1),
+                    },
+                    2,
+                )
+            })
+            .unwrap()
+        };
+        let a = |sync: &str| {
+            format!(
+                r#"{{"unit":"u","accepted":true,"error":null,"reached_player":true,"effective_unix_us":1,"state":{{}},"held_on_disk":null,"note":null{sync}}}"#
+            )
+        };
+        answered("m", &a(r#","sync":"master""#));
+        answered("r1", &a(r#","sync":"master""#));
+        answered("r1", &a(r#","sync":"remote""#));
+        answered("was-remote", &a(r#","sync":"remote""#));
+        answered("was-remote", &a(""));
+        answered("garbled", "not json");
+        use pfx_api::control::SyncPart;
+        let got = s.sync_parts().unwrap();
+        assert_eq!(
+            got.into_iter().collect::<Vec<_>>(),
+            [
+                ("m".to_string(), SyncPart::Master),
+                ("r1".to_string(), SyncPart::Remote)
+            ]
+        );
     }
 
     /// Each kind's own columns land in its own table, beside the common ones.

@@ -352,3 +352,148 @@ fn a_shared_connection_killed_between_or_under_commands() {
     assert_eq!((r.exit, r.stdout.trim()), (Some(0), "four"), "{r:?}");
     ctl.close();
 }
+
+fn unit_row(id: &str, port: u16) -> pfx_fleet::store::UnitRow {
+    pfx_fleet::store::UnitRow {
+        unit_id: id.into(),
+        site: Some("hall".into()),
+        host: "127.0.0.1".into(),
+        port,
+        source: "config".into(),
+        version: None,
+        txt: None,
+        seen_ms: 0,
+    }
+}
+
+/// `pfx-fleet hold`'s connections: one login per unit carries every later command; a
+/// unit whose host key is not pinned is never held; a killed connection and a changed
+/// known_hosts are made again; stopping ends them all and leaves no socket.
+#[test]
+fn held_connections_carry_commands_and_end_with_their_hold() {
+    use pfx_fleet::held::{Held, HoldEvent, hold};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    if !can_run_sshd() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (id, authorized) = client_key(dir);
+    let a = start_sshd(dir, "a", &authorized);
+    let b = start_sshd(dir, "b", &authorized);
+    let kh = dir.join("known_hosts");
+    // b's port is pinned to a's key: a changed key, which no hold may get past.
+    let pins = format!(
+        "[127.0.0.1]:{} {}\n[127.0.0.1]:{} {}\n",
+        a.port,
+        host_key(dir, "a"),
+        b.port,
+        host_key(dir, "a")
+    );
+    std::fs::write(&kh, &pins).unwrap();
+    let cfg = client(&id, &kh);
+    let held_dir = dir.join("held");
+    let held = Held::open_in(&held_dir, &cfg, true).unwrap().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel::<HoldEvent>();
+    let holder = std::thread::spawn({
+        let (held, cfg, stop) = (held.clone(), cfg.clone(), Arc::clone(&stop));
+        let units = vec![unit_row("ua", a.port), unit_row("ub", b.port)];
+        move || hold(held, &cfg, units, &stop, |e| drop(tx.send(e.clone())))
+    });
+    let wait_for = |unit: &str, event: &str| -> HoldEvent {
+        let t0 = Instant::now();
+        loop {
+            let left = Duration::from_secs(20).saturating_sub(t0.elapsed());
+            match rx.recv_timeout(left) {
+                Ok(e) if e.unit == unit && e.event == event => return e,
+                Ok(_) => {}
+                Err(_) => panic!("no {event} for {unit} within 20 s"),
+            }
+        }
+    };
+    wait_for("ua", "held");
+    let lost_b = wait_for("ub", "lost");
+    assert!(
+        lost_b
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("verification failed"),
+        "{lost_b:?}"
+    );
+    assert_eq!(logins(&b), 0, "b let a held connection log in");
+    assert!(held.live(&cfg, "127.0.0.1", b.port).is_none());
+
+    // Commands over a's held connection: no login of their own.
+    let sock = held
+        .live(&cfg, "127.0.0.1", a.port)
+        .expect("ua's held connection answers");
+    let on = |sock: &Path, cmd: &str| {
+        ssh::run_on(
+            &cfg.ssh,
+            &ssh::ssh_args_held(&cfg, "127.0.0.1", a.port, cmd, sock),
+            None,
+            Duration::from_secs(30),
+            Some(sock),
+        )
+    };
+    for word in ["one", "two"] {
+        let r = on(&sock, &format!("echo {word}"));
+        assert_eq!((r.exit, r.stdout.trim()), (Some(0), word), "{r:?}");
+    }
+    assert_eq!(
+        logins(&a),
+        1,
+        "a command over the held connection logged in"
+    );
+
+    // Killed (the unit rebooted, say): lost, then held again with a new login.
+    // A held master runs in the foreground (no ControlPersist fork, no `[mux]` name).
+    let master: i32 = procs_naming(&sock.display().to_string())
+        .first()
+        .and_then(|p| p.split(':').next()?.parse().ok())
+        .expect("the held master runs");
+    unsafe { libc::kill(master, libc::SIGKILL) };
+    let lost = wait_for("ua", "lost");
+    assert_eq!(lost.retry_in_s, Some(2), "{lost:?}");
+    wait_for("ua", "held");
+    assert_eq!(logins(&a), 2);
+
+    // A changed known_hosts: the old connection ends, a new one under a new name.
+    std::fs::write(&kh, format!("{pins}# re-pinned\n")).unwrap();
+    let lost = wait_for("ua", "lost");
+    assert!(
+        lost.reason.as_deref().unwrap_or("").contains("known_hosts"),
+        "{lost:?}"
+    );
+    wait_for("ua", "held");
+    let renamed = Held::open_in(&held_dir, &cfg, false).unwrap().unwrap();
+    let sock2 = renamed
+        .live(&cfg, "127.0.0.1", a.port)
+        .expect("ua held under its new name");
+    assert_ne!(sock2, sock);
+    assert!(!sock.exists(), "the old connection's socket is left");
+    let r = on(&sock2, "echo three");
+    assert_eq!((r.exit, r.stdout.trim()), (Some(0), "three"), "{r:?}");
+    assert_eq!(logins(&a), 3);
+
+    // Stopped: every connection closed, no socket, no process left.
+    stop.store(true, Ordering::SeqCst);
+    assert_eq!(holder.join().unwrap(), 1);
+    wait_for("ua", "closed");
+    assert!(!sock2.exists());
+    let t0 = Instant::now();
+    while !procs_naming(&held_dir.display().to_string()).is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "a held master outlived its hold"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // And a command with nothing held falls back to its own connection.
+    let r = on(&sock2, "echo four");
+    assert_eq!((r.exit, r.stdout.trim()), (Some(0), "four"), "{r:?}");
+    assert_eq!(logins(&a), 4);
+}

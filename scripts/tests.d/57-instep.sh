@@ -8,14 +8,20 @@
 # (p99); then a remote's own blackout against its master's (it stays black through the
 # master's resume, lights at its own); then two operators at once: two pfx-fleet processes (two databases, as two laptops),
 # `blackout --site` and `test red --site` started together through the real agent: each unit
-# must hold the action it stamped later, and its pole show it. The 20-unit, 20-try figure in docs/PERFORMANCE.md is the bench command in README.md.
+# must hold the action it stamped later, and its pole show it. Then the same site again through
+# the whole operator's path (a real sshd per unit, `pfx-fleet hold`, `pfx-fleet control
+# blackout --site`): the same two targets, every action over a held connection, and
+# `pfx-fleet shows` naming each unit's held blackout. The 20-unit, 20-try figures in
+# docs/PERFORMANCE.md are the bench commands in README.md.
 set -uo pipefail
 if [ "$(id -u)" != 0 ]; then echo "skipped: needs root (network and time namespaces)"; exit 77; fi
 top=${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 player=${PFX_PLAYER:-$top/target/debug/pfx-player}
 [ -x "$top/target/debug/pfx-fleet" ] || [ -n "${PFX_FLEET:-}" ] || { echo "FAILED: build first (cargo build -p pfx-player -p pfx-fleet)"; exit 1; }
 out=$(mktemp -d /tmp/pfx-instep.XXXXXX)
-cleanup() { python3 "$top/testbed/instep_bench.py" down >/dev/null 2>&1; rm -rf "$out"; }
+# The bench removes its own namespaces (also on SIGINT and SIGTERM); `instep_bench.py down`
+# would remove every instep* namespace on the host, other runs' too.
+cleanup() { rm -rf "$out"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -25,15 +31,36 @@ python3 -m pytest -q "$top/testbed/tests/test_instep_bench.py" || { echo "FAILED
 python3 "$top/testbed/instep_bench.py" run --player "$player" --units "${PFX_INSTEP_UNITS:-5}" \
   --tries "${PFX_INSTEP_TRIES:-5}" --laptops --fleet-bin "${PFX_FLEET:-$top/target/debug/pfx-fleet}" --json "$out/instep.json" --out "$out/run" \
   || { echo "FAILED: instep_bench.py run"; exit 1; }
-python3 - "$out/instep.json" <<'PY'
+# The whole operator's path: a real sshd per unit (its key's forced command the unit's agent),
+# `pfx-fleet hold --site`, then each try `pfx-fleet control blackout --site` / `resume --site`;
+# then `pfx-fleet shows --site` with a site blackout held.
+python3 "$top/testbed/instep_bench.py" run --player "$player" --units "${PFX_INSTEP_UNITS:-5}" \
+  --tries "${PFX_INSTEP_TRIES:-5}" --via fleet --fleet-bin "${PFX_FLEET:-$top/target/debug/pfx-fleet}" --json "$out/fleet.json" --out "$out/fleet" \
+  || { echo "FAILED: instep_bench.py run --via fleet"; exit 1; }
+python3 - "$out/instep.json" "$out/fleet.json" <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1]))
-s = r["summary"]
 ok = bad = 0
 def check(cond, what):
     global ok, bad
     print(("ok   " if cond else "FAIL ") + what)
     ok, bad = (ok + 1, bad) if cond else (ok, bad + 1)
+r = json.load(open(sys.argv[2]))
+s = r["summary"]
+print("--- pfx-fleet control --site over held connections")
+check(r.get("unmeasurable") is None, f"fleet: the site came up, every unit held ({r.get('unmeasurable')})")
+check(s["measured"] > 0, f"fleet: tries measured: {s['measured']} of {s['tries']}")
+sf, lat = s["spread_frames"]["p99"], s["latency_ms"]["p99"]
+check(sf is not None and sf <= 1.0, f"fleet: spread between units p99 {sf} frames <= 1 (the remotes told after their master)")
+check(lat is not None and lat <= 250, f"fleet: pfx-fleet control to the last pole black p99 {lat} ms <= 250 ms")
+held = [t.get("held_connections") for t in r["tries"] if t.get("unmeasurable") is None]
+check(bool(held) and all(h == r["units"] for h in held), f"fleet: every unit's action over its held connection ({held})")
+sh = r.get("shows") or {"unmeasurable": "not run"}
+check(sh.get("unmeasurable") is None and bool(sh.get("checks")), f"shows: measurable ({sh.get('unmeasurable')})")
+for good, what in sh.get("checks", []):
+    check(good, f"shows: {what}")
+print("--- the master's control socket")
+r = json.load(open(sys.argv[1]))
+s = r["summary"]
 check(r.get("unmeasurable") is None, f"the site came up and stayed up ({r.get('unmeasurable')})")
 if s["measured"] == 0:
     print(f"UNMEASURABLE: no try measured of {s['tries']} (each try's reason is printed above)")

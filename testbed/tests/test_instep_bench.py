@@ -62,3 +62,13 @@ def test_two_operators_the_unit_holds_the_later_stamped_action():
     assert [c[0] for c in bad] == [False, False], bad
     runs["bob"]["units"][0]["state"] = "pending"
     assert "both actions taken" in ib.judge_laptops(runs, {"m": "blackout", "r1": "test"}, {"m": "B", "r1": "X"})[0][1]
+
+
+def test_a_restart_is_timed_at_the_same_frame_on_every_unit():
+    # A shows the new sequence from frame 0; B joins a moment late and shows frame 1 first,
+    # at A's frame 1. Both are timed at frame 1 (the highest first frame): in step.
+    rows = [(A, 10, "900"), (B, 12, "900"), (A, 100, "0"), (A, 125, "1"), (B, 126, "1"),
+            (A, 150, "2"), (B, 151, "2")]  # fmt: skip
+    assert ib.first_restart(rows, [A, B], after_us=50) == {A: 125, B: 126}
+    # Frames before the request do not count; a unit that never restarts is None.
+    assert ib.first_restart(rows + [(C, 20, "0")], [A, B, C], after_us=50)[C] is None

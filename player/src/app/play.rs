@@ -306,6 +306,16 @@ fn control(req: &pfx_api::control::ControlRequest, s: &mut Supervised<'_>) -> Co
                 .is_none()
                 .then(|| "taken, but the render thread did not confirm the frame in time".into())
         }),
+        sync: sync_part(s.show),
+    }
+}
+
+/// The show's part in MultiSync, as the control answer says it.
+fn sync_part(show: &Show) -> Option<pfx_api::control::SyncPart> {
+    match show.sync.as_ref()?.role {
+        SyncRole::Master => Some(pfx_api::control::SyncPart::Master),
+        SyncRole::Remote => Some(pfx_api::control::SyncPart::Remote),
+        SyncRole::Standalone => None,
     }
 }
 
