@@ -3,7 +3,7 @@
 
 use crate::atomic;
 use crate::mountguard::{self, RwWindow};
-use crate::nic::{self, NicBackend};
+use crate::nic::{self, NicBackend, NicReading};
 use crate::oneshot::{self, Oneshot};
 use pfx_api::profile::ProfileDoc;
 use std::path::{Path, PathBuf};
@@ -140,6 +140,100 @@ fn lock_lower(lower: &Path) -> Result<std::fs::File, String> {
     Ok(f)
 }
 
+/// Step 1, now: sets PAUSE off on the NIC only when the readback differs. Returns
+/// whether the NIC was changed and the reading it answered with.
+fn set_pause_off_now(o: &AgentOpts, errors: &mut Vec<String>) -> (bool, Option<NicReading>) {
+    match o.backend.read(&o.iface) {
+        Ok(r) if r.pause.is_some_and(|p| p.is_off()) => (false, Some(r)),
+        Ok(_) => match o.backend.pause_off(&o.iface) {
+            Ok(r) => (true, Some(r)),
+            Err(e) => {
+                errors.push(format!("setting PAUSE off: {e}"));
+                (false, None)
+            }
+        },
+        Err(e) => {
+            errors.push(format!("reading PAUSE: {e}"));
+            (false, None)
+        }
+    }
+}
+
+/// Step 2: persists through the read-only lower root; a failure is an error in the
+/// report and counts as nothing written.
+fn persist_step(
+    o: &AgentOpts,
+    target: &Path,
+    want: &[u8],
+    errors: &mut Vec<String>,
+) -> (bool, usize, bool) {
+    match persist(o, target, want) {
+        Ok(t) => t,
+        Err(e) => {
+            errors.push(format!("persisting {}: {e}", target.display()));
+            (false, 0, false)
+        }
+    }
+}
+
+/// Step 3's reading of the persisted file and the lower root's mount, fresh from disk
+/// (not from what step 2 believes it wrote).
+fn read_persisted(
+    o: &AgentOpts,
+    target: &Path,
+    want: &[u8],
+    errors: &mut Vec<String>,
+) -> Option<Persisted> {
+    match mountguard::is_readonly(&o.lower) {
+        Ok(ro) => Some(Persisted {
+            matches: std::fs::read(target).ok().as_deref() == Some(want),
+            lower_readonly: ro,
+            path: target.to_path_buf(),
+        }),
+        Err(e) => {
+            errors.push(e.to_string());
+            None
+        }
+    }
+}
+
+/// What step 3 found, as the report's one-line message.
+struct Verdict {
+    nic_off: bool,
+    persisted_ok: bool,
+    oneshot_failed: bool,
+    errors: bool,
+}
+
+impl Verdict {
+    fn verified(&self) -> bool {
+        self.nic_off && self.persisted_ok && !self.oneshot_failed && !self.errors
+    }
+
+    fn message(&self, changed: bool) -> String {
+        if !self.verified() {
+            let mut why = Vec::new();
+            if !self.nic_off {
+                why.push("PAUSE is not off in the readback");
+            }
+            if !self.persisted_ok {
+                why.push("the persisted file or the read-only lower did not read back");
+            }
+            if self.oneshot_failed {
+                why.push("the boot oneshot failed");
+            }
+            if self.errors {
+                why.push("errors (see errors)");
+            }
+            format!("NOT verified: {}", why.join("; "))
+        } else if changed {
+            "applied and verified".into()
+        } else {
+            "already applied: nothing changed (verified)".into()
+        }
+    }
+}
+
 pub fn apply_pause_off(o: &AgentOpts) -> ApplyReport {
     let mut errors = Vec::new();
     let _lock = match lock_lower(&o.lower) {
@@ -152,76 +246,31 @@ pub fn apply_pause_off(o: &AgentOpts) -> ApplyReport {
     let target = persisted_path(&o.lower, &o.iface);
     let want = persisted_contents(&o.iface);
 
-    // 1. Now: set PAUSE off on the NIC only when the readback differs.
-    let mut changed_nic = false;
-    let mut readback = None;
-    match o.backend.read(&o.iface) {
-        Ok(r) if r.pause.is_some_and(|p| p.is_off()) => readback = Some(r),
-        Ok(_) => match o.backend.pause_off(&o.iface) {
-            Ok(r) => {
-                changed_nic = true;
-                readback = Some(r);
-            }
-            Err(e) => errors.push(format!("setting PAUSE off: {e}")),
-        },
-        Err(e) => errors.push(format!("reading PAUSE: {e}")),
-    }
-
-    // 2. Persist through the read-only lower root.
-    let (changed_persisted, removed, lower_found_rw) = match persist(o, &target, want.as_bytes()) {
-        Ok(t) => t,
-        Err(e) => {
-            errors.push(format!("persisting {}: {e}", target.display()));
-            (false, 0, false)
-        }
-    };
+    let (changed_nic, mut readback) = set_pause_off_now(o, &mut errors);
+    let (changed_persisted, removed, lower_found_rw) =
+        persist_step(o, &target, want.as_bytes(), &mut errors);
 
     // 3. Verify, from fresh reads only.
     match o.backend.read(&o.iface) {
         Ok(r) => readback = Some(r),
         Err(e) => errors.push(format!("PAUSE readback: {e}")),
     }
-    let persisted = match mountguard::is_readonly(&o.lower) {
-        Ok(ro) => Some(Persisted {
-            matches: std::fs::read(&target).ok().as_deref() == Some(want.as_bytes()),
-            lower_readonly: ro,
-            path: target.clone(),
-        }),
-        Err(e) => {
-            errors.push(e.to_string());
-            None
-        }
-    };
+    let persisted = read_persisted(o, &target, want.as_bytes(), &mut errors);
     let oneshot = read_oneshot(o);
-    let nic_off = readback
-        .as_ref()
-        .and_then(|r| r.pause)
-        .is_some_and(|p| p.is_off());
-    let persisted_ok = persisted
-        .as_ref()
-        .is_some_and(|p| p.matches && p.lower_readonly);
-    let verified = nic_off && persisted_ok && !oneshot.failed() && errors.is_empty();
-    let changed = changed_nic || changed_persisted || removed > 0;
-    let message = if !verified {
-        let mut why = Vec::new();
-        if !nic_off {
-            why.push("PAUSE is not off in the readback");
-        }
-        if !persisted_ok {
-            why.push("the persisted file or the read-only lower did not read back");
-        }
-        if oneshot.failed() {
-            why.push("the boot oneshot failed");
-        }
-        if !errors.is_empty() {
-            why.push("errors (see errors)");
-        }
-        format!("NOT verified: {}", why.join("; "))
-    } else if changed {
-        "applied and verified".into()
-    } else {
-        "already applied: nothing changed (verified)".into()
+    let verdict = Verdict {
+        nic_off: readback
+            .as_ref()
+            .and_then(|r| r.pause)
+            .is_some_and(|p| p.is_off()),
+        persisted_ok: persisted
+            .as_ref()
+            .is_some_and(|p| p.matches && p.lower_readonly),
+        oneshot_failed: oneshot.failed(),
+        errors: !errors.is_empty(),
     };
+    let verified = verdict.verified();
+    let changed = changed_nic || changed_persisted || removed > 0;
+    let message = verdict.message(changed);
     ApplyReport {
         unit: o.unit_id.clone(),
         interface: o.iface.clone(),

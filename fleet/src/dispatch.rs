@@ -544,73 +544,90 @@ pub fn default_unit_id() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// The forced command. `argv` is the agent's own command line without the program name;
-/// it must be exactly `dispatch [--config PATH]` (no option may ride along). Returns the
-/// exit status.
-pub fn run(argv: &[OsString], config: &Path, stop: Arc<AtomicUsize>) -> u8 {
-    // Invalid UTF-8 becomes U+FFFD here, which no verb matches: refused, and logged readably.
-    let original =
-        std::env::var_os("SSH_ORIGINAL_COMMAND").map(|s| s.to_string_lossy().into_owned());
-    let from = std::env::var("SSH_CLIENT").unwrap_or_else(|_| "local".into());
-    let who = std::env::var("SUDO_USER").unwrap_or_else(|_| "?".into());
+/// Who asked, from the environment sshd and sudo leave: the remote command, the client's
+/// address and the account sudo was run from.
+struct Caller {
+    original: Option<String>,
+    from: String,
+    who: String,
+}
+
+impl Caller {
+    fn from_env() -> Caller {
+        Caller {
+            // Invalid UTF-8 becomes U+FFFD here, which no verb matches: refused, and
+            // logged readably.
+            original: std::env::var_os("SSH_ORIGINAL_COMMAND")
+                .map(|s| s.to_string_lossy().into_owned()),
+            from: std::env::var("SSH_CLIENT").unwrap_or_else(|_| "local".into()),
+            who: std::env::var("SUDO_USER").unwrap_or_else(|_| "?".into()),
+        }
+    }
+}
+
+/// The agent's own command line must be exactly `dispatch [--config PATH]`: an option
+/// riding along is refused (and logged) with the status to exit with.
+fn check_argv(argv: &[OsString]) -> Result<(), u8> {
     let argv_ok = match argv {
         [d] => d == "dispatch",
         [d, c, _] => d == "dispatch" && c == "--config",
         _ => false,
     };
-    if !argv_ok {
-        eprintln!(
-            "pfx-agent dispatch: takes no options but --config; every setting comes from the config file"
-        );
-        log(
-            libc::LOG_WARNING,
-            None,
-            &format!("refused: options on the dispatch command line ({argv:?})"),
-        );
-        return REFUSED;
+    if argv_ok {
+        return Ok(());
     }
-    let cfg = match load_config(config) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("pfx-agent dispatch: agent config refused: {e}");
+    eprintln!(
+        "pfx-agent dispatch: takes no options but --config; every setting comes from the config file"
+    );
+    log(
+        libc::LOG_WARNING,
+        None,
+        &format!("refused: options on the dispatch command line ({argv:?})"),
+    );
+    Err(REFUSED)
+}
+
+/// [`load_config`], a refusal printed and logged with the status to exit with.
+fn load_config_or_exit(config: &Path) -> Result<AgentConfig, u8> {
+    load_config(config).map_err(|e| {
+        eprintln!("pfx-agent dispatch: agent config refused: {e}");
+        log(
+            libc::LOG_ERR,
+            None,
+            &format!("config refused, nothing run: {e}"),
+        );
+        2
+    })
+}
+
+/// The caller's verb, parsed; accepted or refused, it is logged with who asked and from
+/// where.
+fn accept_verb(caller: &Caller, audit: Option<&Path>) -> Result<Verb, u8> {
+    let original = caller.original.as_deref();
+    let (who, from) = (&caller.who, &caller.from);
+    match parse_command(original) {
+        Ok(v) => {
             log(
-                libc::LOG_ERR,
-                None,
-                &format!("config refused, nothing run: {e}"),
+                libc::LOG_INFO,
+                audit,
+                &format!("accepted {} for {who} from {from}", shown(original)),
             );
-            return 2;
+            Ok(v)
         }
-    };
-    let audit = cfg.audit_log.as_deref();
-    let verb = match parse_command(original.as_deref()) {
-        Ok(v) => v,
         Err(why) => {
-            eprintln!(
-                "pfx-agent: refused {}: {why}; {USAGE}",
-                shown(original.as_deref())
-            );
+            eprintln!("pfx-agent: refused {}: {why}; {USAGE}", shown(original));
             log(
                 libc::LOG_WARNING,
                 audit,
-                &format!(
-                    "refused {} for {who} from {from}: {why}",
-                    shown(original.as_deref())
-                ),
+                &format!("refused {} for {who} from {from}: {why}", shown(original)),
             );
-            return REFUSED;
+            Err(REFUSED)
         }
-    };
-    log(
-        libc::LOG_INFO,
-        audit,
-        &format!(
-            "accepted {} for {who} from {from}",
-            shown(original.as_deref())
-        ),
-    );
-    if let Some(ms) = cfg.test_delay_ms {
-        std::thread::sleep(Duration::from_millis(ms));
     }
+}
+
+/// The NIC agent's options, every one from the config.
+fn agent_opts(cfg: &AgentConfig, stop: &Arc<AtomicUsize>) -> Result<AgentOpts, u8> {
     let backend: Box<dyn NicBackend> = match (cfg.nic_backend, &cfg.mock_nic_dir) {
         (Backend::Mock, Some(dir)) if TEST_BACKENDS => Box::new(MockBackend { dir: dir.clone() }),
         _ => Box::new(PlayerBackend {
@@ -621,10 +638,10 @@ pub fn run(argv: &[OsString], config: &Path, stop: Arc<AtomicUsize>) -> u8 {
         Ok(p) => p,
         Err(e) => {
             eprintln!("pfx-agent: cannot find own executable for the guardian: {e}");
-            return 2;
+            return Err(2);
         }
     };
-    let opts = AgentOpts {
+    Ok(AgentOpts {
         iface: cfg.iface.clone(),
         lower: cfg.lower.clone(),
         backend,
@@ -633,12 +650,16 @@ pub fn run(argv: &[OsString], config: &Path, stop: Arc<AtomicUsize>) -> u8 {
         guardian_exe,
         systemd: cfg.systemd,
         profile_url: cfg.profile_url.clone(),
-        stop: Arc::clone(&stop),
+        stop: Arc::clone(stop),
         hold_in_write: cfg.test_hold_in_write_ms.map(Duration::from_millis),
         hold_pidfile: cfg.test_hold_pidfile.clone(),
-    };
-    let show_opts = crate::showagent::ShowOpts {
-        unit_id: opts.unit_id.clone(),
+    })
+}
+
+/// The show store's options, every one from the config.
+fn show_opts(cfg: &AgentConfig, unit_id: &str) -> crate::showagent::ShowOpts {
+    crate::showagent::ShowOpts {
+        unit_id: unit_id.to_string(),
         root: cfg.store_root.clone(),
         player: cfg.player.clone(),
         rate_bytes_per_s: cfg.store_rate_bytes_per_s,
@@ -647,70 +668,99 @@ pub fn run(argv: &[OsString], config: &Path, stop: Arc<AtomicUsize>) -> u8 {
         player_pidfile: cfg.player_pidfile.clone(),
         systemd: cfg.systemd,
         confirm_timeout: Duration::from_secs(cfg.show_confirm_timeout_s),
-    };
-    let mut stdin = std::io::stdin().lock();
-    if matches!(
-        verb,
-        Verb::ShowPut { .. } | Verb::ShowActivate | Verb::ShowMissing
-    ) {
-        store_umask();
     }
-    let (text, good) = match verb {
-        Verb::Control { action, by } => {
+}
+
+/// What a verb answered: its document (to print) and whether it succeeded, or, for the
+/// update verbs, which print their own answer, the exit status.
+enum Answer {
+    Text(serde_json::Result<String>, bool),
+    Exit(u8),
+}
+
+/// Everything a verb may be given, all from the config and the caller.
+struct VerbCtx<'a> {
+    cfg: &'a AgentConfig,
+    config: &'a Path,
+    opts: &'a AgentOpts,
+    from: &'a str,
+}
+
+impl VerbCtx<'_> {
+    fn run(&self, verb: Verb) -> Answer {
+        let (cfg, opts) = (self.cfg, self.opts);
+        let show_opts = show_opts(cfg, &opts.unit_id);
+        let mut stdin = std::io::stdin().lock();
+        if matches!(
+            verb,
+            Verb::ShowPut { .. } | Verb::ShowActivate | Verb::ShowMissing
+        ) {
             store_umask();
-            let o = crate::controlagent::ControlOpts {
-                unit_id: opts.unit_id.clone(),
-                socket: cfg.control_socket.clone(),
-                store_root: cfg.store_root.clone(),
-            };
-            // The client's address, without its ports.
-            let client = from.split_whitespace().next().unwrap_or("local");
-            let (r, ok) = crate::controlagent::run(&o, &action, &by, client);
-            (serde_json::to_string(&r), ok)
         }
-        Verb::Update(u) => {
-            store_umask();
-            let o = update_opts(&cfg, config, &opts.unit_id);
-            return crate::updateagent::run_verb(&o, u, &mut stdin);
-        }
-        Verb::ShowMissing => {
-            let (r, ok) = crate::showagent::missing(&show_opts, &mut stdin);
-            (serde_json::to_string(&r), ok)
-        }
-        Verb::ShowPut {
-            hash,
-            size,
-            offset,
-            len,
-        } => {
-            let (r, ok) = crate::showagent::put(&show_opts, &hash, size, offset, len, &mut stdin);
-            (serde_json::to_string(&r), ok)
-        }
-        Verb::ShowActivate => {
-            let (r, ok) = crate::showagent::activate(&show_opts, &mut stdin);
-            (serde_json::to_string(&r), ok)
-        }
-        Verb::ShowStatus => {
-            let (r, ok) = crate::showagent::status(&show_opts);
-            (serde_json::to_string(&r), ok)
-        }
-        Verb::ApplyPauseOff { json } => {
-            let r = agent::apply_pause_off(&opts);
-            let text = if json {
-                serde_json::to_string_pretty(&r)
-            } else {
-                Ok(format!("{}: {}: {}", r.unit, r.interface, r.message))
-            };
-            (text, r.verified)
-        }
-        Verb::Status {
-            rate_interval_ms, ..
-        } => {
-            let r = agent::status(&opts, Duration::from_millis(rate_interval_ms));
-            let good = r.errors.is_empty();
-            (serde_json::to_string_pretty(&r), good)
-        }
-    };
+        let (text, good) = match verb {
+            Verb::Control { action, by } => {
+                store_umask();
+                let o = crate::controlagent::ControlOpts {
+                    unit_id: opts.unit_id.clone(),
+                    socket: cfg.control_socket.clone(),
+                    store_root: cfg.store_root.clone(),
+                };
+                // The client's address, without its ports.
+                let client = self.from.split_whitespace().next().unwrap_or("local");
+                let (r, ok) = crate::controlagent::run(&o, &action, &by, client);
+                (serde_json::to_string(&r), ok)
+            }
+            Verb::Update(u) => {
+                store_umask();
+                let o = update_opts(cfg, self.config, &opts.unit_id);
+                return Answer::Exit(crate::updateagent::run_verb(&o, u, &mut stdin));
+            }
+            Verb::ShowMissing => {
+                let (r, ok) = crate::showagent::missing(&show_opts, &mut stdin);
+                (serde_json::to_string(&r), ok)
+            }
+            Verb::ShowPut {
+                hash,
+                size,
+                offset,
+                len,
+            } => {
+                let (r, ok) =
+                    crate::showagent::put(&show_opts, &hash, size, offset, len, &mut stdin);
+                (serde_json::to_string(&r), ok)
+            }
+            Verb::ShowActivate => {
+                let (r, ok) = crate::showagent::activate(&show_opts, &mut stdin);
+                (serde_json::to_string(&r), ok)
+            }
+            Verb::ShowStatus => {
+                let (r, ok) = crate::showagent::status(&show_opts);
+                (serde_json::to_string(&r), ok)
+            }
+            Verb::ApplyPauseOff { json } => {
+                let r = agent::apply_pause_off(opts);
+                let text = if json {
+                    serde_json::to_string_pretty(&r)
+                } else {
+                    Ok(format!("{}: {}: {}", r.unit, r.interface, r.message))
+                };
+                (text, r.verified)
+            }
+            Verb::Status {
+                rate_interval_ms, ..
+            } => {
+                let r = agent::status(opts, Duration::from_millis(rate_interval_ms));
+                let good = r.errors.is_empty();
+                (serde_json::to_string_pretty(&r), good)
+            }
+        };
+        Answer::Text(text, good)
+    }
+}
+
+/// Prints a verb's answer; the exit status: 0 or 1 by the verb's success, 128+N when a
+/// signal N arrived, 2 when the answer could not be encoded.
+fn finish(text: serde_json::Result<String>, good: bool, stop: &AtomicUsize) -> u8 {
     match text {
         Ok(t) => println!("{t}"),
         Err(e) => {
@@ -725,6 +775,36 @@ pub fn run(argv: &[OsString], config: &Path, stop: Arc<AtomicUsize>) -> u8 {
         0 => 1,
         sig => (128 + sig) as u8,
     }
+}
+
+/// The forced command. `argv` is the agent's own command line without the program name;
+/// it must be exactly `dispatch [--config PATH]` (no option may ride along). Returns the
+/// exit status.
+pub fn run(argv: &[OsString], config: &Path, stop: Arc<AtomicUsize>) -> u8 {
+    run_steps(argv, config, &stop).unwrap_or_else(|code| code)
+}
+
+/// [`run`]'s steps in order; an `Err` is a step that ended the run early (a refusal or a
+/// failure, already printed and logged), with the status to exit with.
+fn run_steps(argv: &[OsString], config: &Path, stop: &Arc<AtomicUsize>) -> Result<u8, u8> {
+    let caller = Caller::from_env();
+    check_argv(argv)?;
+    let cfg = load_config_or_exit(config)?;
+    let verb = accept_verb(&caller, cfg.audit_log.as_deref())?;
+    if let Some(ms) = cfg.test_delay_ms {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+    let opts = agent_opts(&cfg, stop)?;
+    let ctx = VerbCtx {
+        cfg: &cfg,
+        config,
+        opts: &opts,
+        from: &caller.from,
+    };
+    Ok(match ctx.run(verb) {
+        Answer::Exit(code) => code,
+        Answer::Text(text, good) => finish(text, good, stop),
+    })
 }
 
 /// What the store's writers create is group-writable: on the image the data partition's

@@ -336,11 +336,9 @@ pub fn action_for(passed: bool, trial: bool) -> HealthAction {
     }
 }
 
-/// Runs the health commit. Returns the report (also written to health.json, and for a
-/// trial boot to health-trial.json) and the exit status.
-pub fn commit(o: &HealthOpts) -> (HealthReport, u8) {
-    let u = &o.update;
-    let started = now_ms();
+/// The report as it starts: which boot this is (trial or not, its id), and the booted
+/// slot and version as RAUC tells them.
+fn begin_report(u: &UpdateOpts, started: u64) -> HealthReport {
     let mut r = HealthReport {
         unit: u.unit_id.clone(),
         started_unix_ms: started,
@@ -360,38 +358,52 @@ pub fn commit(o: &HealthOpts) -> (HealthReport, u8) {
         }
         Err(e) => r.errors.push(e),
     }
-    // In progress, so `update status` never shows the last boot's verdict as this one's.
-    let _ = updateagent::write_json(&u.health_file(), &r);
+    r
+}
+
+/// The player's two checks as the watch has them now: a first frame, then healthy for
+/// long enough after it.
+fn player_checks(
+    o: &HealthOpts,
+    watch: &PlayerWatch,
+    started: u64,
+    player_ok: bool,
+) -> Vec<HealthCheck> {
+    vec![
+        HealthCheck {
+            name: "first_frame".into(),
+            ok: watch.first_frame_ms.is_some(),
+            detail: match watch.first_frame_ms {
+                Some(t) => format!(
+                    "first frame {} ms after the check began",
+                    t.saturating_sub(started)
+                ),
+                None => "no frame yet".into(),
+            },
+        },
+        HealthCheck {
+            name: "health_ok".into(),
+            ok: player_ok,
+            detail: format!("{} (needs {} s)", watch.last, o.ok_for.as_secs()),
+        },
+    ]
+}
+
+/// Polls the player until every check passes, the player's service has given up, or the
+/// deadline; the checks as they stood then.
+fn watch_checks(o: &HealthOpts, started: u64) -> Vec<HealthCheck> {
     let mut watch = PlayerWatch::default();
     let ok_ms = o.ok_for.as_millis() as u64;
     let deadline = started + o.deadline.as_millis() as u64;
-    let mut checks;
     loop {
         let (frames, health) = player_reading(o);
         let now = now_ms();
         let player_ok = watch.feed(now, frames, health, ok_ms);
-        checks = vec![
-            HealthCheck {
-                name: "first_frame".into(),
-                ok: watch.first_frame_ms.is_some(),
-                detail: match watch.first_frame_ms {
-                    Some(t) => format!(
-                        "first frame {} ms after the check began",
-                        t.saturating_sub(started)
-                    ),
-                    None => "no frame yet".into(),
-                },
-            },
-            HealthCheck {
-                name: "health_ok".into(),
-                ok: player_ok,
-                detail: format!("{} (needs {} s)", watch.last, o.ok_for.as_secs()),
-            },
-        ];
+        let mut checks = player_checks(o, &watch, started, player_ok);
         if player_ok {
             checks.extend(other_checks(o));
             if verdict(&checks) {
-                break;
+                return checks;
             }
         }
         let gave_up = o
@@ -404,46 +416,44 @@ pub fn commit(o: &HealthOpts) -> (HealthReport, u8) {
             checks[1].detail = format!("the player is not running: {why}");
             checks.truncate(2);
             checks.extend(other_checks(o));
-            break;
+            return checks;
         }
         if now_ms() >= deadline {
             if !player_ok {
                 checks.extend(other_checks(o));
             }
-            break;
+            return checks;
         }
         std::thread::sleep(o.poll);
     }
-    r.passed = verdict(&checks) && r.errors.is_empty();
-    r.checks = checks;
-    r.action = action_for(r.passed, r.trial);
-    let failed: Vec<String> = r
-        .checks
-        .iter()
-        .filter(|c| !c.ok)
-        .map(|c| format!("{}: {}", c.name, c.detail))
-        .collect();
-    let mark = match r.action {
-        HealthAction::MarkedGood => Some("mark-good"),
-        HealthAction::MarkedBadRebooting => Some("mark-bad"),
-        _ => None,
+}
+
+/// Tells RAUC the verdict on the booted slot (good, or bad for a failed trial boot); a
+/// refusal turns the action into [`HealthAction::MarkFailed`].
+fn mark_booted(u: &UpdateOpts, r: &mut HealthReport) {
+    let m = match r.action {
+        HealthAction::MarkedGood => "mark-good",
+        HealthAction::MarkedBadRebooting => "mark-bad",
+        _ => return,
     };
-    if let Some(m) = mark {
-        match crate::rauc::run(&u.rauc, &["status", m, "booted"], Duration::from_secs(60)) {
-            Ok(ran) if ran.ok => {}
-            Ok(ran) => {
-                r.errors
-                    .push(format!("rauc status {m} booted: {}", ran.why()));
-                r.action = HealthAction::MarkFailed;
-            }
-            Err(e) => {
-                r.errors.push(e);
-                r.action = HealthAction::MarkFailed;
-            }
+    match crate::rauc::run(&u.rauc, &["status", m, "booted"], Duration::from_secs(60)) {
+        Ok(ran) if ran.ok => {}
+        Ok(ran) => {
+            r.errors
+                .push(format!("rauc status {m} booted: {}", ran.why()));
+            r.action = HealthAction::MarkFailed;
+        }
+        Err(e) => {
+            r.errors.push(e);
+            r.action = HealthAction::MarkFailed;
         }
     }
+}
+
+/// The report's message for its action; `failed` is the failed checks, one line each.
+fn message_for(r: &HealthReport, failed: &[String]) -> String {
     let slot = r.slot.clone().unwrap_or_else(|| "?".into());
-    r.message = match r.action {
+    match r.action {
         HealthAction::MarkedGood => format!("slot {slot} healthy: marked good"),
         HealthAction::MarkedBadRebooting => format!(
             "slot {slot}'s trial boot failed ({}): marked bad, rebooting into the other slot",
@@ -457,16 +467,44 @@ pub fn commit(o: &HealthOpts) -> (HealthReport, u8) {
             "slot {slot}: RAUC refused the mark: {}",
             r.errors.join("; ")
         ),
-    };
-    r.finished_unix_ms = now_ms();
-    if let Err(e) = updateagent::write_json(&u.health_file(), &r) {
+    }
+}
+
+/// Writes the finished report to health.json, and for a trial boot to
+/// health-trial.json too; a failed write is one more error in the report.
+fn record(u: &UpdateOpts, r: &mut HealthReport) {
+    if let Err(e) = updateagent::write_json(&u.health_file(), r) {
         r.errors.push(e);
     }
     if r.trial
-        && let Err(e) = updateagent::write_json(&u.trial_health_file(), &r)
+        && let Err(e) = updateagent::write_json(&u.trial_health_file(), r)
     {
         r.errors.push(e);
     }
+}
+
+/// Runs the health commit. Returns the report (also written to health.json, and for a
+/// trial boot to health-trial.json) and the exit status.
+pub fn commit(o: &HealthOpts) -> (HealthReport, u8) {
+    let u = &o.update;
+    let started = now_ms();
+    let mut r = begin_report(u, started);
+    // In progress, so `update status` never shows the last boot's verdict as this one's.
+    let _ = updateagent::write_json(&u.health_file(), &r);
+    let checks = watch_checks(o, started);
+    r.passed = verdict(&checks) && r.errors.is_empty();
+    r.checks = checks;
+    r.action = action_for(r.passed, r.trial);
+    let failed: Vec<String> = r
+        .checks
+        .iter()
+        .filter(|c| !c.ok)
+        .map(|c| format!("{}: {}", c.name, c.detail))
+        .collect();
+    mark_booted(u, &mut r);
+    r.message = message_for(&r, &failed);
+    r.finished_unix_ms = now_ms();
+    record(u, &mut r);
     if r.action == HealthAction::MarkedBadRebooting {
         reboot(u);
     }

@@ -5,8 +5,7 @@ use crate::agent::now_ms;
 use crate::config::FleetConfig;
 use crate::gate::{self, UnitState};
 use crate::ssh;
-use crate::store::{Event, EventKind, Store, StoreError, UnitRow};
-use std::collections::VecDeque;
+use crate::store::{Counts, Event, EventKind, Finished, Store, StoreError, UnitRow};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -104,18 +103,16 @@ impl OpenRun {
     }
 }
 
-pub fn push_pause_off(
+/// The targets still to push: a unit with a fresh verified readback is skipped (and
+/// counted) unless forced.
+fn not_fresh(
     store: &Store,
-    cfg: &FleetConfig,
     targets: Vec<UnitRow>,
     o: &PushOpts,
-) -> Result<PushSummary, StoreError> {
-    let mut sum = PushSummary {
-        targets: targets.len(),
-        ..Default::default()
-    };
+    sum: &mut PushSummary,
+) -> Result<Vec<UnitRow>, StoreError> {
     let now = now_ms();
-    let mut todo = VecDeque::new();
+    let mut todo = Vec::new();
     for u in targets {
         let fresh = match store.latest_unit(&u.unit_id)? {
             Some(l) => gate::fresh_verified(&l, now, o.max_age_ms).is_ok(),
@@ -125,24 +122,13 @@ pub fn push_pause_off(
             eprintln!("skip {}: verified PAUSE-off readback is fresh", u.unit_id);
             sum.skipped_fresh += 1;
         } else {
-            todo.push_back(u);
+            todo.push(u);
         }
     }
-    let n = todo.len();
-    let run = open_run(
-        store,
-        cfg,
-        &RunInfo {
-            kind: "push pause-off",
-            site: o.site.as_deref(),
-            operator: &o.operator,
-            args: &o.args,
-        },
-        n,
-    )?;
-    sum.run_id = run.run_id;
-    let run_id = run.run_id;
-    let reuse = run.reuse.clone();
+    Ok(todo)
+}
+
+fn progress_bar(n: usize) -> indicatif::ProgressBar {
     let pb = indicatif::ProgressBar::with_draw_target(
         Some(n as u64),
         indicatif::ProgressDrawTarget::stderr(),
@@ -152,6 +138,17 @@ pub fn push_pause_off(
     ) {
         pb.set_style(style.progress_chars("=> "));
     }
+    pb
+}
+
+/// The pool: one `apply` per unit, each reporting its start and its outcome to `tx`.
+fn spawn_workers(
+    cfg: &FleetConfig,
+    todo: Vec<UnitRow>,
+    parallel: usize,
+    reuse: Option<Arc<ssh::ControlDir>>,
+    tx: mpsc::Sender<Msg>,
+) -> crate::pool::Workers {
     // Each unit's remote command, resolved once here (units without their own
     // agent_command, such as discovered ones, get the fleet-wide one).
     let agents = cfg.agent_commands();
@@ -159,11 +156,10 @@ pub fn push_pause_off(
         .into_iter()
         .map(|u| (agents.remote(&u.unit_id, VERB), u))
         .collect();
-    let (tx, rx) = mpsc::channel::<Msg>();
     let ssh_cfg = cfg.ssh.clone();
-    let workers = crate::pool::spawn(
+    crate::pool::spawn(
         jobs,
-        o.parallel,
+        parallel,
         reuse,
         None,
         move |_slot, (remote, u): (String, UnitRow), socket| {
@@ -186,12 +182,23 @@ pub fn push_pause_off(
             let out = ssh::classify(&raw, &u.unit_id, ssh_cfg.command_timeout_s);
             tx.send(Msg::Finished(u, out)).is_ok()
         },
-    );
+    )
+}
+
+/// The main thread's side: records every message as it arrives, the only writer of the
+/// database.
+fn record_all(
+    store: &Store,
+    run: &OpenRun,
+    rx: mpsc::Receiver<Msg>,
+    pb: &indicatif::ProgressBar,
+    sum: &mut PushSummary,
+) -> Result<(), StoreError> {
     for m in rx {
         match m {
             Msg::Started(u) => {
                 store.record(&Event::new(
-                    run_id,
+                    run.run_id,
                     &u.unit_id,
                     u.site.as_deref(),
                     UnitState::Started,
@@ -202,20 +209,21 @@ pub fn push_pause_off(
             // Closing on a signal: nothing more is recorded (see OpenRun::closing).
             _ if run.closing() => {}
             Msg::Finished(u, out) => {
-                store.record(&Event {
+                let finished = Finished {
+                    state: out.state,
                     reason: out.reason.as_deref(),
                     readback: out.readback.as_deref(),
-                    ..Event::new(
-                        run_id,
-                        &u.unit_id,
-                        u.site.as_deref(),
-                        out.state,
-                        EventKind::PauseOff {
-                            unit_read_ms: out.unit_read_ms,
-                        },
-                        now_ms(),
-                    )
-                })?;
+                    kind: EventKind::PauseOff {
+                        unit_read_ms: out.unit_read_ms,
+                    },
+                    recorded_ms: now_ms(),
+                };
+                let counts = Counts {
+                    done: &mut sum.done,
+                    pending: &mut sum.pending,
+                    failed: &mut sum.failed,
+                };
+                store.record_result(run.run_id, &u, finished, counts)?;
                 // Printed only after the commit: whatever this line reports is on disk.
                 pb.suspend(|| {
                     eprintln!(
@@ -225,15 +233,41 @@ pub fn push_pause_off(
                         out.reason.as_deref().unwrap_or("")
                     )
                 });
-                match out.state {
-                    UnitState::Done => sum.done += 1,
-                    UnitState::Pending | UnitState::Started => sum.pending += 1,
-                    UnitState::Failed => sum.failed += 1,
-                }
                 pb.inc(1);
             }
         }
     }
+    Ok(())
+}
+
+pub fn push_pause_off(
+    store: &Store,
+    cfg: &FleetConfig,
+    targets: Vec<UnitRow>,
+    o: &PushOpts,
+) -> Result<PushSummary, StoreError> {
+    let mut sum = PushSummary {
+        targets: targets.len(),
+        ..Default::default()
+    };
+    let todo = not_fresh(store, targets, o, &mut sum)?;
+    let n = todo.len();
+    let run = open_run(
+        store,
+        cfg,
+        &RunInfo {
+            kind: "push pause-off",
+            site: o.site.as_deref(),
+            operator: &o.operator,
+            args: &o.args,
+        },
+        n,
+    )?;
+    sum.run_id = run.run_id;
+    let pb = progress_bar(n);
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let workers = spawn_workers(cfg, todo, o.parallel, run.reuse.clone(), tx);
+    record_all(store, &run, rx, &pb, &mut sum)?;
     pb.finish_and_clear();
     workers.join();
     run.finish(store, &sum)?;

@@ -283,67 +283,39 @@ fn plays(p: &Option<ShowInfo>, id: &str) -> bool {
         .is_some_and(|p| p.source == ShowSource::Store && p.id.as_deref() == Some(id))
 }
 
-/// `show activate`: stdin is a [`ShowManifest`]. The show is made, checked by the unit's
-/// own `pfx-player run --check`, switched to atomically, and the player is asked to play
-/// it; the answer is what the store and the player then say.
-pub fn activate(o: &ShowOpts, input: &mut dyn Read) -> (ShowReadback, bool) {
-    be_idle();
-    let mut r = ShowReadback {
-        unit: o.unit_id.clone(),
-        ..Default::default()
-    };
-    let s = match open(o) {
-        Ok(s) => s,
-        Err(e) => {
-            r.message = format!("refused: {e}");
-            r.errors.push(e.to_string());
-            r.read_at_unix_ms = now_ms();
-            return (r, false);
-        }
-    };
-    let res = (|| -> Result<ShowId, String> {
-        let m: ShowManifest = serde_json::from_slice(&read_input(input)?).map_err(|e| {
-            format!("the show manifest is not JSON {{name, show_yaml, files}}: {e}")
-        })?;
-        let mut files = BTreeMap::new();
-        for (n, h) in &m.files {
-            let h: Hash = h
-                .parse()
-                .map_err(|e: pfx_store::BadHash| format!("{n}: {e}"))?;
-            files.insert(n.clone(), h);
-        }
-        let id = s
-            .make_show(&m.name, m.show_yaml.as_bytes(), &files)
-            .map_err(|e| e.to_string())?;
-        r.requested = Some(id.to_string());
-        // Closed: a pushed show may read only its own files and the image's profiles.
-        s.check_pushed_show(&id, &o.player)
-            .map_err(|e| e.to_string())?;
-        // What the answer will claim: every file of the show has its hash, read back now
-        // (a bad stored file is quarantined, so the next push sends it again).
-        s.verify_show(&id).map_err(|e| e.to_string())?;
-        Ok(id)
-    })();
-    let id = match res {
-        Ok(id) => id,
-        Err(e) => {
-            r.message = format!("refused, the old show keeps playing: {e}");
-            r.errors.push(e);
-            r.active = active_info(&s).unwrap_or(None);
-            r.player = player_show(&o.profile_url).unwrap_or(None);
-            r.read_at_unix_ms = now_ms();
-            return (r, false);
-        }
-    };
-    if let Err(e) = s.activate(&id) {
-        r.message = format!("activation failed, the old show keeps playing: {e}");
-        r.errors.push(e.to_string());
-        r.read_at_unix_ms = now_ms();
-        return (r, false);
+/// The check step: the manifest read from `input`, the show made of stored files and
+/// checked closed and whole. `r.requested` is set once the show has its id.
+fn make_checked_show(
+    o: &ShowOpts,
+    s: &Store,
+    input: &mut dyn Read,
+    r: &mut ShowReadback,
+) -> Result<ShowId, String> {
+    let m: ShowManifest = serde_json::from_slice(&read_input(input)?)
+        .map_err(|e| format!("the show manifest is not JSON {{name, show_yaml, files}}: {e}"))?;
+    let mut files = BTreeMap::new();
+    for (n, h) in &m.files {
+        let h: Hash = h
+            .parse()
+            .map_err(|e: pfx_store::BadHash| format!("{n}: {e}"))?;
+        files.insert(n.clone(), h);
     }
-    if let Err(e) = reload_player(o) {
-        r.errors.push(e);
-    }
+    let id = s
+        .make_show(&m.name, m.show_yaml.as_bytes(), &files)
+        .map_err(|e| e.to_string())?;
+    r.requested = Some(id.to_string());
+    // Closed: a pushed show may read only its own files and the image's profiles.
+    s.check_pushed_show(&id, &o.player)
+        .map_err(|e| e.to_string())?;
+    // What the answer will claim: every file of the show has its hash, read back now
+    // (a bad stored file is quarantined, so the next push sends it again).
+    s.verify_show(&id).map_err(|e| e.to_string())?;
+    Ok(id)
+}
+
+/// The confirm step: asks the player what it plays until it plays `id` (or the time is
+/// up, or something failed), then reads the store's active show back.
+fn confirm(o: &ShowOpts, s: &Store, id: &ShowId, r: &mut ShowReadback) {
     let deadline = Instant::now() + o.confirm_timeout;
     let mut last = Err("not asked yet".to_string());
     while r.errors.is_empty() {
@@ -357,14 +329,16 @@ pub fn activate(o: &ShowOpts, input: &mut dyn Read) -> (ShowReadback, bool) {
         Ok(p) => r.player = p,
         Err(e) => r.errors.push(e),
     }
-    r.active = active_info(&s).unwrap_or_else(|e| {
+    r.active = active_info(s).unwrap_or_else(|e| {
         r.errors.push(e);
         None
     });
-    let active_ok = r.active.as_ref().is_some_and(|a| a.id == id.as_str());
-    let playing = plays(&r.player, id.as_str());
-    r.verified = active_ok && playing && r.errors.is_empty();
-    r.message = if r.verified {
+}
+
+/// The answer's message once the switch is made: verified, or what the player said
+/// instead, or that the store did not switch.
+fn confirmed_message(o: &ShowOpts, id: &ShowId, r: &ShowReadback, active_ok: bool) -> String {
+    if r.verified {
         format!(
             "show {} ({id}) active and playing",
             r.active.as_ref().map(|a| a.name.as_str()).unwrap_or("?")
@@ -384,7 +358,55 @@ pub fn activate(o: &ShowOpts, input: &mut dyn Read) -> (ShowReadback, bool) {
         )
     } else {
         "the store's active show is not the one pushed".into()
+    }
+}
+
+/// `show activate`: stdin is a [`ShowManifest`]. The show is made, checked by the unit's
+/// own `pfx-player run --check`, switched to atomically, and the player is asked to play
+/// it; the answer is what the store and the player then say.
+pub fn activate(o: &ShowOpts, input: &mut dyn Read) -> (ShowReadback, bool) {
+    be_idle();
+    let mut r = ShowReadback {
+        unit: o.unit_id.clone(),
+        ..Default::default()
     };
+    let s = match open(o) {
+        Ok(s) => s,
+        Err(e) => {
+            r.message = format!("refused: {e}");
+            r.errors.push(e.to_string());
+            r.read_at_unix_ms = now_ms();
+            return (r, false);
+        }
+    };
+    // 1. Check.
+    let id = match make_checked_show(o, &s, input, &mut r) {
+        Ok(id) => id,
+        Err(e) => {
+            r.message = format!("refused, the old show keeps playing: {e}");
+            r.errors.push(e);
+            r.active = active_info(&s).unwrap_or(None);
+            r.player = player_show(&o.profile_url).unwrap_or(None);
+            r.read_at_unix_ms = now_ms();
+            return (r, false);
+        }
+    };
+    // 2. Switch.
+    if let Err(e) = s.activate(&id) {
+        r.message = format!("activation failed, the old show keeps playing: {e}");
+        r.errors.push(e.to_string());
+        r.read_at_unix_ms = now_ms();
+        return (r, false);
+    }
+    if let Err(e) = reload_player(o) {
+        r.errors.push(e);
+    }
+    // 3. Confirm.
+    confirm(o, &s, &id, &mut r);
+    let active_ok = r.active.as_ref().is_some_and(|a| a.id == id.as_str());
+    let playing = plays(&r.player, id.as_str());
+    r.verified = active_ok && playing && r.errors.is_empty();
+    r.message = confirmed_message(o, &id, &r, active_ok);
     if r.verified {
         // Keeps the active show and the one before it (`previous`, recorded by the
         // switch, so a resumed activation keeps it too).

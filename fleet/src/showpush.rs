@@ -8,7 +8,7 @@ use crate::agent::now_ms;
 use crate::config::{FleetConfig, SshConfig};
 use crate::gate::UnitState;
 use crate::ssh;
-use crate::store::{Event, EventKind, Store, StoreError, UnitRow};
+use crate::store::{Counts, Event, EventKind, Finished, Store, StoreError, UnitRow};
 use pfx_api::show::{MissingReport, PutReport, ShowManifest, ShowReadback, WantedFile};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -259,16 +259,20 @@ enum Msg {
 /// The remote command, built in `config` (here for the callers that import it from here).
 pub(crate) use crate::config::remote_command as remote;
 
-/// Pushes the show to one unit. Pure of the database: the caller records the outcome.
-fn push_unit(job: &UnitJob, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome {
-    let mut out = UnitOutcome {
-        state: UnitState::Failed,
-        reason: None,
-        readback: None,
-        bytes_sent: 0,
-    };
-    let t = job.ssh.command_timeout_s;
-    let go = |verb: &str, input: &mut dyn Read, sent: &AtomicU64, timeout: Duration| {
+/// Why a unit's push ended early: the state to record and the reason.
+type Early = (UnitState, String);
+
+/// One unit's push as it goes: the job, the unit, and where its progress goes.
+struct UnitPush<'a> {
+    job: &'a UnitJob,
+    u: &'a UnitRow,
+    tx: &'a mpsc::Sender<Msg>,
+}
+
+impl UnitPush<'_> {
+    /// One command to the unit's agent, on the unit's shared connection when there is one.
+    fn go(&self, verb: &str, input: &mut dyn Read, sent: &AtomicU64, timeout: Duration) -> Raw {
+        let (job, u) = (self.job, self.u);
         let remote = remote(&job.agent_prefix, verb);
         let args = match &job.socket {
             Some(s) => ssh::ssh_args_reusing(&job.ssh, &u.host, u.port, &remote, s),
@@ -282,112 +286,77 @@ fn push_unit(job: &UnitJob, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome 
             timeout,
             job.socket.as_deref(),
         )
-    };
-    // 1. What does the unit lack?
-    let wanted: Vec<WantedFile> = job
-        .show
-        .files
-        .iter()
-        .map(|f| WantedFile {
-            hash: f.hash.clone(),
-            size: f.size,
-        })
-        .collect();
-    let body = serde_json::to_vec(&wanted).unwrap_or_default();
-    let raw = go(
-        "show missing",
-        &mut body.as_slice(),
-        &AtomicU64::new(0),
-        Duration::from_secs(t),
-    );
-    let miss: MissingReport = match answer(&raw, &u.unit_id, "show missing", t) {
-        Ok(m) => m,
-        Err((state, why)) => {
-            out.state = state;
-            out.reason = Some(why);
-            return out;
-        }
-    };
-    if !miss.errors.is_empty() {
-        out.reason = Some(format!("show missing: {}", miss.errors.join("; ")));
-        return out;
     }
-    let need: u64 = miss
-        .missing
-        .iter()
-        .map(|m| m.size - m.offset.min(m.size))
-        .sum();
-    let _ = tx.send(Msg::Planned(u.unit_id.clone(), need));
-    if need > miss.free_bytes {
-        out.reason = Some(format!(
-            "the unit's data partition has {} free above its reserve, the show needs {} more: remove old shows there or push a smaller one",
-            human_bytes(miss.free_bytes),
-            human_bytes(need)
-        ));
-        return out;
-    }
-    // 2. Send what it lacks, chunk by chunk, from where it stands.
-    for m in &miss.missing {
-        let Some(f) = job.show.files.iter().find(|f| f.hash == m.hash) else {
-            out.reason = Some(format!(
-                "show missing: the unit asked for {} which this show does not have",
-                m.hash
+
+    /// Step 1: what the unit lacks (planned as the bytes to send), refused when the
+    /// unit has not the room for it.
+    fn missing(&self) -> Result<MissingReport, Early> {
+        let t = self.job.ssh.command_timeout_s;
+        let wanted: Vec<WantedFile> = self
+            .job
+            .show
+            .files
+            .iter()
+            .map(|f| WantedFile {
+                hash: f.hash.clone(),
+                size: f.size,
+            })
+            .collect();
+        let body = serde_json::to_vec(&wanted).unwrap_or_default();
+        let raw = self.go(
+            "show missing",
+            &mut body.as_slice(),
+            &AtomicU64::new(0),
+            Duration::from_secs(t),
+        );
+        let miss: MissingReport = answer(&raw, &self.u.unit_id, "show missing", t)?;
+        if !miss.errors.is_empty() {
+            return Err((
+                UnitState::Failed,
+                format!("show missing: {}", miss.errors.join("; ")),
             ));
-            return out;
-        };
-        let mut offset = m.offset.min(f.size);
+        }
+        let need: u64 = miss
+            .missing
+            .iter()
+            .map(|m| m.size - m.offset.min(m.size))
+            .sum();
+        let _ = self.tx.send(Msg::Planned(self.u.unit_id.clone(), need));
+        if need > miss.free_bytes {
+            return Err((
+                UnitState::Failed,
+                format!(
+                    "the unit's data partition has {} free above its reserve, the show needs {} more: remove old shows there or push a smaller one",
+                    human_bytes(miss.free_bytes),
+                    human_bytes(need)
+                ),
+            ));
+        }
+        Ok(miss)
+    }
+
+    /// Step 2: sends what the unit lacks, file by file, each from where it stands.
+    fn send_missing(&self, miss: &MissingReport, bytes_sent: &mut u64) -> Result<(), Early> {
+        for m in &miss.missing {
+            let Some(f) = self.job.show.files.iter().find(|f| f.hash == m.hash) else {
+                return Err((
+                    UnitState::Failed,
+                    format!(
+                        "show missing: the unit asked for {} which this show does not have",
+                        m.hash
+                    ),
+                ));
+            };
+            self.send_file(f, m.offset.min(f.size), bytes_sent)?;
+        }
+        Ok(())
+    }
+
+    /// One file, chunk by chunk from `offset`, until the unit has stored it whole.
+    fn send_file(&self, f: &LocalFile, mut offset: u64, bytes_sent: &mut u64) -> Result<(), Early> {
         loop {
-            let len = job.chunk.min(f.size - offset);
-            let mut input = match slice(&f.path, offset, len) {
-                Ok(r) => r,
-                Err(e) => {
-                    out.reason = Some(format!("{}: {e}", f.path.display()));
-                    return out;
-                }
-            };
-            let sent = Arc::new(AtomicU64::new(0));
-            let timeout = Duration::from_secs(t + len / (64 * 1024));
-            let verb = format!("show put {} {} {offset} {len}", f.hash, f.size);
-            // The progress of this chunk, while it goes.
-            let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let watcher = {
-                let (sent, done, tx, unit) = (
-                    Arc::clone(&sent),
-                    Arc::clone(&done),
-                    tx.clone(),
-                    u.unit_id.clone(),
-                );
-                std::thread::spawn(move || {
-                    let mut last = 0;
-                    while !done.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(100));
-                        let now = sent.load(Ordering::Relaxed);
-                        if now > last {
-                            let _ = tx.send(Msg::Progress(unit.clone(), now - last));
-                            last = now;
-                        }
-                    }
-                    let now = sent.load(Ordering::Relaxed);
-                    if now > last {
-                        let _ = tx.send(Msg::Progress(unit, now - last));
-                    }
-                })
-            };
-            let raw = go(&verb, &mut input, &sent, timeout);
-            done.store(true, Ordering::Relaxed);
-            let _ = watcher.join();
-            out.bytes_sent += sent.load(Ordering::Relaxed);
-            let rep: PutReport = match answer(&raw, &u.unit_id, "show put", t) {
-                Ok(r) => r,
-                Err((state, why)) => {
-                    out.state = state;
-                    out.reason = Some(format!(
-                        "{why} (sending {} at {offset} of {}); run the push again to resume",
-                        f.name, f.size
-                    ));
-                    return out;
-                }
-            };
+            let len = self.job.chunk.min(f.size - offset);
+            let rep = self.put_chunk(f, offset, len, bytes_sent)?;
             // Only the transfer's own errors count; a refused priority is only noted.
             let errs: Vec<&String> = rep
                 .errors
@@ -395,80 +364,366 @@ fn push_unit(job: &UnitJob, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome 
                 .filter(|e| !e.starts_with("could not lower"))
                 .collect();
             if !errs.is_empty() {
-                out.reason = Some(format!(
-                    "show put {}: {}; run the push again to resume",
-                    f.name,
-                    errs.iter()
-                        .map(|e| e.as_str())
-                        .collect::<Vec<_>>()
-                        .join("; ")
+                return Err((
+                    UnitState::Failed,
+                    format!(
+                        "show put {}: {}; run the push again to resume",
+                        f.name,
+                        errs.iter()
+                            .map(|e| e.as_str())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ),
                 ));
-                return out;
             }
             if rep.stored {
-                break;
+                return Ok(());
             }
             if rep.have != offset + len || rep.have >= f.size {
-                out.reason = Some(format!(
-                    "show put {}: the unit holds {} bytes, expected {}; run the push again",
-                    f.name,
-                    rep.have,
-                    offset + len
+                return Err((
+                    UnitState::Failed,
+                    format!(
+                        "show put {}: the unit holds {} bytes, expected {}; run the push again",
+                        f.name,
+                        rep.have,
+                        offset + len
+                    ),
                 ));
-                return out;
             }
             offset = rep.have;
         }
     }
-    // 3. Check and switch.
-    let manifest = ShowManifest {
-        name: job.show.name.clone(),
-        show_yaml: job.show.show_yaml.clone(),
-        files: job
-            .show
-            .files
-            .iter()
-            .map(|f| (f.name.clone(), f.hash.clone()))
-            .collect::<BTreeMap<_, _>>(),
-    };
-    let body = serde_json::to_vec(&manifest).unwrap_or_default();
-    // The unit reads every file of the show back before it switches: allow for that at
-    // a slow card's 4 MiB/s, on top of the player's check and confirmation.
-    let show_bytes: u64 = job.show.files.iter().map(|f| f.size).sum();
-    let raw = go(
-        "show activate",
-        &mut body.as_slice(),
-        &AtomicU64::new(0),
-        Duration::from_secs(t + 90 + show_bytes / (4 << 20)),
-    );
-    let rb: ShowReadback = match answer(&raw, &u.unit_id, "show activate", t) {
-        Ok(r) => r,
-        Err((state, why)) => {
-            out.state = state;
-            out.reason = Some(format!(
-                "{why}; the unit may have switched: run `pfx-fleet shows` to see"
-            ));
-            return out;
-        }
-    };
-    out.readback = serde_json::to_string(&rb).ok();
-    // Done only on the unit's own word: its store's active show has exactly these
-    // hashes and its player says it plays it.
-    let hashes_match = rb
-        .active
-        .as_ref()
-        .is_some_and(|a| a.files == manifest.files && Some(&a.id) == rb.requested.as_ref());
-    if rb.verified && hashes_match && raw.exit == Some(0) {
-        out.state = UnitState::Done;
-        out.reason = Some(rb.message);
-    } else {
-        out.reason = Some(if rb.errors.is_empty() {
-            rb.message
+
+    /// One `show put` of `len` bytes of `f` at `offset`, its progress reported while it
+    /// goes; what it sent is added to `bytes_sent` whatever the answer.
+    fn put_chunk(
+        &self,
+        f: &LocalFile,
+        offset: u64,
+        len: u64,
+        bytes_sent: &mut u64,
+    ) -> Result<PutReport, Early> {
+        let t = self.job.ssh.command_timeout_s;
+        let mut input = slice(&f.path, offset, len)
+            .map_err(|e| (UnitState::Failed, format!("{}: {e}", f.path.display())))?;
+        let sent = Arc::new(AtomicU64::new(0));
+        let timeout = Duration::from_secs(t + len / (64 * 1024));
+        let verb = format!("show put {} {} {offset} {len}", f.hash, f.size);
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watcher = watch_progress(
+            Arc::clone(&sent),
+            Arc::clone(&done),
+            self.tx.clone(),
+            self.u.unit_id.clone(),
+        );
+        let raw = self.go(&verb, &mut input, &sent, timeout);
+        done.store(true, Ordering::Relaxed);
+        let _ = watcher.join();
+        *bytes_sent += sent.load(Ordering::Relaxed);
+        answer(&raw, &self.u.unit_id, "show put", t).map_err(|(state, why)| {
+            (
+                state,
+                format!(
+                    "{why} (sending {} at {offset} of {}); run the push again to resume",
+                    f.name, f.size
+                ),
+            )
+        })
+    }
+
+    /// Step 3: asks the unit to check the show and switch to it; done only on the
+    /// unit's own word.
+    fn activate(&self, out: &mut UnitOutcome) -> Result<(), Early> {
+        let (job, t) = (self.job, self.job.ssh.command_timeout_s);
+        let manifest = ShowManifest {
+            name: job.show.name.clone(),
+            show_yaml: job.show.show_yaml.clone(),
+            files: job
+                .show
+                .files
+                .iter()
+                .map(|f| (f.name.clone(), f.hash.clone()))
+                .collect::<BTreeMap<_, _>>(),
+        };
+        let body = serde_json::to_vec(&manifest).unwrap_or_default();
+        // The unit reads every file of the show back before it switches: allow for that
+        // at a slow card's 4 MiB/s, on top of the player's check and confirmation.
+        let show_bytes: u64 = job.show.files.iter().map(|f| f.size).sum();
+        let raw = self.go(
+            "show activate",
+            &mut body.as_slice(),
+            &AtomicU64::new(0),
+            Duration::from_secs(t + 90 + show_bytes / (4 << 20)),
+        );
+        let rb: ShowReadback =
+            answer(&raw, &self.u.unit_id, "show activate", t).map_err(|(state, why)| {
+                (
+                    state,
+                    format!("{why}; the unit may have switched: run `pfx-fleet shows` to see"),
+                )
+            })?;
+        out.readback = serde_json::to_string(&rb).ok();
+        // Done only on the unit's own word: its store's active show has exactly these
+        // hashes and its player says it plays it.
+        let hashes_match = rb
+            .active
+            .as_ref()
+            .is_some_and(|a| a.files == manifest.files && Some(&a.id) == rb.requested.as_ref());
+        if rb.verified && hashes_match && raw.exit == Some(0) {
+            out.state = UnitState::Done;
+            out.reason = Some(rb.message);
         } else {
-            format!("{} ({})", rb.message, rb.errors.join("; "))
-        });
+            out.reason = Some(if rb.errors.is_empty() {
+                rb.message
+            } else {
+                format!("{} ({})", rb.message, rb.errors.join("; "))
+            });
+        }
+        Ok(())
+    }
+
+    /// The steps in order: missing, put chunks, activate.
+    fn steps(&self, out: &mut UnitOutcome) -> Result<(), Early> {
+        let miss = self.missing()?;
+        self.send_missing(&miss, &mut out.bytes_sent)?;
+        self.activate(out)
+    }
+}
+
+/// Reports a chunk's progress while it goes: every 100 ms what `sent` gained, and the
+/// rest once `done` is set.
+fn watch_progress(
+    sent: Arc<AtomicU64>,
+    done: Arc<std::sync::atomic::AtomicBool>,
+    tx: mpsc::Sender<Msg>,
+    unit: String,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut last = 0;
+        while !done.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(100));
+            let now = sent.load(Ordering::Relaxed);
+            if now > last {
+                let _ = tx.send(Msg::Progress(unit.clone(), now - last));
+                last = now;
+            }
+        }
+        let now = sent.load(Ordering::Relaxed);
+        if now > last {
+            let _ = tx.send(Msg::Progress(unit, now - last));
+        }
+    })
+}
+
+/// Pushes the show to one unit. Pure of the database: the caller records the outcome.
+fn push_unit(job: &UnitJob, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome {
+    let mut out = UnitOutcome {
+        state: UnitState::Failed,
+        reason: None,
+        readback: None,
+        bytes_sent: 0,
+    };
+    if let Err((state, why)) = (UnitPush { job, u, tx }).steps(&mut out) {
+        out.state = state;
+        out.reason = Some(why);
     }
     out
+}
+
+/// The pool: one [`push_unit`] per unit, each reporting its start, plan, progress and
+/// outcome to `tx`.
+fn spawn_workers(
+    cfg: &FleetConfig,
+    show: Arc<LocalShow>,
+    targets: Vec<UnitRow>,
+    o: &ShowPushOpts,
+    reuse: Option<Arc<ssh::ControlDir>>,
+    tx: mpsc::Sender<Msg>,
+) -> crate::pool::Workers {
+    let agents = cfg.agent_commands();
+    let (ssh_cfg, chunk) = (cfg.ssh.clone(), o.chunk_bytes);
+    crate::pool::spawn(
+        targets,
+        o.parallel,
+        reuse,
+        None,
+        move |_slot, u: UnitRow, socket| {
+            if tx.send(Msg::Started(u.clone())).is_err() {
+                return false;
+            }
+            let job = UnitJob {
+                ssh: ssh_cfg.clone(),
+                agent_prefix: agents.prefix(&u.unit_id).to_string(),
+                show: Arc::clone(&show),
+                chunk,
+                socket,
+            };
+            let out = push_unit(&job, &u, &tx);
+            tx.send(Msg::Finished(u, out)).is_ok()
+        },
+    )
+}
+
+/// Without bars, a line per this many bytes sent to a unit.
+pub(crate) const PLAIN_STEP: u64 = 16 << 20;
+
+/// Each unit's transfer as a progress bar on a terminal, else as plain lines (one per
+/// [`PLAIN_STEP`] sent). `push show` and `push update` both draw with it.
+pub(crate) struct Bars {
+    multi: indicatif::MultiProgress,
+    style: Option<indicatif::ProgressStyle>,
+    /// The unit's bar, bytes sent so far and bytes to send.
+    bars: BTreeMap<String, (indicatif::ProgressBar, u64, u64)>,
+    pub draw: bool,
+}
+
+impl Bars {
+    pub fn new(draw: bool) -> Bars {
+        let multi = indicatif::MultiProgress::with_draw_target(if draw {
+            indicatif::ProgressDrawTarget::stderr()
+        } else {
+            indicatif::ProgressDrawTarget::hidden()
+        });
+        let style = indicatif::ProgressStyle::with_template(
+            "{prefix:<12} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {msg}",
+        )
+        .map(|s| s.progress_chars("=> "))
+        .ok();
+        Bars {
+            multi,
+            style,
+            bars: BTreeMap::new(),
+            draw,
+        }
+    }
+
+    /// A line to the operator, above the bars when there are any.
+    pub fn say(&self, line: String) {
+        if self.draw {
+            let _ = self.multi.println(line);
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
+    /// A bar for `unit`, which is to be sent `total` bytes.
+    pub fn planned(&mut self, unit: String, total: u64) {
+        let pb = self.multi.add(indicatif::ProgressBar::new(total));
+        if let Some(s) = self.style.clone() {
+            pb.set_style(s);
+        }
+        pb.set_prefix(unit.clone());
+        if !self.draw {
+            eprintln!("{unit}: {} to send", human_bytes(total));
+        }
+        self.bars.insert(unit, (pb, 0, total));
+    }
+
+    /// Counts `n` more bytes sent to `unit` on its bar: the bytes sent before and
+    /// after, and the bytes to send; None when the unit has no bar.
+    pub fn advance(&mut self, unit: &str, n: u64) -> Option<(u64, u64, u64)> {
+        let (pb, sent, total) = self.bars.get_mut(unit)?;
+        pb.inc(n);
+        let before = *sent;
+        *sent += n;
+        Some((before, *sent, *total))
+    }
+
+    /// Drops every bar left (the end of a wave: its bars end with it).
+    pub fn clear(&mut self) {
+        self.bars.clear();
+    }
+
+    /// The unit's transfer is over: its bar goes.
+    pub fn finished(&mut self, unit: &str) {
+        if let Some((pb, _, _)) = self.bars.remove(unit) {
+            pb.finish_and_clear();
+        }
+    }
+}
+
+/// The main thread's side: records every message as it arrives, the only writer of the
+/// database, and draws the transfers.
+fn record_all(
+    store: &Store,
+    run: &crate::push::OpenRun,
+    rx: mpsc::Receiver<Msg>,
+    bars: &mut Bars,
+    sum: &mut ShowPushSummary,
+) -> Result<(), StoreError> {
+    for m in rx {
+        match m {
+            Msg::Started(u) => {
+                store.record(&Event::new(
+                    run.run_id,
+                    &u.unit_id,
+                    u.site.as_deref(),
+                    UnitState::Started,
+                    EventKind::Show { bytes_sent: 0 },
+                    now_ms(),
+                ))?;
+            }
+            Msg::Planned(unit, total) => bars.planned(unit, total),
+            Msg::Progress(unit, n) => {
+                if let Some((before, after, total)) = bars.advance(&unit, n)
+                    && !bars.draw
+                    && after / PLAIN_STEP > before / PLAIN_STEP
+                {
+                    eprintln!(
+                        "{unit}: {} of {} sent",
+                        human_bytes(after),
+                        human_bytes(total)
+                    );
+                }
+            }
+            // Closing on a signal: nothing more is recorded (see OpenRun::closing).
+            Msg::Finished(..) if run.closing() => {}
+            Msg::Finished(u, out) => {
+                let finished = Finished {
+                    state: out.state,
+                    reason: out.reason.as_deref(),
+                    readback: out.readback.as_deref(),
+                    kind: EventKind::Show {
+                        bytes_sent: out.bytes_sent,
+                    },
+                    recorded_ms: now_ms(),
+                };
+                let counts = Counts {
+                    done: &mut sum.done,
+                    pending: &mut sum.pending,
+                    failed: &mut sum.failed,
+                };
+                store.record_result(run.run_id, &u, finished, counts)?;
+                bars.finished(&u.unit_id);
+                // Printed only after the commit: whatever this line reports is on disk.
+                bars.say(format!(
+                    "recorded {} {}: {} ({} sent)",
+                    u.unit_id,
+                    out.state.as_str(),
+                    out.reason.as_deref().unwrap_or(""),
+                    human_bytes(out.bytes_sent)
+                ));
+                sum.units.push(unit_result(u, out));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A unit's line of the summary, with the show id it was asked to switch to.
+fn unit_result(u: UnitRow, out: UnitOutcome) -> UnitResult {
+    let show_id = out
+        .readback
+        .as_deref()
+        .and_then(|r| serde_json::from_str::<ShowReadback>(r).ok())
+        .and_then(|r| r.requested);
+    UnitResult {
+        unit: u.unit_id,
+        state: out.state.as_str().into(),
+        reason: out.reason,
+        bytes_sent: out.bytes_sent,
+        show_id,
+    }
 }
 
 /// Pushes `show` to `targets`, `o.parallel` at a time.
@@ -490,145 +745,18 @@ pub fn push_show(
         },
         targets.len(),
     )?;
-    let run_id = run.run_id;
     let mut sum = ShowPushSummary {
-        run_id,
+        run_id: run.run_id,
         show: show.name.clone(),
         files: show.files.len(),
         bytes: show.files.iter().map(|f| f.size).sum(),
         targets: targets.len(),
         ..Default::default()
     };
-    let show = Arc::new(show);
     let (tx, rx) = mpsc::channel::<Msg>();
-    let agents = cfg.agent_commands();
-    let (ssh_cfg, chunk) = (cfg.ssh.clone(), o.chunk_bytes);
-    let workers = crate::pool::spawn(
-        targets,
-        o.parallel,
-        run.reuse.clone(),
-        None,
-        move |_slot, u: UnitRow, socket| {
-            if tx.send(Msg::Started(u.clone())).is_err() {
-                return false;
-            }
-            let job = UnitJob {
-                ssh: ssh_cfg.clone(),
-                agent_prefix: agents.prefix(&u.unit_id).to_string(),
-                show: Arc::clone(&show),
-                chunk,
-                socket,
-            };
-            let out = push_unit(&job, &u, &tx);
-            tx.send(Msg::Finished(u, out)).is_ok()
-        },
-    );
-    let multi = indicatif::MultiProgress::with_draw_target(if o.bars {
-        indicatif::ProgressDrawTarget::stderr()
-    } else {
-        indicatif::ProgressDrawTarget::hidden()
-    });
-    let style = indicatif::ProgressStyle::with_template(
-        "{prefix:<12} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {msg}",
-    )
-    .map(|s| s.progress_chars("=> "))
-    .ok();
-    let mut bars: BTreeMap<String, (indicatif::ProgressBar, u64, u64)> = BTreeMap::new();
-    let say = |multi: &indicatif::MultiProgress, line: String| {
-        if o.bars {
-            let _ = multi.println(line);
-        } else {
-            eprintln!("{line}");
-        }
-    };
-    for m in rx {
-        match m {
-            Msg::Started(u) => {
-                store.record(&Event::new(
-                    run_id,
-                    &u.unit_id,
-                    u.site.as_deref(),
-                    UnitState::Started,
-                    EventKind::Show { bytes_sent: 0 },
-                    now_ms(),
-                ))?;
-            }
-            Msg::Planned(unit, total) => {
-                let pb = multi.add(indicatif::ProgressBar::new(total));
-                if let Some(s) = style.clone() {
-                    pb.set_style(s);
-                }
-                pb.set_prefix(unit.clone());
-                if !o.bars {
-                    eprintln!("{unit}: {} to send", human_bytes(total));
-                }
-                bars.insert(unit, (pb, 0, total));
-            }
-            Msg::Progress(unit, n) => {
-                if let Some((pb, sent, total)) = bars.get_mut(&unit) {
-                    pb.inc(n);
-                    let step = 16 << 20;
-                    if !o.bars && (*sent + n) / step > *sent / step {
-                        eprintln!(
-                            "{unit}: {} of {} sent",
-                            human_bytes(*sent + n),
-                            human_bytes(*total)
-                        );
-                    }
-                    *sent += n;
-                }
-            }
-            // Closing on a signal: nothing more is recorded (see OpenRun::closing).
-            Msg::Finished(..) if run.closing() => {}
-            Msg::Finished(u, out) => {
-                store.record(&Event {
-                    reason: out.reason.as_deref(),
-                    readback: out.readback.as_deref(),
-                    ..Event::new(
-                        run_id,
-                        &u.unit_id,
-                        u.site.as_deref(),
-                        out.state,
-                        EventKind::Show {
-                            bytes_sent: out.bytes_sent,
-                        },
-                        now_ms(),
-                    )
-                })?;
-                if let Some((pb, _, _)) = bars.remove(&u.unit_id) {
-                    pb.finish_and_clear();
-                }
-                // Printed only after the commit: whatever this line reports is on disk.
-                say(
-                    &multi,
-                    format!(
-                        "recorded {} {}: {} ({} sent)",
-                        u.unit_id,
-                        out.state.as_str(),
-                        out.reason.as_deref().unwrap_or(""),
-                        human_bytes(out.bytes_sent)
-                    ),
-                );
-                match out.state {
-                    UnitState::Done => sum.done += 1,
-                    UnitState::Pending | UnitState::Started => sum.pending += 1,
-                    UnitState::Failed => sum.failed += 1,
-                }
-                let show_id = out
-                    .readback
-                    .as_deref()
-                    .and_then(|r| serde_json::from_str::<ShowReadback>(r).ok())
-                    .and_then(|r| r.requested);
-                sum.units.push(UnitResult {
-                    unit: u.unit_id,
-                    state: out.state.as_str().into(),
-                    reason: out.reason,
-                    bytes_sent: out.bytes_sent,
-                    show_id,
-                });
-            }
-        }
-    }
+    let workers = spawn_workers(cfg, Arc::new(show), targets, o, run.reuse.clone(), tx);
+    let mut bars = Bars::new(o.bars);
+    record_all(store, &run, rx, &mut bars, &mut sum)?;
     workers.join();
     run.finish(store, &sum)?;
     Ok(sum)

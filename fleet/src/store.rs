@@ -574,6 +574,63 @@ impl Store {
     }
 }
 
+/// One unit's result as a push hands it to [`Store::record_result`]: the event's state,
+/// its reason, the far end's answer and the push's own columns.
+pub struct Finished<'a> {
+    pub state: UnitState,
+    pub reason: Option<&'a str>,
+    pub readback: Option<&'a str>,
+    pub kind: EventKind<'a>,
+    pub recorded_ms: u64,
+}
+
+/// A push summary's counters of results, borrowed from the summary: each push keeps its
+/// own summary type (and its JSON) while the counting is done in one place.
+pub struct Counts<'a> {
+    pub done: &'a mut usize,
+    pub pending: &'a mut usize,
+    pub failed: &'a mut usize,
+}
+
+impl Counts<'_> {
+    /// Counts one result; `started` (a unit cut short) is still pending.
+    pub fn count(self, state: UnitState) {
+        match state {
+            UnitState::Done => *self.done += 1,
+            UnitState::Pending | UnitState::Started => *self.pending += 1,
+            UnitState::Failed => *self.failed += 1,
+        }
+    }
+}
+
+impl Store {
+    /// Records a push's result for `unit`, committed, and counts it. The caller reports
+    /// the result only after this returns, so whatever it reports is on disk. One
+    /// function for `push pause-off` and `push show`, so both record a result alike.
+    pub fn record_result(
+        &self,
+        run_id: i64,
+        unit: &UnitRow,
+        f: Finished<'_>,
+        counts: Counts<'_>,
+    ) -> Result<(), StoreError> {
+        self.record(&Event {
+            reason: f.reason,
+            readback: f.readback,
+            ..Event::new(
+                run_id,
+                &unit.unit_id,
+                unit.site.as_deref(),
+                f.state,
+                f.kind,
+                f.recorded_ms,
+            )
+        })?;
+        counts.count(f.state);
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

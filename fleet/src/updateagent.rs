@@ -348,40 +348,44 @@ fn free_bytes(o: &UpdateOpts) -> Result<u64, String> {
     s.free_bytes().map_err(|e| e.to_string())
 }
 
-/// `update put HASH SIZE OFFSET LEN`: stdin carries bytes OFFSET..OFFSET+LEN of the
-/// bundle. Whatever arrives is kept (synced) for a resume.
-pub fn put(
-    o: &UpdateOpts,
-    hash: &Hash,
+/// One `update put`: which bundle, its size, and the slice this call carries.
+struct PutArgs<'a> {
+    o: &'a UpdateOpts,
+    hash: &'a Hash,
     size: u64,
     offset: u64,
     len: u64,
-    input: &mut dyn Read,
-) -> (UpdatePutReport, bool) {
-    let mut r = UpdatePutReport {
-        unit: o.unit_id.clone(),
-        hash: hash.to_string(),
-        size,
-        ..Default::default()
-    };
-    for e in crate::showagent::be_idle() {
-        r.errors
-            .push(format!("could not lower this transfer's priority: {e}"));
-    }
-    let prio_errors = r.errors.len();
-    let res = (|| -> Result<(), String> {
+}
+
+impl PutArgs<'_> {
+    /// The resumable write, step by step; `r` gets what the unit then holds.
+    fn write(&self, input: &mut dyn Read, r: &mut UpdatePutReport) -> Result<(), String> {
+        let o = self.o;
         // Only on the data partition (its marker), never on the root's tmpfs.
         let free = free_bytes(o)?;
-        let done = o.bundle(hash);
+        let done = o.bundle(self.hash);
         if done.is_file() {
-            r.have = size;
+            r.have = self.size;
             r.stored = true;
             return Ok(());
         }
         let staging = o.staging();
-        fs::create_dir_all(&staging).map_err(|e| format!("{}: {e}", staging.display()))?;
+        let (mut f, part) = self.open_part(&staging)?;
+        let have = self.check_resume(&f, &part, free, r)?;
+        self.append(input, &mut f, &part, have, r)?;
+        if r.have < self.size {
+            return Ok(());
+        }
+        self.store_whole(&part, &staging, &done, r)
+    }
+
+    /// The bundle's `.part` file in `staging`, opened to append and locked: one writer
+    /// per bundle.
+    fn open_part(&self, staging: &Path) -> Result<(File, PathBuf), String> {
+        let hash = self.hash;
+        fs::create_dir_all(staging).map_err(|e| format!("{}: {e}", staging.display()))?;
         let part = staging.join(format!("{hash}.part"));
-        let mut f = OpenOptions::new()
+        let f = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&part)
@@ -392,13 +396,26 @@ pub fn put(
                 "another transfer of bundle {hash} is writing on this unit: wait for it, then send from where it stopped"
             ));
         }
+        Ok((f, part))
+    }
+
+    /// What the `.part` holds, which must be where this slice starts, and room for the
+    /// rest of the bundle; a `.part` larger than the bundle is dropped.
+    fn check_resume(
+        &self,
+        f: &File,
+        part: &Path,
+        free: u64,
+        r: &mut UpdatePutReport,
+    ) -> Result<u64, String> {
+        let (hash, size, offset) = (self.hash, self.size, self.offset);
         let have = f
             .metadata()
             .map_err(|e| format!("{}: {e}", part.display()))?
             .len();
         r.have = have;
         if have > size {
-            let _ = fs::remove_file(&part);
+            let _ = fs::remove_file(part);
             r.have = 0;
             return Err(format!(
                 "the unit held {have} bytes of {hash}, more than its size {size}: dropped; send it again from 0"
@@ -415,9 +432,23 @@ pub fn put(
                 size - have
             ));
         }
+        Ok(have)
+    }
+
+    /// Appends the slice from `input` at the rate cap. Whatever arrived is synced and
+    /// kept for a resume, also when the transfer broke off.
+    fn append(
+        &self,
+        input: &mut dyn Read,
+        f: &mut File,
+        part: &Path,
+        have: u64,
+        r: &mut UpdatePutReport,
+    ) -> Result<(), String> {
+        let (size, len) = (self.size, self.len);
         let mut buf = vec![0u8; 1 << 20];
         let mut left = len;
-        let mut pacer = Pacer::new(o.rate_bytes_per_s);
+        let mut pacer = Pacer::new(self.o.rate_bytes_per_s);
         let mut err = None;
         while left > 0 {
             let want = left.min(buf.len() as u64) as usize;
@@ -451,27 +482,66 @@ pub fn put(
                 r.received, r.have
             ));
         }
-        if r.have < size {
-            return Ok(());
-        }
-        let got = hash_paced(&part, o.rate_bytes_per_s)?;
+        Ok(())
+    }
+
+    /// The whole `.part`, hashed: moved to `done` when it is the bundle, else dropped.
+    fn store_whole(
+        &self,
+        part: &Path,
+        staging: &Path,
+        done: &Path,
+        r: &mut UpdatePutReport,
+    ) -> Result<(), String> {
+        let (o, hash) = (self.o, self.hash);
+        let got = hash_paced(part, o.rate_bytes_per_s)?;
         if got != *hash {
-            let _ = fs::remove_file(&part);
-            let _ = fsync_dir(&staging);
+            let _ = fs::remove_file(part);
+            let _ = fsync_dir(staging);
             r.have = 0;
             return Err(format!(
                 "the bundle's sha256 is {got}, not {hash}: it was corrupted on the way and is dropped; send it again"
             ));
         }
-        fs::rename(&part, &done).map_err(|e| format!("{}: {e}", done.display()))?;
+        fs::rename(part, done).map_err(|e| format!("{}: {e}", done.display()))?;
         fsync_dir(&o.dir())?;
-        fsync_dir(&staging)?;
+        fsync_dir(staging)?;
         r.stored = true;
         // One bundle at a time: older ones and other transfers go.
         remove_others(o, hash);
         Ok(())
-    })();
-    if let Err(e) = res {
+    }
+}
+
+/// `update put HASH SIZE OFFSET LEN`: stdin carries bytes OFFSET..OFFSET+LEN of the
+/// bundle. Whatever arrives is kept (synced) for a resume.
+pub fn put(
+    o: &UpdateOpts,
+    hash: &Hash,
+    size: u64,
+    offset: u64,
+    len: u64,
+    input: &mut dyn Read,
+) -> (UpdatePutReport, bool) {
+    let mut r = UpdatePutReport {
+        unit: o.unit_id.clone(),
+        hash: hash.to_string(),
+        size,
+        ..Default::default()
+    };
+    for e in crate::showagent::be_idle() {
+        r.errors
+            .push(format!("could not lower this transfer's priority: {e}"));
+    }
+    let prio_errors = r.errors.len();
+    let args = PutArgs {
+        o,
+        hash,
+        size,
+        offset,
+        len,
+    };
+    if let Err(e) = args.write(input, &mut r) {
         r.errors.push(e);
     }
     let ok = r.errors.len() == prio_errors;

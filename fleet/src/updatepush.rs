@@ -11,14 +11,14 @@
 use crate::agent::now_ms;
 use crate::config::{FleetConfig, SshConfig};
 use crate::gate::UnitState;
-use crate::showpush::{answer, human_bytes, remote, slice};
+use crate::showpush::{Bars, PLAIN_STEP, answer, human_bytes, remote, slice};
 use crate::ssh;
-use crate::store::{Store, StoreError, UnitRow, UpdateEvent};
+use crate::store::{Counts, Store, StoreError, UnitRow, UpdateEvent};
 use pfx_api::update::{
     BundleInfo, InstallReport, SwitchMode, SwitchReport, UpdatePutReport, UpdateStatus,
 };
-use std::collections::BTreeMap;
 use std::io::Read;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
@@ -52,25 +52,13 @@ pub fn find_on_path(prog: &str) -> Option<PathBuf> {
     })
 }
 
-/// Reads the bundle: its sha256 and size from the file itself; its version and
-/// compatible from `rauc info` when `rauc` is installed here (verified with `keyring`
-/// when given, else `--no-verify`: the unit verifies it in any case), else from the
-/// sidecar `BUNDLE.json` that `pfx-image bundle` writes. When both are there they must
-/// agree, and a sidecar's sha256 and size must be the file's.
-pub fn read_bundle(
+/// The bundle's sidecar, the first of [`sidecar_paths`] there is, when its sha256 and
+/// size are the bundle's (`sha`, `size`); None when there is none.
+fn read_sidecar(
     path: &Path,
-    keyring: Option<&Path>,
-    rauc: Option<&Path>,
-) -> Result<LocalBundle, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if !meta.is_file() {
-        return Err(format!("{}: not a file", path.display()));
-    }
-    let sha = pfx_store::hash_file(path)
-        .map_err(|e| e.to_string())?
-        .to_string();
-    let size = meta.len();
-    let mut side: Option<(PathBuf, BundleInfo)> = None;
+    sha: &str,
+    size: u64,
+) -> Result<Option<(PathBuf, BundleInfo)>, String> {
     for p in sidecar_paths(path) {
         match std::fs::read(&p) {
             Ok(b) => {
@@ -89,69 +77,108 @@ pub fn read_bundle(
                         path.display()
                     ));
                 }
-                side = Some((p, i));
-                break;
+                return Ok(Some((p, i)));
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(format!("{}: {e}", p.display())),
         }
     }
-    let from_rauc = match rauc {
-        Some(r) => {
-            let b = path.display().to_string();
-            let kr = keyring.map(|k| format!("--keyring={}", k.display()));
-            let mut args: Vec<&str> = Vec::new();
-            if let Some(k) = &kr {
-                args.push(k);
-            }
-            args.push("info");
-            if kr.is_none() {
-                args.push("--no-verify");
-            }
-            args.extend(["--output-format=json", &b]);
-            let ran = crate::rauc::run(r, &args, Duration::from_secs(120))?;
-            if ran.ok {
-                Some(crate::rauc::parse_info(&ran.stdout)?)
-            } else if side.is_some() {
-                eprintln!(
-                    "pfx-fleet: warning: rauc info {}: {}; using the sidecar",
-                    path.display(),
-                    ran.why()
-                );
-                None
-            } else {
-                return Err(format!("rauc info {}: {}", path.display(), ran.why()));
-            }
-        }
-        None => None,
+    Ok(None)
+}
+
+/// What `rauc info` reads of the bundle, when `rauc` is given; a failure of rauc is only
+/// a warning when there is a sidecar to fall back on (`have_sidecar`).
+fn read_rauc_info(
+    path: &Path,
+    keyring: Option<&Path>,
+    rauc: Option<&Path>,
+    have_sidecar: bool,
+) -> Result<Option<crate::rauc::Info>, String> {
+    let Some(r) = rauc else {
+        return Ok(None);
     };
+    let b = path.display().to_string();
+    let kr = keyring.map(|k| format!("--keyring={}", k.display()));
+    let mut args: Vec<&str> = Vec::new();
+    if let Some(k) = &kr {
+        args.push(k);
+    }
+    args.push("info");
+    if kr.is_none() {
+        args.push("--no-verify");
+    }
+    args.extend(["--output-format=json", &b]);
+    let ran = crate::rauc::run(r, &args, Duration::from_secs(120))?;
+    if ran.ok {
+        Ok(Some(crate::rauc::parse_info(&ran.stdout)?))
+    } else if have_sidecar {
+        eprintln!(
+            "pfx-fleet: warning: rauc info {}: {}; using the sidecar",
+            path.display(),
+            ran.why()
+        );
+        Ok(None)
+    } else {
+        Err(format!("rauc info {}: {}", path.display(), ran.why()))
+    }
+}
+
+/// The bundle as `rauc info` reads it, checked against the sidecar when there is one.
+fn bundle_from_rauc(
+    path: &Path,
+    i: crate::rauc::Info,
+    side: Option<(PathBuf, BundleInfo)>,
+    sha: String,
+    size: u64,
+) -> Result<LocalBundle, String> {
+    let version = i
+        .version
+        .ok_or_else(|| format!("{}: the bundle's manifest has no version", path.display()))?;
+    if let Some((p, s)) = &side
+        && (s.version != version || s.compatible != i.compatible)
+    {
+        return Err(format!(
+            "{} says {} for {}, but rauc info reads {version} for {}: the sidecar belongs to another build",
+            p.display(),
+            s.version,
+            s.compatible,
+            i.compatible
+        ));
+    }
+    Ok(LocalBundle {
+        path: path.to_path_buf(),
+        info: BundleInfo {
+            version,
+            compatible: i.compatible,
+            sha256: sha,
+            size,
+        },
+        source: "rauc info".into(),
+    })
+}
+
+/// Reads the bundle: its sha256 and size from the file itself; its version and
+/// compatible from `rauc info` when `rauc` is installed here (verified with `keyring`
+/// when given, else `--no-verify`: the unit verifies it in any case), else from the
+/// sidecar `BUNDLE.json` that `pfx-image bundle` writes. When both are there they must
+/// agree, and a sidecar's sha256 and size must be the file's.
+pub fn read_bundle(
+    path: &Path,
+    keyring: Option<&Path>,
+    rauc: Option<&Path>,
+) -> Result<LocalBundle, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{}: not a file", path.display()));
+    }
+    let sha = pfx_store::hash_file(path)
+        .map_err(|e| e.to_string())?
+        .to_string();
+    let size = meta.len();
+    let side = read_sidecar(path, &sha, size)?;
+    let from_rauc = read_rauc_info(path, keyring, rauc, side.is_some())?;
     match (from_rauc, side) {
-        (Some(i), side) => {
-            let version = i.version.ok_or_else(|| {
-                format!("{}: the bundle's manifest has no version", path.display())
-            })?;
-            if let Some((p, s)) = &side
-                && (s.version != version || s.compatible != i.compatible)
-            {
-                return Err(format!(
-                    "{} says {} for {}, but rauc info reads {version} for {}: the sidecar belongs to another build",
-                    p.display(),
-                    s.version,
-                    s.compatible,
-                    i.compatible
-                ));
-            }
-            Ok(LocalBundle {
-                path: path.to_path_buf(),
-                info: BundleInfo {
-                    version,
-                    compatible: i.compatible,
-                    sha256: sha,
-                    size,
-                },
-                source: "rauc info".into(),
-            })
-        }
+        (Some(i), side) => bundle_from_rauc(path, i, side, sha, size),
         (None, Some((p, info))) => Ok(LocalBundle {
             path: path.to_path_buf(),
             info,
@@ -501,157 +528,189 @@ fn read_status(
     Ok((st, text))
 }
 
-/// Updates one unit. Pure of the database: the caller records the outcome.
-fn update_unit(job: &Job, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome {
-    let b = &job.bundle.info;
-    let t = job.ssh.command_timeout_s;
-    // 1. What does it run, and what does it hold?
-    let (st, text) = match read_status(job, u, true) {
-        Ok(x) => x,
-        Err((state, why)) => return fail("status", state, why),
-    };
-    if let Some(c) = &st.compatible
-        && *c != b.compatible
-    {
-        return fail(
-            "status",
-            UnitState::Failed,
-            format!(
-                "the bundle is for {}, this unit is {c}: nothing sent",
-                b.compatible
-            ),
-        );
-    }
-    if judge(&st, &b.version, None) == Phase::Committed {
-        return UnitOutcome {
-            state: Some(UnitState::Done),
-            phase: "committed".into(),
-            reason: Some(format!(
-                "already runs {} on slot {}, committed and healthy",
-                b.version,
-                st.booted.as_deref().unwrap_or("?")
-            )),
-            software: st.booted_version.clone(),
-            readback: Some(text),
-            ..Default::default()
-        };
-    }
-    let old = st.booted.clone();
-    let mut out = UnitOutcome {
-        software: st.booted_version.clone(),
-        ..Default::default()
-    };
-    let installed_here = st.installed_bundle.as_deref() == Some(b.sha256.as_str())
+/// Whether the bundle is installed in the other slot already (nothing to send or
+/// install: only the switch is left).
+fn installed_here(st: &UpdateStatus, b: &BundleInfo) -> bool {
+    st.installed_bundle.as_deref() == Some(b.sha256.as_str())
         && st.slots.iter().any(|s| {
             s.bootname.is_some()
                 && s.bootname != st.booted
                 && s.version.as_deref() == Some(b.version.as_str())
-        });
-    // 2. Send what it lacks.
-    if !installed_here && st.ready.as_deref() != Some(b.sha256.as_str()) {
+        })
+}
+
+/// Reports a chunk's progress while it goes: what `sent` gained, every 100 ms and once
+/// more when `done` is set.
+fn watch_progress(
+    sent: Arc<AtomicU64>,
+    done: Arc<AtomicBool>,
+    tx: mpsc::Sender<Msg>,
+    unit: String,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut last = 0;
+        loop {
+            let fin = done.load(Ordering::Relaxed);
+            let now = sent.load(Ordering::Relaxed);
+            if now > last {
+                let _ = tx.send(Msg::Progress(unit.clone(), now - last));
+                last = now;
+            }
+            if fin {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    })
+}
+
+/// One unit's update as it goes. Each step either goes on or breaks with the unit's
+/// outcome (`ControlFlow::Break`): where it stopped and why.
+struct UnitUpdate<'a> {
+    job: &'a Job,
+    u: &'a UnitRow,
+    tx: &'a mpsc::Sender<Msg>,
+}
+
+impl UnitUpdate<'_> {
+    /// Step 1: what does it run, and what does it hold? Ends here when the bundle is
+    /// not for this unit, or the unit already runs it committed.
+    fn check_status(&self) -> ControlFlow<UnitOutcome, UpdateStatus> {
+        let b = &self.job.bundle.info;
+        let (st, text) = match read_status(self.job, self.u, true) {
+            Ok(x) => x,
+            Err((state, why)) => return ControlFlow::Break(fail("status", state, why)),
+        };
+        if let Some(c) = &st.compatible
+            && *c != b.compatible
+        {
+            return ControlFlow::Break(fail(
+                "status",
+                UnitState::Failed,
+                format!(
+                    "the bundle is for {}, this unit is {c}: nothing sent",
+                    b.compatible
+                ),
+            ));
+        }
+        if judge(&st, &b.version, None) == Phase::Committed {
+            return ControlFlow::Break(UnitOutcome {
+                state: Some(UnitState::Done),
+                phase: "committed".into(),
+                reason: Some(format!(
+                    "already runs {} on slot {}, committed and healthy",
+                    b.version,
+                    st.booted.as_deref().unwrap_or("?")
+                )),
+                software: st.booted_version.clone(),
+                readback: Some(text),
+                ..Default::default()
+            });
+        }
+        ControlFlow::Continue(st)
+    }
+
+    /// Step 2: sends what the unit lacks, chunk by chunk from what it has staged.
+    fn send(&self, st: &UpdateStatus, out: &mut UnitOutcome) -> ControlFlow<UnitOutcome> {
+        let b = &self.job.bundle.info;
         let mut offset = st
             .staged
             .iter()
             .find(|s| s.hash == b.sha256)
             .map(|s| s.have.min(b.size))
             .unwrap_or(0);
-        let _ = tx.send(Msg::Planned(u.unit_id.clone(), b.size - offset));
+        let _ = self
+            .tx
+            .send(Msg::Planned(self.u.unit_id.clone(), b.size - offset));
         loop {
-            let len = job.o.chunk.min(b.size - offset);
-            let mut input = match slice(&job.bundle.path, offset, len) {
-                Ok(r) => r,
-                Err(e) => {
-                    return fail(
-                        "transfer",
-                        UnitState::Failed,
-                        format!("{}: {e}", job.bundle.path.display()),
-                    );
-                }
-            };
-            let sent = Arc::new(AtomicU64::new(0));
-            let done = Arc::new(AtomicBool::new(false));
-            let watcher = {
-                let (sent, done, tx, unit) = (
-                    Arc::clone(&sent),
-                    Arc::clone(&done),
-                    tx.clone(),
-                    u.unit_id.clone(),
-                );
-                std::thread::spawn(move || {
-                    let mut last = 0;
-                    loop {
-                        let fin = done.load(Ordering::Relaxed);
-                        let now = sent.load(Ordering::Relaxed);
-                        if now > last {
-                            let _ = tx.send(Msg::Progress(unit.clone(), now - last));
-                            last = now;
-                        }
-                        if fin {
-                            break;
-                        }
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                })
-            };
-            let verb = format!("update put {} {} {offset} {len}", b.sha256, b.size);
-            let raw = go(
-                job,
-                u,
-                &verb,
-                Some((&mut input, &sent)),
-                Duration::from_secs(t + len / (64 * 1024)),
-                true,
-            );
-            done.store(true, Ordering::Relaxed);
-            let _ = watcher.join();
-            out.bytes_sent += sent.load(Ordering::Relaxed);
-            let rep: UpdatePutReport = match answer(&raw, &u.unit_id, "update put", t) {
-                Ok(r) => r,
-                Err((state, why)) => {
-                    return UnitOutcome {
-                        reason: Some(format!(
-                            "{why} (sending the bundle at {offset} of {}); run the push again to resume",
-                            b.size
-                        )),
-                        ..fail("transfer", state, String::new()).with(&out)
-                    };
-                }
-            };
+            let len = self.job.o.chunk.min(b.size - offset);
+            let rep = self.put_chunk(offset, len, out)?;
             let errs: Vec<&String> = rep
                 .errors
                 .iter()
                 .filter(|e| !e.starts_with("could not lower"))
                 .collect();
             if !errs.is_empty() {
-                return UnitOutcome {
-                    reason: Some(format!(
-                        "update put: {}; run the push again to resume",
-                        errs.iter()
-                            .map(|e| e.as_str())
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    )),
-                    ..fail("transfer", UnitState::Failed, String::new()).with(&out)
-                };
+                let why = format!(
+                    "update put: {}; run the push again to resume",
+                    errs.iter()
+                        .map(|e| e.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                );
+                return ControlFlow::Break(fail("transfer", UnitState::Failed, why).with(out));
             }
             if rep.stored {
-                break;
+                return ControlFlow::Continue(());
             }
             if rep.have != offset + len || rep.have >= b.size {
-                return UnitOutcome {
-                    reason: Some(format!(
-                        "update put: the unit holds {} bytes, expected {}; run the push again",
-                        rep.have,
-                        offset + len
-                    )),
-                    ..fail("transfer", UnitState::Failed, String::new()).with(&out)
-                };
+                let why = format!(
+                    "update put: the unit holds {} bytes, expected {}; run the push again",
+                    rep.have,
+                    offset + len
+                );
+                return ControlFlow::Break(fail("transfer", UnitState::Failed, why).with(out));
             }
             offset = rep.have;
         }
     }
-    // 3. Install into the other slot (RAUC checks it first).
-    if !installed_here {
+
+    /// One `update put` of `len` bytes at `offset`, its progress reported while it goes;
+    /// what it sent is added to `out` whatever the answer.
+    fn put_chunk(
+        &self,
+        offset: u64,
+        len: u64,
+        out: &mut UnitOutcome,
+    ) -> ControlFlow<UnitOutcome, UpdatePutReport> {
+        let (job, u) = (self.job, self.u);
+        let (b, t) = (&job.bundle.info, job.ssh.command_timeout_s);
+        let mut input = match slice(&job.bundle.path, offset, len) {
+            Ok(r) => r,
+            Err(e) => {
+                return ControlFlow::Break(fail(
+                    "transfer",
+                    UnitState::Failed,
+                    format!("{}: {e}", job.bundle.path.display()),
+                ));
+            }
+        };
+        let sent = Arc::new(AtomicU64::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let watcher = watch_progress(
+            Arc::clone(&sent),
+            Arc::clone(&done),
+            self.tx.clone(),
+            u.unit_id.clone(),
+        );
+        let verb = format!("update put {} {} {offset} {len}", b.sha256, b.size);
+        let raw = go(
+            job,
+            u,
+            &verb,
+            Some((&mut input, &sent)),
+            Duration::from_secs(t + len / (64 * 1024)),
+            true,
+        );
+        done.store(true, Ordering::Relaxed);
+        let _ = watcher.join();
+        out.bytes_sent += sent.load(Ordering::Relaxed);
+        match answer(&raw, &u.unit_id, "update put", t) {
+            Ok(r) => ControlFlow::Continue(r),
+            Err((state, why)) => {
+                let why = format!(
+                    "{why} (sending the bundle at {offset} of {}); run the push again to resume",
+                    b.size
+                );
+                ControlFlow::Break(fail("transfer", state, why).with(out))
+            }
+        }
+    }
+
+    /// Step 3: installs into the other slot (RAUC checks it first).
+    fn install(&self, out: &UnitOutcome) -> ControlFlow<UnitOutcome> {
+        let (job, u) = (self.job, self.u);
+        let (b, t) = (&job.bundle.info, job.ssh.command_timeout_s);
         let verb = format!(
             "update install {}{}",
             b.sha256,
@@ -661,122 +720,154 @@ fn update_unit(job: &Job, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome {
         let rep: InstallReport = match answer(&raw, &u.unit_id, "update install", t) {
             Ok(r) => r,
             Err((state, why)) => {
-                return UnitOutcome {
-                    reason: Some(format!(
-                        "{why}; run the push again (an install is checked again from its start)"
-                    )),
-                    ..fail("install", state, String::new()).with(&out)
-                };
+                let why = format!(
+                    "{why}; run the push again (an install is checked again from its start)"
+                );
+                return ControlFlow::Break(fail("install", state, why).with(out));
             }
         };
         if !rep.installed {
-            return UnitOutcome {
-                reason: Some(format!("update install: {}", rep.message)),
-                ..fail("install", UnitState::Failed, String::new()).with(&out)
-            };
+            let why = format!("update install: {}", rep.message);
+            return ControlFlow::Break(fail("install", UnitState::Failed, why).with(out));
         }
+        ControlFlow::Continue(())
     }
-    // 4. Switch, unless another unit has stopped the run meanwhile.
-    if job.o.stop.load(Ordering::SeqCst) {
-        let why = job
-            .o
-            .stop_why
-            .lock()
-            .ok()
-            .and_then(|w| w.clone())
-            .unwrap_or_default();
-        return UnitOutcome {
-            reason: Some(format!(
+
+    /// Step 4: switches, unless another unit has stopped the run meanwhile; goes on with
+    /// the time of the switch on the operator's clock.
+    fn switch(&self, out: &mut UnitOutcome) -> ControlFlow<UnitOutcome, u64> {
+        let (job, u) = (self.job, self.u);
+        let t = job.ssh.command_timeout_s;
+        if job.o.stop.load(Ordering::SeqCst) {
+            let why = job
+                .o
+                .stop_why
+                .lock()
+                .ok()
+                .and_then(|w| w.clone())
+                .unwrap_or_default();
+            let why = format!(
                 "installed, not switched: the run stopped ({why}); run the push again once that is understood"
-            )),
-            ..fail("stopped", UnitState::Pending, String::new()).with(&out)
-        };
-    }
-    let raw = go(
-        job,
-        u,
-        &job.o.switch.verb(),
-        None,
-        Duration::from_secs(t + 60),
-        true,
-    );
-    let sw: SwitchReport = match answer(&raw, &u.unit_id, "update switch", t) {
-        Ok(r) => r,
-        // The reboot can take the answer with it: the read-backs below decide.
-        Err((_, why)) if job.o.switch == Switch::Now && raw.exit == Some(255) => SwitchReport {
-            mode: SwitchMode::Now,
-            rebooting: true,
-            message: format!("no answer to the switch ({why}): reading back"),
-            read_at_unix_ms: now_ms(),
-            at_unix_ms: Some(now_ms()),
-            unit: u.unit_id.clone(),
-            ..Default::default()
-        },
-        Err((state, why)) => {
-            return UnitOutcome {
-                reason: Some(why),
-                ..fail("switch", state, String::new()).with(&out)
-            };
+            );
+            return ControlFlow::Break(fail("stopped", UnitState::Pending, why).with(out));
         }
-    };
-    if !sw.errors.is_empty() || !(sw.rebooting || sw.scheduled) {
-        return UnitOutcome {
-            reason: Some(format!("update switch: {}", sw.message)),
-            ..fail("switch", UnitState::Failed, String::new()).with(&out)
-        };
-    }
-    // The unit's time of the switch on the operator's clock (unit clocks may be off).
-    let at = operator_time(
-        sw.at_unix_ms.unwrap_or(sw.read_at_unix_ms),
-        sw.read_at_unix_ms,
-        now_ms(),
-    );
-    out.switch_at_ms = Some(at);
-    let _ = tx.send(Msg::Switching(u.unit_id.clone(), at, sw.message.clone()));
-    // 5. Read back until it commits, rolls back, or the time is up.
-    let deadline =
-        Instant::now() + Duration::from_millis(at.saturating_sub(now_ms())) + job.o.timeout;
-    let mut last: String;
-    loop {
-        std::thread::sleep(job.o.poll);
-        // A fresh connection each time: the shared one does not survive a reboot.
-        match read_status(job, u, false) {
-            Ok((st, text)) => {
-                out.software = st.booted_version.clone().or(out.software.take());
-                out.readback = Some(text);
-                match judge(&st, &b.version, old.as_deref()) {
-                    Phase::Committed => {
-                        out.state = Some(UnitState::Done);
-                        out.phase = "committed".into();
-                        out.reason = Some(format!(
-                            "runs {} on slot {}, marked good and healthy",
-                            b.version,
-                            st.booted.as_deref().unwrap_or("?")
-                        ));
-                        return out;
-                    }
-                    Phase::RolledBack(why) => {
-                        out.state = Some(UnitState::Failed);
-                        out.phase = "rolled_back".into();
-                        out.reason = Some(why);
-                        out.stops = true;
-                        return out;
-                    }
-                    Phase::Waiting(w) => last = w,
-                }
+        let raw = go(
+            job,
+            u,
+            &job.o.switch.verb(),
+            None,
+            Duration::from_secs(t + 60),
+            true,
+        );
+        let sw: SwitchReport = match answer(&raw, &u.unit_id, "update switch", t) {
+            Ok(r) => r,
+            // The reboot can take the answer with it: the read-backs below decide.
+            Err((_, why)) if job.o.switch == Switch::Now && raw.exit == Some(255) => SwitchReport {
+                mode: SwitchMode::Now,
+                rebooting: true,
+                message: format!("no answer to the switch ({why}): reading back"),
+                read_at_unix_ms: now_ms(),
+                at_unix_ms: Some(now_ms()),
+                unit: u.unit_id.clone(),
+                ..Default::default()
+            },
+            Err((state, why)) => {
+                return ControlFlow::Break(fail("switch", state, why).with(out));
             }
-            Err((_, why)) => last = format!("not answering ({why})"),
+        };
+        if !sw.errors.is_empty() || !(sw.rebooting || sw.scheduled) {
+            let why = format!("update switch: {}", sw.message);
+            return ControlFlow::Break(fail("switch", UnitState::Failed, why).with(out));
         }
-        if Instant::now() >= deadline {
-            out.state = Some(UnitState::Failed);
-            out.phase = "timeout".into();
-            out.reason = Some(format!(
-                "did not come back committed within {} s of its switch: {last}",
-                job.o.timeout.as_secs()
-            ));
-            out.stops = true;
-            return out;
+        // The unit's time of the switch on the operator's clock (unit clocks may be off).
+        let at = operator_time(
+            sw.at_unix_ms.unwrap_or(sw.read_at_unix_ms),
+            sw.read_at_unix_ms,
+            now_ms(),
+        );
+        out.switch_at_ms = Some(at);
+        let _ = self
+            .tx
+            .send(Msg::Switching(u.unit_id.clone(), at, sw.message.clone()));
+        ControlFlow::Continue(at)
+    }
+
+    /// Step 5: reads back until the unit commits, rolls back (from `old`, the slot it
+    /// booted before), or the time after the switch at `at` is up.
+    fn read_back(&self, at: u64, old: Option<&str>, mut out: UnitOutcome) -> UnitOutcome {
+        let (job, u) = (self.job, self.u);
+        let b = &job.bundle.info;
+        let deadline =
+            Instant::now() + Duration::from_millis(at.saturating_sub(now_ms())) + job.o.timeout;
+        let mut last: String;
+        loop {
+            std::thread::sleep(job.o.poll);
+            // A fresh connection each time: the shared one does not survive a reboot.
+            match read_status(job, u, false) {
+                Ok((st, text)) => {
+                    out.software = st.booted_version.clone().or(out.software.take());
+                    out.readback = Some(text);
+                    match judge(&st, &b.version, old) {
+                        Phase::Committed => {
+                            out.state = Some(UnitState::Done);
+                            out.phase = "committed".into();
+                            out.reason = Some(format!(
+                                "runs {} on slot {}, marked good and healthy",
+                                b.version,
+                                st.booted.as_deref().unwrap_or("?")
+                            ));
+                            return out;
+                        }
+                        Phase::RolledBack(why) => {
+                            out.state = Some(UnitState::Failed);
+                            out.phase = "rolled_back".into();
+                            out.reason = Some(why);
+                            out.stops = true;
+                            return out;
+                        }
+                        Phase::Waiting(w) => last = w,
+                    }
+                }
+                Err((_, why)) => last = format!("not answering ({why})"),
+            }
+            if Instant::now() >= deadline {
+                out.state = Some(UnitState::Failed);
+                out.phase = "timeout".into();
+                out.reason = Some(format!(
+                    "did not come back committed within {} s of its switch: {last}",
+                    job.o.timeout.as_secs()
+                ));
+                out.stops = true;
+                return out;
+            }
         }
+    }
+
+    /// The steps in order: status, send, install, switch, read back.
+    fn steps(&self) -> ControlFlow<UnitOutcome, UnitOutcome> {
+        let b = &self.job.bundle.info;
+        let st = self.check_status()?;
+        let old = st.booted.clone();
+        let mut out = UnitOutcome {
+            software: st.booted_version.clone(),
+            ..Default::default()
+        };
+        let installed_here = installed_here(&st, b);
+        if !installed_here && st.ready.as_deref() != Some(b.sha256.as_str()) {
+            self.send(&st, &mut out)?;
+        }
+        if !installed_here {
+            self.install(&out)?;
+        }
+        let at = self.switch(&mut out)?;
+        ControlFlow::Continue(self.read_back(at, old.as_deref(), out))
+    }
+}
+
+/// Updates one unit. Pure of the database: the caller records the outcome.
+fn update_unit(job: &Job, u: &UnitRow, tx: &mpsc::Sender<Msg>) -> UnitOutcome {
+    match (UnitUpdate { job, u, tx }).steps() {
+        ControlFlow::Break(out) | ControlFlow::Continue(out) => out,
     }
 }
 
@@ -796,6 +887,266 @@ impl UnitOutcome {
 fn event(o: &UpdatePushOpts, v: serde_json::Value) {
     if o.json {
         println!("{v}");
+    }
+}
+
+/// What every worker of the run shares: the operator's settings and the run's stop.
+fn update_ctx(o: &UpdatePushOpts) -> Arc<UpdateCtx> {
+    Arc::new(UpdateCtx {
+        chunk: o.chunk_bytes,
+        switch: o.switch,
+        timeout: o.timeout,
+        force: o.force,
+        poll: o.poll,
+        stop: Arc::new(AtomicBool::new(false)),
+        stop_why: Mutex::new(None),
+    })
+}
+
+/// The pool for one wave: one [`update_unit`] per unit, each reporting to `tx`. A unit
+/// that stops the run says why (the first one's reason is kept) and sets the stop, so no
+/// new unit starts.
+fn spawn_wave(
+    cfg: &FleetConfig,
+    jobs: Vec<UnitRow>,
+    o: &UpdatePushOpts,
+    reuse: Option<Arc<ssh::ControlDir>>,
+    ctx: &Arc<UpdateCtx>,
+    bundle: &Arc<LocalBundle>,
+    tx: mpsc::Sender<Msg>,
+) -> crate::pool::Workers {
+    let (ssh_cfg, agents, bnd, c) = (
+        cfg.ssh.clone(),
+        cfg.agent_commands(),
+        Arc::clone(bundle),
+        Arc::clone(ctx),
+    );
+    crate::pool::spawn(
+        jobs,
+        o.parallel,
+        reuse,
+        Some(Arc::clone(&ctx.stop)),
+        move |_slot, u: UnitRow, socket| {
+            if tx.send(Msg::Started(u.clone())).is_err() {
+                return false;
+            }
+            let job = Job {
+                ssh: ssh_cfg.clone(),
+                socket,
+                prefix: agents.prefix(&u.unit_id).to_string(),
+                bundle: Arc::clone(&bnd),
+                o: Arc::clone(&c),
+            };
+            let out = update_unit(&job, &u, &tx);
+            if out.stops {
+                if let Ok(mut w) = c.stop_why.lock() {
+                    w.get_or_insert_with(|| {
+                        format!("{}: {}", u.unit_id, out.reason.clone().unwrap_or_default())
+                    });
+                }
+                c.stop.store(true, Ordering::SeqCst);
+            }
+            tx.send(Msg::Finished(u, out)).is_ok()
+        },
+    )
+}
+
+/// The main thread's side of the run: records every message as it arrives (the only
+/// writer of the database), draws the transfers, prints the `--json` events and keeps
+/// the summary.
+struct Recorder<'a> {
+    store: &'a Store,
+    run: &'a crate::push::OpenRun,
+    b: &'a BundleInfo,
+    o: &'a UpdatePushOpts,
+    bars: &'a mut Bars,
+    sum: &'a mut UpdatePushSummary,
+}
+
+impl Recorder<'_> {
+    /// The wave's units still to update: one already done with this bundle is skipped.
+    fn still_to_update(
+        &mut self,
+        units: &[UnitRow],
+        wave: usize,
+    ) -> Result<Vec<UnitRow>, StoreError> {
+        let (b, o) = (self.b, self.o);
+        let mut jobs = Vec::new();
+        for u in units {
+            match self.store.latest_update(&u.unit_id, &b.sha256)? {
+                Some(l) if l.state == UnitState::Done => {
+                    self.bars.say(format!(
+                        "skip {}: already done with this bundle ({})",
+                        u.unit_id, b.version
+                    ));
+                    event(
+                        o,
+                        serde_json::json!({"event": "skip", "unit": u.unit_id, "wave": wave}),
+                    );
+                    self.sum.skipped_done += 1;
+                }
+                _ => jobs.push(u.clone()),
+            }
+        }
+        Ok(jobs)
+    }
+
+    /// Records one wave's messages until its workers are done; whether every unit of it
+    /// is done.
+    fn record_wave(&mut self, wave: usize, rx: mpsc::Receiver<Msg>) -> Result<bool, StoreError> {
+        let mut wave_ok = true;
+        for m in rx {
+            match m {
+                Msg::Started(u) => self.store.record_update(&UpdateEvent {
+                    run_id: self.run.run_id,
+                    unit_id: &u.unit_id,
+                    site: u.site.as_deref(),
+                    state: Some(UnitState::Started),
+                    bundle_sha256: &self.b.sha256,
+                    version: Some(&self.b.version),
+                    recorded_ms: now_ms(),
+                    ..Default::default()
+                })?,
+                Msg::Planned(unit, total) => {
+                    self.bars.planned(unit.clone(), total);
+                    event(
+                        self.o,
+                        serde_json::json!({"event": "transfer", "unit": unit, "bytes": total}),
+                    );
+                }
+                Msg::Progress(unit, n) => self.progress(&unit, n),
+                Msg::Switching(unit, at, words) => self.switching(&unit, at, &words),
+                // Closing on a signal: nothing more is recorded (see OpenRun::closing).
+                Msg::Finished(..) if self.run.closing() => {}
+                Msg::Finished(u, out) => {
+                    if !self.finished(wave, u, out)? {
+                        wave_ok = false;
+                    }
+                }
+            }
+        }
+        Ok(wave_ok)
+    }
+
+    /// A line (and an event) per 16 MiB sent to a unit, and when all is sent.
+    fn progress(&mut self, unit: &str, n: u64) {
+        let Some((before, sent, total)) = self.bars.advance(unit, n) else {
+            return;
+        };
+        let crossed = sent / PLAIN_STEP > before / PLAIN_STEP || sent == total;
+        if crossed {
+            if !self.bars.draw {
+                eprintln!(
+                    "{unit}: {} of {} sent",
+                    human_bytes(sent),
+                    human_bytes(total)
+                );
+            }
+            event(
+                self.o,
+                serde_json::json!({"event": "progress", "unit": unit, "sent": sent, "total": total}),
+            );
+        }
+    }
+
+    /// The unit has its switch: when (operator's clock) and in its own words.
+    fn switching(&mut self, unit: &str, at: u64, words: &str) {
+        self.bars.finished(unit);
+        let when = if at <= now_ms() + 1500 {
+            "now".to_string()
+        } else {
+            format!(
+                "at {} UTC (in {})",
+                crate::gate::utc(at),
+                crate::gate::human_age(at - now_ms())
+            )
+        };
+        self.bars.say(format!("{unit} switches {when}: {words}"));
+        event(
+            self.o,
+            serde_json::json!({"event": "switch", "unit": unit, "at_unix_ms": at, "message": words}),
+        );
+    }
+
+    /// Records a unit's outcome, then reports it; whether the unit is done. The first
+    /// unit that stops the run is where the run stopped.
+    fn finished(&mut self, wave: usize, u: UnitRow, out: UnitOutcome) -> Result<bool, StoreError> {
+        let (b, sum) = (self.b, &mut *self.sum);
+        let state = out.state.unwrap_or(UnitState::Failed);
+        self.store.record_update(&UpdateEvent {
+            run_id: self.run.run_id,
+            unit_id: &u.unit_id,
+            site: u.site.as_deref(),
+            state: Some(state),
+            bundle_sha256: &b.sha256,
+            version: Some(&b.version),
+            phase: Some(&out.phase),
+            reason: out.reason.as_deref(),
+            readback: out.readback.as_deref(),
+            software: out.software.as_deref(),
+            bytes_sent: out.bytes_sent,
+            switch_at_ms: out.switch_at_ms,
+            recorded_ms: now_ms(),
+        })?;
+        self.bars.finished(&u.unit_id);
+        // Printed only after the commit: whatever this line reports is on disk.
+        self.bars.say(format!(
+            "recorded {} {} ({}): {} ({} sent)",
+            u.unit_id,
+            state.as_str(),
+            out.phase,
+            out.reason.as_deref().unwrap_or(""),
+            human_bytes(out.bytes_sent)
+        ));
+        event(
+            self.o,
+            serde_json::json!({"event": "recorded", "unit": u.unit_id, "wave": wave, "state": state.as_str(),
+            "phase": out.phase, "reason": out.reason, "software": out.software, "bytes_sent": out.bytes_sent}),
+        );
+        Counts {
+            done: &mut sum.done,
+            pending: &mut sum.pending,
+            failed: &mut sum.failed,
+        }
+        .count(state);
+        let done = state == UnitState::Done;
+        if !done && out.stops && sum.stopped_at.is_none() {
+            sum.stopped_at = Some(u.unit_id.clone());
+            sum.stop_reason = out.reason.clone();
+        }
+        sum.units.push(UnitResult {
+            unit: u.unit_id,
+            wave,
+            state: state.as_str().into(),
+            phase: out.phase,
+            reason: out.reason,
+            bytes_sent: out.bytes_sent,
+            switch_at_unix_ms: out.switch_at_ms,
+            software: out.software,
+        });
+        Ok(done)
+    }
+
+    /// A wave that did not complete stops the run: at its first unit not done, unless a
+    /// unit already stopped it.
+    fn stop_at_incomplete(&mut self, wave: usize) {
+        let sum = &mut *self.sum;
+        if sum.stopped_at.is_some() {
+            return;
+        }
+        let first = sum
+            .units
+            .iter()
+            .find(|r| r.wave == wave && r.state != "done");
+        sum.stopped_at = first.map(|r| r.unit.clone());
+        sum.stop_reason = first.map(|r| {
+            format!(
+                "wave {wave} is not complete ({} {}: {}); the next wave waits until every unit of this one is done",
+                r.unit,
+                r.state,
+                r.reason.as_deref().unwrap_or("")
+            )
+        });
     }
 }
 
@@ -831,59 +1182,26 @@ pub fn push_update(
         targets: targets.len(),
         ..Default::default()
     };
-    let ctx = Arc::new(UpdateCtx {
-        chunk: o.chunk_bytes,
-        switch: o.switch,
-        timeout: o.timeout,
-        force: o.force,
-        poll: o.poll,
-        stop: Arc::new(AtomicBool::new(false)),
-        stop_why: Mutex::new(None),
-    });
+    let ctx = update_ctx(o);
     let bundle = Arc::new(bundle);
-    let agents = cfg.agent_commands();
-    let multi = indicatif::MultiProgress::with_draw_target(if o.bars {
-        indicatif::ProgressDrawTarget::stderr()
-    } else {
-        indicatif::ProgressDrawTarget::hidden()
-    });
-    let style = indicatif::ProgressStyle::with_template(
-        "{prefix:<12} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {msg}",
-    )
-    .map(|s| s.progress_chars("=> "))
-    .ok();
-    let say = |line: String| {
-        if o.bars {
-            let _ = multi.println(line);
-        } else {
-            eprintln!("{line}");
-        }
-    };
+    let mut bars = Bars::new(o.bars);
     event(
         o,
         serde_json::json!({"event": "plan", "run_id": run.run_id, "version": b.version, "compatible": b.compatible,
         "sha256": b.sha256, "size": b.size, "waves": sum.waves, "switch": format!("{:?}", o.switch).to_lowercase()}),
     );
+    let mut rec = Recorder {
+        store,
+        run: &run,
+        b: &b,
+        o,
+        bars: &mut bars,
+        sum: &mut sum,
+    };
     for (wi, range) in plan.iter().enumerate() {
         let wave = wi + 1;
-        let mut jobs = Vec::new();
-        for u in &targets[range.clone()] {
-            match store.latest_update(&u.unit_id, &b.sha256)? {
-                Some(l) if l.state == UnitState::Done => {
-                    say(format!(
-                        "skip {}: already done with this bundle ({})",
-                        u.unit_id, b.version
-                    ));
-                    event(
-                        o,
-                        serde_json::json!({"event": "skip", "unit": u.unit_id, "wave": wave}),
-                    );
-                    sum.skipped_done += 1;
-                }
-                _ => jobs.push(u.clone()),
-            }
-        }
-        say(format!(
+        let jobs = rec.still_to_update(&targets[range.clone()], wave)?;
+        rec.bars.say(format!(
             "wave {wave} of {}: {} units, {} to update",
             plan.len(),
             range.len(),
@@ -894,189 +1212,16 @@ pub fn push_update(
             serde_json::json!({"event": "wave", "wave": wave, "units": range.len(), "to_update": jobs.len()}),
         );
         let (tx, rx) = mpsc::channel::<Msg>();
-        let (ssh_cfg, agents, bnd, c) = (
-            cfg.ssh.clone(),
-            agents.clone(),
-            Arc::clone(&bundle),
-            Arc::clone(&ctx),
-        );
-        let workers = crate::pool::spawn(
-            jobs,
-            o.parallel,
-            run.reuse.clone(),
-            Some(Arc::clone(&ctx.stop)),
-            move |_slot, u: UnitRow, socket| {
-                if tx.send(Msg::Started(u.clone())).is_err() {
-                    return false;
-                }
-                let job = Job {
-                    ssh: ssh_cfg.clone(),
-                    socket,
-                    prefix: agents.prefix(&u.unit_id).to_string(),
-                    bundle: Arc::clone(&bnd),
-                    o: Arc::clone(&c),
-                };
-                let out = update_unit(&job, &u, &tx);
-                if out.stops {
-                    if let Ok(mut w) = c.stop_why.lock() {
-                        w.get_or_insert_with(|| {
-                            format!("{}: {}", u.unit_id, out.reason.clone().unwrap_or_default())
-                        });
-                    }
-                    c.stop.store(true, Ordering::SeqCst);
-                }
-                tx.send(Msg::Finished(u, out)).is_ok()
-            },
-        );
-        let mut bars: BTreeMap<String, (indicatif::ProgressBar, u64, u64)> = BTreeMap::new();
-        let mut wave_ok = true;
-        for m in rx {
-            match m {
-                Msg::Started(u) => store.record_update(&UpdateEvent {
-                    run_id: run.run_id,
-                    unit_id: &u.unit_id,
-                    site: u.site.as_deref(),
-                    state: Some(UnitState::Started),
-                    bundle_sha256: &b.sha256,
-                    version: Some(&b.version),
-                    recorded_ms: now_ms(),
-                    ..Default::default()
-                })?,
-                Msg::Planned(unit, total) => {
-                    let pb = multi.add(indicatif::ProgressBar::new(total));
-                    if let Some(s) = style.clone() {
-                        pb.set_style(s);
-                    }
-                    pb.set_prefix(unit.clone());
-                    if !o.bars {
-                        eprintln!("{unit}: {} to send", human_bytes(total));
-                    }
-                    event(
-                        o,
-                        serde_json::json!({"event": "transfer", "unit": unit, "bytes": total}),
-                    );
-                    bars.insert(unit, (pb, 0, total));
-                }
-                Msg::Progress(unit, n) => {
-                    if let Some((pb, sent, total)) = bars.get_mut(&unit) {
-                        pb.inc(n);
-                        let step = 16 << 20;
-                        let crossed = (*sent + n) / step > *sent / step || *sent + n == *total;
-                        *sent += n;
-                        if crossed {
-                            if !o.bars {
-                                eprintln!(
-                                    "{unit}: {} of {} sent",
-                                    human_bytes(*sent),
-                                    human_bytes(*total)
-                                );
-                            }
-                            event(
-                                o,
-                                serde_json::json!({"event": "progress", "unit": unit, "sent": *sent, "total": *total}),
-                            );
-                        }
-                    }
-                }
-                Msg::Switching(unit, at, words) => {
-                    if let Some((pb, _, _)) = bars.remove(&unit) {
-                        pb.finish_and_clear();
-                    }
-                    let when = if at <= now_ms() + 1500 {
-                        "now".to_string()
-                    } else {
-                        format!(
-                            "at {} UTC (in {})",
-                            crate::gate::utc(at),
-                            crate::gate::human_age(at - now_ms())
-                        )
-                    };
-                    say(format!("{unit} switches {when}: {words}"));
-                    event(
-                        o,
-                        serde_json::json!({"event": "switch", "unit": unit, "at_unix_ms": at, "message": words}),
-                    );
-                }
-                Msg::Finished(..) if run.closing() => {}
-                Msg::Finished(u, out) => {
-                    let state = out.state.unwrap_or(UnitState::Failed);
-                    store.record_update(&UpdateEvent {
-                        run_id: run.run_id,
-                        unit_id: &u.unit_id,
-                        site: u.site.as_deref(),
-                        state: Some(state),
-                        bundle_sha256: &b.sha256,
-                        version: Some(&b.version),
-                        phase: Some(&out.phase),
-                        reason: out.reason.as_deref(),
-                        readback: out.readback.as_deref(),
-                        software: out.software.as_deref(),
-                        bytes_sent: out.bytes_sent,
-                        switch_at_ms: out.switch_at_ms,
-                        recorded_ms: now_ms(),
-                    })?;
-                    if let Some((pb, _, _)) = bars.remove(&u.unit_id) {
-                        pb.finish_and_clear();
-                    }
-                    // Printed only after the commit: whatever this line reports is on disk.
-                    say(format!(
-                        "recorded {} {} ({}): {} ({} sent)",
-                        u.unit_id,
-                        state.as_str(),
-                        out.phase,
-                        out.reason.as_deref().unwrap_or(""),
-                        human_bytes(out.bytes_sent)
-                    ));
-                    event(
-                        o,
-                        serde_json::json!({"event": "recorded", "unit": u.unit_id, "wave": wave, "state": state.as_str(),
-                        "phase": out.phase, "reason": out.reason, "software": out.software, "bytes_sent": out.bytes_sent}),
-                    );
-                    match state {
-                        UnitState::Done => sum.done += 1,
-                        UnitState::Pending | UnitState::Started => sum.pending += 1,
-                        UnitState::Failed => sum.failed += 1,
-                    }
-                    if state != UnitState::Done {
-                        wave_ok = false;
-                        if out.stops && sum.stopped_at.is_none() {
-                            sum.stopped_at = Some(u.unit_id.clone());
-                            sum.stop_reason = out.reason.clone();
-                        }
-                    }
-                    sum.units.push(UnitResult {
-                        unit: u.unit_id,
-                        wave,
-                        state: state.as_str().into(),
-                        phase: out.phase,
-                        reason: out.reason,
-                        bytes_sent: out.bytes_sent,
-                        switch_at_unix_ms: out.switch_at_ms,
-                        software: out.software,
-                    });
-                }
-            }
-        }
+        let workers = spawn_wave(cfg, jobs, o, run.reuse.clone(), &ctx, &bundle, tx);
+        let wave_ok = rec.record_wave(wave, rx)?;
         workers.join();
+        // The wave's bars end with it.
+        rec.bars.clear();
         if run.closing() {
             break;
         }
         if !wave_ok {
-            if sum.stopped_at.is_none() {
-                let first = sum
-                    .units
-                    .iter()
-                    .find(|r| r.wave == wave && r.state != "done");
-                sum.stopped_at = first.map(|r| r.unit.clone());
-                sum.stop_reason = first.map(|r| {
-                    format!(
-                        "wave {wave} is not complete ({} {}: {}); the next wave waits until every unit of this one is done",
-                        r.unit,
-                        r.state,
-                        r.reason.as_deref().unwrap_or("")
-                    )
-                });
-            }
+            rec.stop_at_incomplete(wave);
             break;
         }
     }
