@@ -14,7 +14,7 @@ use clap::Parser;
 use pfx_player::engine::FrameSample;
 use pfx_player::nic::{CounterReading, NicStatus, PauseSettings};
 use pfx_player::output::counters::OutputCounters;
-use pfx_player::profiler::{self, OutputInfo, ProfilerConfig};
+use pfx_player::profiler::{self, OutputInfo, ProfilerConfig, ProfilerHandle, SampleSink};
 
 #[derive(Parser)]
 struct Args {
@@ -49,7 +49,7 @@ fn main() -> anyhow::Result<()> {
         destination: "127.0.0.1:4048".into(),
         counters: counters.clone(),
     }];
-    let (mut sink, handle) = profiler::start(
+    let (sink, handle) = profiler::start(
         ProfilerConfig {
             window: Duration::from_secs(5),
             fps: args.fps,
@@ -65,98 +65,11 @@ fn main() -> anyhow::Result<()> {
     );
     std::thread::Builder::new()
         .name("demo-loop".into())
-        .spawn(move || {
-            let start = Instant::now();
-            let period = Duration::from_nanos(1_000_000_000 / fps);
-            let mut rng: u64 = 0x9E37_79B9_7F4A_7C15;
-            let mut jitter = |range: u64| {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                rng % range.max(1)
-            };
-            for tick in 0u64.. {
-                let deadline = start + Duration::from_nanos(tick * period.as_nanos() as u64);
-                if let Some(d) = deadline.checked_duration_since(Instant::now()) {
-                    std::thread::sleep(d);
-                }
-                let at = Instant::now();
-                let wire = if tick % slow_every == slow_every / 2 {
-                    slow_ns
-                } else {
-                    120_000 + jitter(60_000)
-                };
-                let stage_ns = [
-                    3_000 + jitter(2_000),
-                    40_000 + jitter(20_000),
-                    25_000 + jitter(10_000),
-                    wire,
-                ];
-                let frame_ns = stage_ns.iter().sum();
-                counters.packets.fetch_add(3, Relaxed);
-                counters.bytes.fetch_add(3 * 1450, Relaxed);
-                if tick % slow_every == slow_every / 2 {
-                    counters.frames_dropped.fetch_add(1, Relaxed);
-                    counters.count_errno(libc::EAGAIN);
-                } else {
-                    counters.frames_sent.fetch_add(1, Relaxed);
-                }
-                sink.push(FrameSample {
-                    tick,
-                    stage_ns,
-                    frame_ns,
-                    lateness_ns: at.saturating_duration_since(deadline).as_nanos() as u64,
-                    missed: frame_ns > period.as_nanos() as u64,
-                    skipped: 0,
-                    at_ns: at.duration_since(start).as_nanos() as u64,
-                    source: Default::default(),
-                });
-            }
-        })?;
+        .spawn(move || synthetic_loop(sink, &counters, fps, slow_every, slow_ns))?;
 
     if args.fake_nic {
         let h = handle.clone();
-        std::thread::spawn(move || {
-            let t0 = Instant::now();
-            loop {
-                let s = t0.elapsed().as_secs_f64();
-                let rx = (s * 130.0) as u64;
-                h.set_nic(NicStatus {
-                    interface: "demo0".into(),
-                    host: "synthetic".into(),
-                    pause: Some(PauseSettings {
-                        autoneg: true,
-                        rx: true,
-                        tx: false,
-                    }),
-                    pause_rx_frames: CounterReading {
-                        source: "synthetic-demo".into(),
-                        total: Some(rx),
-                        per_s: Some(130.0),
-                    },
-                    pause_tx_frames: CounterReading {
-                        source: "unsupported".into(),
-                        total: None,
-                        per_s: None,
-                    },
-                    tx_timeouts: CounterReading {
-                        source: "synthetic-demo".into(),
-                        total: Some(0),
-                        per_s: Some(0.0),
-                    },
-                    speed_mbps: Some(1000),
-                    duplex: Some("full".into()),
-                    link: pfx_player::nic::link::LinkStats {
-                        carrier: Some(true),
-                        ..Default::default()
-                    },
-                    qdisc: Some("pfifo_head_drop".into()),
-                    qdisc_drops: Some((s * 4.0) as u64),
-                    ..Default::default()
-                });
-                std::thread::sleep(Duration::from_secs(1));
-            }
-        });
+        std::thread::spawn(move || fake_nic(h));
     }
 
     let _advert = if args.mdns {
@@ -196,4 +109,108 @@ fn main() -> anyhow::Result<()> {
         pfx_player::http::serve(listener, state, shutdown).await?;
         anyhow::Ok(())
     })
+}
+
+/// The synthetic render loop: absolute deadlines, the loop's own clock in at_ns; every
+/// `slow_every`th frame's wire_send takes `slow_ns` and its frame is counted dropped.
+fn synthetic_loop(
+    mut sink: SampleSink,
+    counters: &OutputCounters,
+    fps: u64,
+    slow_every: u64,
+    slow_ns: u64,
+) {
+    let start = Instant::now();
+    let period = Duration::from_nanos(1_000_000_000 / fps);
+    let mut rng: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut jitter = |range: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % range.max(1)
+    };
+    for tick in 0u64.. {
+        let deadline = start + Duration::from_nanos(tick * period.as_nanos() as u64);
+        if let Some(d) = deadline.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d);
+        }
+        let at = Instant::now();
+        let wire = if tick % slow_every == slow_every / 2 {
+            slow_ns
+        } else {
+            120_000 + jitter(60_000)
+        };
+        let stage_ns = [
+            3_000 + jitter(2_000),
+            40_000 + jitter(20_000),
+            25_000 + jitter(10_000),
+            wire,
+        ];
+        let frame_ns = stage_ns.iter().sum();
+        counters.packets.fetch_add(3, Relaxed);
+        counters.bytes.fetch_add(3 * 1450, Relaxed);
+        if tick % slow_every == slow_every / 2 {
+            counters.frames_dropped.fetch_add(1, Relaxed);
+            counters.count_errno(libc::EAGAIN);
+        } else {
+            counters.frames_sent.fetch_add(1, Relaxed);
+        }
+        sink.push(FrameSample {
+            tick,
+            stage_ns,
+            frame_ns,
+            lateness_ns: at.saturating_duration_since(deadline).as_nanos() as u64,
+            missed: frame_ns > period.as_nanos() as u64,
+            skipped: 0,
+            at_ns: at.duration_since(start).as_nanos() as u64,
+            source: Default::default(),
+        });
+    }
+}
+
+/// `--fake-nic`: a made-up NIC reading once a second, its source saying so.
+fn fake_nic(h: ProfilerHandle) {
+    let t0 = Instant::now();
+    loop {
+        h.set_nic(fake_nic_reading(t0.elapsed().as_secs_f64()));
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// The synthetic NIC `s` seconds in: ~130 PAUSE frames/s received, 4 qdisc drops/s.
+fn fake_nic_reading(s: f64) -> NicStatus {
+    let rx = (s * 130.0) as u64;
+    NicStatus {
+        interface: "demo0".into(),
+        host: "synthetic".into(),
+        pause: Some(PauseSettings {
+            autoneg: true,
+            rx: true,
+            tx: false,
+        }),
+        pause_rx_frames: CounterReading {
+            source: "synthetic-demo".into(),
+            total: Some(rx),
+            per_s: Some(130.0),
+        },
+        pause_tx_frames: CounterReading {
+            source: "unsupported".into(),
+            total: None,
+            per_s: None,
+        },
+        tx_timeouts: CounterReading {
+            source: "synthetic-demo".into(),
+            total: Some(0),
+            per_s: Some(0.0),
+        },
+        speed_mbps: Some(1000),
+        duplex: Some("full".into()),
+        link: pfx_player::nic::link::LinkStats {
+            carrier: Some(true),
+            ..Default::default()
+        },
+        qdisc: Some("pfifo_head_drop".into()),
+        qdisc_drops: Some((s * 4.0) as u64),
+        ..Default::default()
+    }
 }

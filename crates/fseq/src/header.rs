@@ -279,62 +279,69 @@ impl Header {
             // FPP parses v1 variable headers from byte 28 whatever bytes 8-9 say.
             field::V1_FIXED_LEN
         } else {
-            let b20 = hdr[field::V2_COMPRESSION];
-            h.compression = match b20 & 0x0F {
-                0 => Compression::None,
-                1 => Compression::Zstd,
-                2 => Compression::Zlib,
-                other => {
-                    return Err(err(
-                        "compression type",
-                        field::V2_COMPRESSION,
-                        format!("{other} is unknown (0 none, 1 zstd, 2 zlib)"),
-                    ));
-                }
-            };
-            h.block_table_len = (((b20 & 0xF0) as u32) << 4) | hdr[field::V2_BLOCKS_LOW] as u32;
-            let sparse_count = hdr[field::V2_SPARSE_COUNT] as usize;
-            h.unique_id = u64::from_le_bytes(
-                hdr[field::V2_UNIQUE_ID]
-                    .try_into()
-                    .map_err(|_| err("unique id", field::V2_UNIQUE_ID.start, "short"))?,
-            );
-            let table_start = field::V2_FIXED_LEN;
-            let table_end = table_start + field::BLOCK_ENTRY_LEN * h.block_table_len as usize;
-            let sparse_end = table_end + field::SPARSE_ENTRY_LEN * sparse_count;
-            if sparse_end > d {
-                return Err(err(
-                    "block table",
-                    table_start,
-                    format!(
-                        "{} block entries and {sparse_count} sparse ranges need bytes up to {sparse_end}, \
-                         past the channel data offset {d}",
-                        h.block_table_len
-                    ),
-                ));
-            }
-            h.sparse_ranges = parse_sparse(&hdr[table_end..sparse_end], table_end)?;
-            h.blocks = parse_blocks(
-                &hdr[table_start..table_end],
-                table_start,
-                d as u64,
-                frames,
-                h.compression,
-            )?;
-            if header_len < sparse_end {
-                return Err(err(
-                    "header length",
-                    field::HEADER_LEN.start,
-                    format!(
-                        "{header_len} is shorter than the block table and sparse ranges ({sparse_end})"
-                    ),
-                ));
-            }
-            header_len.min(d)
+            h.parse_v2_tables(hdr, header_len)?
         };
         h.variable_headers = parse_var_headers(&hdr[var_start..d], var_start)?;
         h.check_data(file_len)?;
         Ok(h)
+    }
+
+    /// A v2 header's compression, block table and sparse ranges, from `hdr` (the header up
+    /// to the channel data offset); where its variable headers start.
+    fn parse_v2_tables(&mut self, hdr: &[u8], header_len: usize) -> Result<usize, HeaderError> {
+        let d = hdr.len();
+        let b20 = hdr[field::V2_COMPRESSION];
+        self.compression = match b20 & 0x0F {
+            0 => Compression::None,
+            1 => Compression::Zstd,
+            2 => Compression::Zlib,
+            other => {
+                return Err(err(
+                    "compression type",
+                    field::V2_COMPRESSION,
+                    format!("{other} is unknown (0 none, 1 zstd, 2 zlib)"),
+                ));
+            }
+        };
+        self.block_table_len = (((b20 & 0xF0) as u32) << 4) | hdr[field::V2_BLOCKS_LOW] as u32;
+        let sparse_count = hdr[field::V2_SPARSE_COUNT] as usize;
+        self.unique_id = u64::from_le_bytes(
+            hdr[field::V2_UNIQUE_ID]
+                .try_into()
+                .map_err(|_| err("unique id", field::V2_UNIQUE_ID.start, "short"))?,
+        );
+        let table_start = field::V2_FIXED_LEN;
+        let table_end = table_start + field::BLOCK_ENTRY_LEN * self.block_table_len as usize;
+        let sparse_end = table_end + field::SPARSE_ENTRY_LEN * sparse_count;
+        if sparse_end > d {
+            return Err(err(
+                "block table",
+                table_start,
+                format!(
+                    "{} block entries and {sparse_count} sparse ranges need bytes up to {sparse_end}, \
+                     past the channel data offset {d}",
+                    self.block_table_len
+                ),
+            ));
+        }
+        self.sparse_ranges = parse_sparse(&hdr[table_end..sparse_end], table_end)?;
+        self.blocks = parse_blocks(
+            &hdr[table_start..table_end],
+            table_start,
+            d as u64,
+            self.frames,
+            self.compression,
+        )?;
+        if header_len < sparse_end {
+            return Err(err(
+                "header length",
+                field::HEADER_LEN.start,
+                format!(
+                    "{header_len} is shorter than the block table and sparse ranges ({sparse_end})"
+                ),
+            ));
+        }
+        Ok(header_len.min(d))
     }
 
     /// Bytes of one frame after sparse ranges are expanded to absolute channels.
@@ -435,6 +442,13 @@ impl Header {
                 len: end.saturating_sub(d),
             });
         }
+        self.check_blocks(file_len)
+    }
+
+    /// Each used block against the file's end, this reader's size limit and what its
+    /// compression can expand to.
+    fn check_blocks(&self, file_len: u64) -> Result<(), HeaderError> {
+        let cc = self.channel_count as u64;
         let ratio = match self.compression {
             Compression::Zlib => ZLIB_MAX_RATIO,
             _ => ZSTD_MAX_RATIO,

@@ -40,14 +40,7 @@ pub fn play(mut show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
         .sink
         .take()
         .context("profiler sink already taken")?;
-    let (sync_prepared, link) = match &show.sync {
-        Some(s) => {
-            let (p, link) = multisync::prepare(&show, s)?;
-            services.profiler.set_sync(p.status.clone(), s.role);
-            (Some(p), link)
-        }
-        None => (None, SyncLink::Standalone),
-    };
+    let (sync_prepared, link) = prepare_sync(&show, &services)?;
     let remote = is_remote(&show);
     if remote && !show.playlist.is_empty() {
         tracing::warn!(
@@ -68,20 +61,7 @@ pub fn play(mut show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
     )
     .context("cannot start the render thread")?;
     let (control_tx, control_rx) = std::sync::mpsc::channel::<Pending>();
-    // The show comes first: a socket that cannot be made is logged, and the show plays.
-    let _control = match &opts.control_socket {
-        None => None,
-        Some(p) => match live_control::listen(p, unit.clone(), control_tx) {
-            Ok(c) => {
-                tracing::info!("live control on {}", p.display());
-                Some(c)
-            }
-            Err(e) => {
-                tracing::error!("live control off: cannot listen on {}: {e}", p.display());
-                None
-            }
-        },
-    };
+    let _control = listen_control(&opts, &unit, control_tx);
     let _sync = match sync_prepared {
         Some(p) => Some(p.start(&show, &opts, handle.sender())?),
         None => None,
@@ -105,45 +85,14 @@ pub fn play(mut show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
                 SIGHUP if remote => tracing::info!(
                     "SIGHUP: a sync remote plays what its master plays; restart the player to apply a new config"
                 ),
-                SIGHUP => match &opts.config {
-                    Some(p) => match reload(p, &opts) {
-                        // A held play or stop keeps the engine: the new show is taken and
-                        // plays at `resume`.
-                        Ok((new_show, _, new_follower)) if live::holds_engine(&held) => {
-                            tx_queue = Some(tx_queue::apply(&new_show, tx_queue.take()));
-                            show = new_show;
-                            follower = new_follower;
-                            tracing::info!(
-                                "SIGHUP: new show accepted; it plays at `resume` (live control holds {})",
-                                held.summary()
-                            );
-                        }
-                        Ok((new_show, engine, new_follower)) => {
-                            tx_queue = Some(tx_queue::apply(&new_show, tx_queue.take()));
-                            if on_end(&new_follower, &new_show) != on_end(&follower, &show) {
-                                handle.set_on_end(on_end(&new_follower, &new_show));
-                            }
-                            // FPP Connect's switch waits for the item's end.
-                            let graceful = crate::sys::host::take_graceful_reload();
-                            if graceful {
-                                handle.after_item(engine);
-                            } else {
-                                handle.reload(engine);
-                            }
-                            show = new_show;
-                            follower = new_follower;
-                            tracing::info!(
-                                config = %p.display(),
-                                "SIGHUP: new show accepted{}",
-                                if graceful { "; it starts when the current item ends" } else { "" }
-                            );
-                        }
-                        Err(e) => tracing::error!(
-                            "SIGHUP: new config refused, the current show keeps playing: {e:#}"
-                        ),
-                    },
-                    None => tracing::info!("SIGHUP: the demo has no config file to reload"),
-                },
+                SIGHUP => sighup(
+                    &opts,
+                    &held,
+                    &handle,
+                    &mut show,
+                    &mut follower,
+                    &mut tx_queue,
+                ),
                 _ => {
                     tracing::info!("signal {sig}: stopping");
                     return Ok(finish(handle.stop(), services));
@@ -153,17 +102,7 @@ pub fn play(mut show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
         if let Some(q) = tx_queue.as_mut() {
             q.refresh(Instant::now());
         }
-        // A held play or stop: the schedule waits for `resume`.
-        if let Some(f) = follower.as_mut().filter(|_| !live::holds_engine(&held)) {
-            let now_us = crate::sys::time::unix_micros() as i64;
-            if let Some(switch) = f.poll(&show, now_us, &opts) {
-                if switch.graceful {
-                    handle.after_item(switch.engine);
-                } else {
-                    handle.reload(switch.engine);
-                }
-            }
-        }
+        follow_schedule(&mut follower, &held, &show, &opts, &handle);
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {
             return Ok(finish(handle.stop(), services));
         }
@@ -186,6 +125,115 @@ pub fn play(mut show: Show, opts: RunOptions) -> anyhow::Result<Exit> {
                 },
             );
             let _ = p.answer.try_send(answer);
+        }
+    }
+}
+
+/// A MultiSync role's sockets, made before the render thread starts, and the render
+/// loop's part in it; the profiler hears the sync status.
+fn prepare_sync(
+    show: &Show,
+    services: &Services,
+) -> anyhow::Result<(Option<multisync::Prepared>, SyncLink)> {
+    Ok(match &show.sync {
+        Some(s) => {
+            let (p, link) = multisync::prepare(show, s)?;
+            services.profiler.set_sync(p.status.clone(), s.role);
+            (Some(p), link)
+        }
+        None => (None, SyncLink::Standalone),
+    })
+}
+
+/// The live-control socket, when one is asked for. The show comes first: a socket that
+/// cannot be made is logged, and the show plays.
+fn listen_control(
+    opts: &RunOptions,
+    unit: &str,
+    control_tx: std::sync::mpsc::Sender<Pending>,
+) -> Option<live_control::ControlServer> {
+    let p = opts.control_socket.as_ref()?;
+    match live_control::listen(p, unit.to_string(), control_tx) {
+        Ok(c) => {
+            tracing::info!("live control on {}", p.display());
+            Some(c)
+        }
+        Err(e) => {
+            tracing::error!("live control off: cannot listen on {}: {e}", p.display());
+            None
+        }
+    }
+}
+
+/// SIGHUP: the config read again and, when it loads and opens, taken in place of the
+/// show playing; refused, the current show keeps playing.
+fn sighup(
+    opts: &RunOptions,
+    held: &ControlState,
+    handle: &frame_loop::LoopHandle,
+    show: &mut Show,
+    follower: &mut Option<Follower>,
+    tx_queue: &mut Option<tx_queue::TxQueue>,
+) {
+    let Some(p) = &opts.config else {
+        tracing::info!("SIGHUP: the demo has no config file to reload");
+        return;
+    };
+    match reload(p, opts) {
+        // A held play or stop keeps the engine: the new show is taken and plays at
+        // `resume`.
+        Ok((new_show, _, new_follower)) if live::holds_engine(held) => {
+            *tx_queue = Some(tx_queue::apply(&new_show, tx_queue.take()));
+            *show = new_show;
+            *follower = new_follower;
+            tracing::info!(
+                "SIGHUP: new show accepted; it plays at `resume` (live control holds {})",
+                held.summary()
+            );
+        }
+        Ok((new_show, engine, new_follower)) => {
+            *tx_queue = Some(tx_queue::apply(&new_show, tx_queue.take()));
+            if on_end(&new_follower, &new_show) != on_end(follower, show) {
+                handle.set_on_end(on_end(&new_follower, &new_show));
+            }
+            // FPP Connect's switch waits for the item's end.
+            let graceful = crate::sys::host::take_graceful_reload();
+            if graceful {
+                handle.after_item(engine);
+            } else {
+                handle.reload(engine);
+            }
+            *show = new_show;
+            *follower = new_follower;
+            tracing::info!(
+                config = %p.display(),
+                "SIGHUP: new show accepted{}",
+                if graceful { "; it starts when the current item ends" } else { "" }
+            );
+        }
+        Err(e) => {
+            tracing::error!("SIGHUP: new config refused, the current show keeps playing: {e:#}")
+        }
+    }
+}
+
+/// The schedule's switch when one is due. A held play or stop: the schedule waits for
+/// `resume`.
+fn follow_schedule(
+    follower: &mut Option<Follower>,
+    held: &ControlState,
+    show: &Show,
+    opts: &RunOptions,
+    handle: &frame_loop::LoopHandle,
+) {
+    if let Some(f) = follower.as_mut().filter(|_| !live::holds_engine(held)) {
+        let now_us = crate::sys::time::unix_micros() as i64;
+        if let Some(switch) = f.poll(show, now_us, opts) {
+            if switch.graceful {
+                handle.after_item(switch.engine);
+            } else {
+                handle.reload(switch.engine);
+            }
         }
     }
 }

@@ -353,33 +353,13 @@ impl Prepared {
     }
 }
 
+/// The receiver thread: pings for every role; for a remote, the master's sync packets
+/// into `follow`, its actions to the opener and its timeline to the render thread.
 fn receiver(p: Prepared, actions: Sender<(Do, u64)>, stop: Arc<AtomicBool>) {
-    let s = &p.settings;
-    let mut follow = Follow::new(
-        Lost {
-            after_ns: (s.lost_after_s * 1e9) as u64,
-            then: match s.lost_then {
-                MasterLostThen::Stop => Then::Stop,
-                MasterLostThen::Continue => Then::Continue,
-            },
-        },
-        s.offset_ms,
-    );
-    // Answers go out from their own thread after FPP's random delay; this one keeps
-    // timestamping packets meanwhile.
-    let unit = p.unit.clone();
-    let answerer = match crate::fppconnect::spawn_answerer(unit) {
-        Ok((tx, t)) => Some((tx, t)),
-        Err(e) => {
-            tracing::warn!("sync: cannot start the discover answerer, pings go unanswered: {e}");
-            None
-        }
-    };
+    let mut r = Receiving::new(p);
     let mut buf = [0u8; 1500];
-    let mut warned_other_master = false;
-    let mut published_gen = u64::MAX;
     while !stop.load(Ordering::Relaxed) {
-        let got = recv_stamped(&p.listen, &mut buf);
+        let got = recv_stamped(&r.p.listen, &mut buf);
         let now = mono_ns();
         // When the packet arrived: the kernel's stamp, so a thread that woke late (a busy
         // unit) does not move a stop's frame (`stop_at`); the estimator keeps `now`.
@@ -388,49 +368,7 @@ fn receiver(p: Prepared, actions: Sender<(Do, u64)>, stop: Arc<AtomicBool>) {
         match got {
             Ok((n, from, arrival)) => {
                 heard = arrival.unwrap_or(now);
-                match packet::decode(&buf[..n]) {
-                    Err(e) => {
-                        p.status.dropped.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!("sync: dropped a datagram from {from:?}: {e}");
-                    }
-                    Ok(Packet::Ping(ping)) => {
-                        let ours = from.is_some_and(|f| *f.ip() == p.ping.ipv4)
-                            || ping.hostname == p.ping.hostname;
-                        if ping.discover
-                            && !ours
-                            && let Some(f) = from
-                            && let Some((tx, _)) = &answerer
-                        {
-                            let _ = tx.try_send(crate::fppconnect::Discover {
-                                source: *f.ip(),
-                                carried: ping.ipv4,
-                                port: s.port,
-                            });
-                        }
-                    }
-                    Ok(Packet::Sync(sync)) if s.role == SyncRole::Remote => {
-                        p.status.received.fetch_add(1, Ordering::Relaxed);
-                        p.status.last_packet_ns.store(now, Ordering::Relaxed);
-                        act = follow.packet(now, &sync);
-                        let master = from.map(|f| f.ip().to_string());
-                        p.status.set_text(|t| {
-                            if t.master != master {
-                                t.master = master;
-                            }
-                        });
-                    }
-                    Ok(Packet::Sync(_)) => {
-                        let from_us = from.is_some_and(|f| *f.ip() == p.ping.ipv4);
-                        if s.role == SyncRole::Master && !from_us && !warned_other_master {
-                            warned_other_master = true;
-                            tracing::warn!(
-                                "sync: another master sends on port {} ({from:?}); remotes will follow both",
-                                s.port
-                            );
-                        }
-                    }
-                    Ok(_) => {}
-                }
+                act = r.datagram(&buf[..n], from, now);
             }
             Err(e)
                 if e.kind() == std::io::ErrorKind::WouldBlock
@@ -440,12 +378,116 @@ fn receiver(p: Prepared, actions: Sender<(Do, u64)>, stop: Arc<AtomicBool>) {
                 std::thread::sleep(RECV_TIMEOUT);
             }
         }
-        if s.role != SyncRole::Remote {
+        if r.p.settings.role != SyncRole::Remote {
             continue;
         }
-        if act.is_none() {
-            act = follow.tick(now);
+        r.follow_on(act, now, heard, &actions);
+    }
+}
+
+/// What the receiver thread keeps between datagrams.
+struct Receiving {
+    p: Prepared,
+    follow: Follow,
+    /// Answers go out from their own thread after FPP's random delay; this one keeps
+    /// timestamping packets meanwhile.
+    answerer: Option<(
+        std::sync::mpsc::SyncSender<crate::fppconnect::Discover>,
+        JoinHandle<()>,
+    )>,
+    warned_other_master: bool,
+    published_gen: u64,
+}
+
+impl Receiving {
+    fn new(p: Prepared) -> Receiving {
+        let s = &p.settings;
+        let follow = Follow::new(
+            Lost {
+                after_ns: (s.lost_after_s * 1e9) as u64,
+                then: match s.lost_then {
+                    MasterLostThen::Stop => Then::Stop,
+                    MasterLostThen::Continue => Then::Continue,
+                },
+            },
+            s.offset_ms,
+        );
+        let unit = p.unit.clone();
+        let answerer = match crate::fppconnect::spawn_answerer(unit) {
+            Ok((tx, t)) => Some((tx, t)),
+            Err(e) => {
+                tracing::warn!(
+                    "sync: cannot start the discover answerer, pings go unanswered: {e}"
+                );
+                None
+            }
+        };
+        Receiving {
+            p,
+            follow,
+            answerer,
+            warned_other_master: false,
+            published_gen: u64::MAX,
         }
+    }
+
+    /// One datagram from `from`, read at `now`: a remote's follow action, if the packet
+    /// makes one.
+    fn datagram(&mut self, data: &[u8], from: Option<SocketAddrV4>, now: u64) -> Option<Do> {
+        let (p, s) = (&self.p, &self.p.settings);
+        match packet::decode(data) {
+            Err(e) => {
+                p.status.dropped.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("sync: dropped a datagram from {from:?}: {e}");
+            }
+            Ok(Packet::Ping(ping)) => {
+                let ours = from.is_some_and(|f| *f.ip() == p.ping.ipv4)
+                    || ping.hostname == p.ping.hostname;
+                if ping.discover
+                    && !ours
+                    && let Some(f) = from
+                    && let Some((tx, _)) = &self.answerer
+                {
+                    let _ = tx.try_send(crate::fppconnect::Discover {
+                        source: *f.ip(),
+                        carried: ping.ipv4,
+                        port: s.port,
+                    });
+                }
+            }
+            Ok(Packet::Sync(sync)) if s.role == SyncRole::Remote => {
+                p.status.received.fetch_add(1, Ordering::Relaxed);
+                p.status.last_packet_ns.store(now, Ordering::Relaxed);
+                let act = self.follow.packet(now, &sync);
+                let master = from.map(|f| f.ip().to_string());
+                p.status.set_text(|t| {
+                    if t.master != master {
+                        t.master = master;
+                    }
+                });
+                return act;
+            }
+            Ok(Packet::Sync(_)) => {
+                let from_us = from.is_some_and(|f| *f.ip() == p.ping.ipv4);
+                if s.role == SyncRole::Master && !from_us && !self.warned_other_master {
+                    self.warned_other_master = true;
+                    tracing::warn!(
+                        "sync: another master sends on port {} ({from:?}); remotes will follow both",
+                        s.port
+                    );
+                }
+            }
+            Ok(_) => {}
+        }
+        None
+    }
+
+    /// A remote after each receive: the follow state's action (the packet's, else the
+    /// clock's) to the opener, stamped `heard`; the timeline to the render thread; the
+    /// status for `/profile`.
+    fn follow_on(&mut self, act: Option<Do>, now: u64, heard: u64, actions: &Sender<(Do, u64)>) {
+        let (p, follow) = (&self.p, &mut self.follow);
+        let act = act.or_else(|| follow.tick(now));
         if let Some(a) = act {
             if a == Do::Stop {
                 tracing::info!("sync: stopped with the master ({})", follow.state.name());
@@ -453,9 +495,9 @@ fn receiver(p: Prepared, actions: Sender<(Do, u64)>, stop: Arc<AtomicBool>) {
             let _ = actions.send((a, heard));
         }
         let est = follow.estimator.estimate();
-        if est.is_some() || follow.generation != published_gen {
+        if est.is_some() || follow.generation != self.published_gen {
             p.timeline.publish(follow.generation, est);
-            published_gen = follow.generation;
+            self.published_gen = follow.generation;
         }
         if let Some(e) = est {
             p.status.jitter_ns.store(e.jitter_ns, Ordering::Relaxed);

@@ -678,51 +678,7 @@ impl ShowConfig {
     /// looked up only where [`Closed`] says.
     pub fn resolve_in(self, origin: &Path, closed: Option<&Closed>) -> Result<Show, ConfigError> {
         let bad = |m: String| Err(ConfigError::invalid(origin, m));
-        if !(1..=240).contains(&self.fps) {
-            return bad(format!("fps: {} is outside 1..=240", self.fps));
-        }
-        if !(0.0..=1.0).contains(&self.brightness) {
-            return bad(format!(
-                "brightness: {} is outside 0.0..=1.0",
-                self.brightness
-            ));
-        }
-        let cap = self.control.brightness_max;
-        if !(cap.is_finite() && (0.0..=pfx_api::control::MAX_FACTOR as f32).contains(&cap)) {
-            return bad(format!(
-                "control.brightness_max: {cap} is outside 0.0..=4.0 (a multiplier on the show's brightness)"
-            ));
-        }
-        if self.interface.is_empty() {
-            return bad("interface: empty; name the show interface, e.g. eth0".into());
-        }
-        if self.outputs.is_empty() {
-            return bad("outputs: empty; a show needs at least one pole".into());
-        }
-        if self.schedule.is_none() && !self.playlists.is_empty() {
-            return bad(
-                "playlists: given but there is no `schedule:` to play them; play `content.playlist`, or add a schedule".into(),
-            );
-        }
-        if self.schedule.is_some() && !self.content.playlist.is_empty() {
-            return bad("content: with a `schedule:`, put what plays under `playlists:` and name them in the entries".into());
-        }
-        let role = self.sync.as_ref().map_or(SyncRole::Standalone, |s| s.role);
-        if role == SyncRole::Remote && self.schedule.is_some() {
-            return bad("schedule: a sync remote plays what its master plays; give the schedule to the master (or make this unit `role: master`)".into());
-        }
-        if self.schedule.is_none() && self.content.playlist.is_empty() && role != SyncRole::Remote {
-            return bad("content.playlist: empty; add an `fseq:` or `pattern:` entry".into());
-        }
-        if !(1..=600).contains(&self.profile_window_s) {
-            return bad(format!(
-                "profile_window_s: {} is outside 1..=600",
-                self.profile_window_s
-            ));
-        }
-        if let Some(f) = &self.fpp_connect
-            && let Err(m) = f.check()
-        {
+        if let Err(m) = self.check_values() {
             return bad(m);
         }
         let tx_queue_parent = match self.tx_queue_parent.as_deref().map(Parent::parse) {
@@ -731,6 +687,111 @@ impl ShowConfig {
             Some(Err(e)) => return bad(format!("tx_queue_parent: {e}")),
         };
         let base = origin.parent().unwrap_or(Path::new("."));
+        let outputs = self.resolve_outputs(base, origin, closed)?;
+        let playlist = resolve_items(&self.content.playlist, "content.playlist", base, origin)?;
+        let mut playlists = BTreeMap::new();
+        for (name, items) in &self.playlists {
+            let key = format!("playlists.{name}");
+            if items.is_empty() {
+                return bad(format!("{key}: empty; add an `fseq:` or `pattern:` entry"));
+            }
+            playlists.insert(name.clone(), resolve_items(items, &key, base, origin)?);
+        }
+        let schedule = match &self.schedule {
+            None => None,
+            Some(c) => {
+                Some(resolve_schedule(c, &playlists).map_err(|m| ConfigError::invalid(origin, m))?)
+            }
+        };
+        let sync = self.sync_settings(base);
+        if let Some(s) = &sync
+            && s.role == SyncRole::Remote
+            && !s.sequences.is_dir()
+        {
+            return bad(format!(
+                "sync.sequences: {} is not a directory; a remote looks up the master's sequences there",
+                s.sequences.display()
+            ));
+        }
+        Ok(Show {
+            config: self,
+            outputs,
+            playlist,
+            playlists,
+            schedule,
+            tx_queue_parent,
+            sync,
+            source: origin.to_path_buf(),
+        })
+    }
+
+    /// The config's own values and how its parts fit together, before anything it names
+    /// is loaded: why not, in the config's words.
+    fn check_values(&self) -> Result<(), String> {
+        if !(1..=240).contains(&self.fps) {
+            return Err(format!("fps: {} is outside 1..=240", self.fps));
+        }
+        if !(0.0..=1.0).contains(&self.brightness) {
+            return Err(format!(
+                "brightness: {} is outside 0.0..=1.0",
+                self.brightness
+            ));
+        }
+        let cap = self.control.brightness_max;
+        if !(cap.is_finite() && (0.0..=pfx_api::control::MAX_FACTOR as f32).contains(&cap)) {
+            return Err(format!(
+                "control.brightness_max: {cap} is outside 0.0..=4.0 (a multiplier on the show's brightness)"
+            ));
+        }
+        if self.interface.is_empty() {
+            return Err("interface: empty; name the show interface, e.g. eth0".into());
+        }
+        if self.outputs.is_empty() {
+            return Err("outputs: empty; a show needs at least one pole".into());
+        }
+        self.check_content()?;
+        if !(1..=600).contains(&self.profile_window_s) {
+            return Err(format!(
+                "profile_window_s: {} is outside 1..=600",
+                self.profile_window_s
+            ));
+        }
+        if let Some(f) = &self.fpp_connect {
+            f.check()?;
+        }
+        Ok(())
+    }
+
+    /// What plays: the content, the schedule and its playlists, and a sync remote's
+    /// part, in the combinations that make sense.
+    fn check_content(&self) -> Result<(), String> {
+        if self.schedule.is_none() && !self.playlists.is_empty() {
+            return Err(
+                "playlists: given but there is no `schedule:` to play them; play `content.playlist`, or add a schedule".into(),
+            );
+        }
+        if self.schedule.is_some() && !self.content.playlist.is_empty() {
+            return Err("content: with a `schedule:`, put what plays under `playlists:` and name them in the entries".into());
+        }
+        let role = self.sync.as_ref().map_or(SyncRole::Standalone, |s| s.role);
+        if role == SyncRole::Remote && self.schedule.is_some() {
+            return Err("schedule: a sync remote plays what its master plays; give the schedule to the master (or make this unit `role: master`)".into());
+        }
+        if self.schedule.is_none() && self.content.playlist.is_empty() && role != SyncRole::Remote {
+            return Err("content.playlist: empty; add an `fseq:` or `pattern:` entry".into());
+        }
+        Ok(())
+    }
+
+    /// Each output with its profile loaded (from `base`, `profiles_dir` or, for a pushed
+    /// show, where `closed` says).
+    fn resolve_outputs(
+        &self,
+        base: &Path,
+        origin: &Path,
+        closed: Option<&Closed>,
+    ) -> Result<Vec<ResolvedOutput>, ConfigError> {
+        let bad = |m: String| Err(ConfigError::invalid(origin, m));
         let profiles_dir = self.profiles_dir.as_ref().map(|d| base.join(d));
         let mut outputs = Vec::with_capacity(self.outputs.len());
         for (i, o) in self.outputs.iter().enumerate() {
@@ -752,22 +813,13 @@ impl ShowConfig {
                 profile,
             });
         }
-        let playlist = resolve_items(&self.content.playlist, "content.playlist", base, origin)?;
-        let mut playlists = BTreeMap::new();
-        for (name, items) in &self.playlists {
-            let key = format!("playlists.{name}");
-            if items.is_empty() {
-                return bad(format!("{key}: empty; add an `fseq:` or `pattern:` entry"));
-            }
-            playlists.insert(name.clone(), resolve_items(items, &key, base, origin)?);
-        }
-        let schedule = match &self.schedule {
-            None => None,
-            Some(c) => {
-                Some(resolve_schedule(c, &playlists).map_err(|m| ConfigError::invalid(origin, m))?)
-            }
-        };
-        let sync = self.sync.as_ref().and_then(|c| match c.role {
+        Ok(outputs)
+    }
+
+    /// The MultiSync settings of a master or remote (none standalone), paths taken from
+    /// `base`.
+    fn sync_settings(&self, base: &Path) -> Option<SyncSettings> {
+        self.sync.as_ref().and_then(|c| match c.role {
             SyncRole::Standalone => None,
             role => Some(SyncSettings {
                 role,
@@ -786,25 +838,6 @@ impl ShowConfig {
                 lost_after_s: c.master_lost.after_s,
                 lost_then: c.master_lost.then,
             }),
-        });
-        if let Some(s) = &sync
-            && s.role == SyncRole::Remote
-            && !s.sequences.is_dir()
-        {
-            return bad(format!(
-                "sync.sequences: {} is not a directory; a remote looks up the master's sequences there",
-                s.sequences.display()
-            ));
-        }
-        Ok(Show {
-            config: self,
-            outputs,
-            playlist,
-            playlists,
-            schedule,
-            tx_queue_parent,
-            sync,
-            source: origin.to_path_buf(),
         })
     }
 }

@@ -587,315 +587,535 @@ fn follow_next(
     })
 }
 
-fn run(
-    engine: Engine,
-    mut sink: impl FrameSink,
+/// What the render thread keeps from one frame to the next: the show playing, what waits
+/// to replace it, the live override and the tick plan. Each part of a frame is a step of
+/// its own; `run` keeps only the deadline and the order of the stages.
+struct RenderLoop {
     control: Receiver<Control>,
-    mut on_end: OnEnd,
-    mut sync: SyncLink,
-    overlay: Overlay,
-) -> Exit {
-    let loop_start = mono_ns();
-    let mut clock = FrameClock::new(loop_start, engine.fps);
-    let mut show = Show::new(engine, clock.start_ns());
-    // Old shows are dropped on a thread of their own (their decode threads are joined and
-    // their buffers freed there), never inside a frame.
-    let retire = Retirer::new();
-    let mut live = LiveRender::new(overlay, &show, loop_start);
-    let mut show_gen = 0u64;
-    // A show waiting for the current item to end, and when that is.
-    let mut pending: Option<(Box<Engine>, u64)> = None;
-    let mut tick = 0u64;
-    // The clock's own tick (it restarts when a remote stops following).
-    let mut ctick = 0u64;
-    let mut skipped = 0u64;
-    let mut next_discovery = clock.start_ns();
-    // A remote's plan for this frame, and the sequence frame it played last.
-    let mut followed: Option<Followed> = None;
-    let mut last_tick: Option<u64> = None;
-    // A frame went out on the master's timeline since the unit's own clock was last laid:
-    // that clock stood still meanwhile, and going back to it restarts it from now (its
-    // ticks passed while following were played, not skipped). A reload between the two
-    // (the master's stop hands over a black show) must not hide that.
-    let mut own_clock_stale = false;
-    // A master's blackout waits TELL_REMOTES_FRAMES frames: their announces tell the
-    // remotes nothing plays, and the remotes go black at the frame the master does
-    // (`app::sync::stop_at`). The frames still to wait are kept with the message.
-    let mut deferred: Option<(Box<LiveMsg>, u32)> = None;
-    loop {
-        let deadline = followed.map_or_else(|| clock.deadline(ctick), |f| f.deadline());
-        sleep_until(deadline);
-        let t0 = mono_ns();
+    on_end: OnEnd,
+    sync: SyncLink,
+    show: Show,
+    /// Old shows are dropped on a thread of their own (their decode threads are joined
+    /// and their buffers freed there), never inside a frame.
+    retire: Retirer,
+    live: LiveRender,
+    /// Which show plays, for a master's announces (a reload is a new start).
+    show_gen: u64,
+    /// A show waiting for the current item to end, and when that is.
+    pending: Option<(Box<Engine>, u64)>,
+    next_discovery: u64,
+    /// A master's blackout waits TELL_REMOTES_FRAMES frames: their announces tell the
+    /// remotes nothing plays, and the remotes go black at the frame the master does
+    /// (`app::sync::stop_at`). The frames still to wait are kept with the message.
+    deferred: Option<(Box<LiveMsg>, u32)>,
+    ticks: Ticks,
+}
 
-        // background: control messages, discovery, interface upkeep.
-        let mut telling_remotes = false;
-        let mut due = None;
-        match deferred.take() {
-            Some((m, 0)) => due = Some(Ok(Control::Live(m))),
-            Some((m, left)) => {
-                deferred = Some((m, left - 1));
-                telling_remotes = true;
-            }
-            None => {}
+/// Which tick plays next and when it is due: on the unit's own clock, or, for a remote
+/// following its master, on the master's timeline.
+struct Ticks {
+    clock: FrameClock,
+    /// The frame count the samples carry.
+    tick: u64,
+    /// The clock's own tick (it restarts when a remote stops following).
+    ctick: u64,
+    skipped: u64,
+    /// A remote's plan for this frame, and the sequence frame it played last.
+    followed: Option<Followed>,
+    last_tick: Option<u64>,
+    /// A frame went out on the master's timeline since the unit's own clock was last
+    /// laid: that clock stood still meanwhile, and going back to it restarts it from now
+    /// (its ticks passed while following were played, not skipped). A reload between the
+    /// two (the master's stop hands over a black show) must not hide that.
+    own_clock_stale: bool,
+}
+
+impl Ticks {
+    fn new(clock: FrameClock) -> Ticks {
+        Ticks {
+            clock,
+            tick: 0,
+            ctick: 0,
+            skipped: 0,
+            followed: None,
+            last_tick: None,
+            own_clock_stale: false,
         }
-        let was_deferred = due.is_some();
-        match due.unwrap_or_else(|| control.try_recv()) {
-            Ok(Control::Live(msg))
-                if !was_deferred
-                    && matches!(sync, SyncLink::Master(_))
-                    && msg.overlay.black
-                    && !live.overlay.black =>
-            {
-                telling_remotes = true;
-                deferred = Some((msg, TELL_REMOTES_FRAMES - 1));
-            }
-            Ok(Control::At(new, at)) => pending = Some((new, at)),
-            Ok(Control::Reload(new)) => {
-                if new.fps != show.engine.fps {
-                    tracing::warn!(
-                        "fps changes take effect on restart; keeping {} fps",
-                        show.engine.fps
-                    );
-                }
-                // A reload restarts the playlist now.
-                retire.retire(std::mem::replace(&mut show, Show::new(*new, t0)));
-                show_gen += 1;
-                followed = None;
-                last_tick = None;
-                retire.retire_some(pending.take());
-                next_discovery = t0;
-                live.rebind(&show);
-                tracing::info!("show reloaded");
-            }
-            Ok(Control::After(new)) => {
-                let at = match &pending {
-                    Some((_, at)) => *at,
-                    None if show.ended => t0,
-                    None => show.playlist.item_end_ns().unwrap_or(t0),
+    }
+
+    /// When the frame planned next is due.
+    fn deadline(&self) -> u64 {
+        self.followed
+            .map_or_else(|| self.clock.deadline(self.ctick), |f| f.deadline())
+    }
+
+    fn period_ns(&self) -> u64 {
+        self.followed
+            .map_or(self.clock.period_ns(), |f| f.period_ns)
+    }
+
+    /// A new show: a remote finds its place on the master's timeline afresh.
+    fn new_show(&mut self) {
+        self.followed = None;
+        self.last_tick = None;
+    }
+
+    /// The frame planned went out: remember it when it was on the master's timeline.
+    fn sent(&mut self) {
+        if let Some(f) = self.followed {
+            self.last_tick = Some(f.tick);
+            self.own_clock_stale = true;
+        }
+    }
+
+    /// The next frame's tick, `now` being the end of the frame that went out: the one
+    /// `followed` planned on the master's timeline, or else the unit's own clock's (laid
+    /// again from now when the unit was following).
+    fn advance(&mut self, followed: Option<Followed>, fps: u32, now: u64) {
+        self.followed = followed;
+        match followed {
+            Some(f) => {
+                let planned = self.last_tick.map_or(0, |l| l + 1);
+                self.skipped = if f.jumped {
+                    0
+                } else {
+                    f.tick.saturating_sub(planned)
                 };
-                retire.retire_some(pending.replace((new, at)));
+                self.tick += 1 + self.skipped;
             }
-            Ok(Control::OnEnd(e)) => on_end = e,
-            Ok(Control::Live(msg)) => {
-                let LiveMsg {
-                    overlay,
-                    engine,
-                    on_end: new_on_end,
-                    reply,
-                } = *msg;
-                if let Some(e) = new_on_end {
-                    on_end = e;
+            None => {
+                if self.own_clock_stale {
+                    // Back on the unit's own clock: it starts again from now.
+                    self.clock = FrameClock::new(now, fps);
+                    self.ctick = 0;
+                    self.skipped = 0;
+                    self.tick += 1;
+                    self.own_clock_stale = false;
+                } else {
+                    let next = self.clock.next(self.ctick, now);
+                    self.tick += next.tick - self.ctick;
+                    self.ctick = next.tick;
+                    self.skipped = next.skipped;
                 }
-                match engine {
-                    Some((new, false)) => {
-                        retire.retire(std::mem::replace(&mut show, Show::new(*new, t0)));
-                        show_gen += 1;
-                        followed = None;
-                        last_tick = None;
-                        retire.retire_some(pending.take());
-                        next_discovery = t0;
-                    }
-                    Some((new, true)) => {
-                        let at = match &pending {
-                            Some((_, at)) => *at,
-                            None if show.ended => t0,
-                            None => show.playlist.item_end_ns().unwrap_or(t0),
-                        };
-                        retire.retire_some(pending.replace((new, at)));
-                    }
-                    None => {}
-                }
-                if overlay.test != live.overlay.test {
-                    live.test_start_ns = t0;
-                }
-                // An ended playlist's channels were blackened once; a pattern drawn
-                // into them since must not stay when it is lifted.
-                if show.ended {
-                    show.channels.fill(0);
-                }
-                live.overlay = overlay;
-                live.reply = reply;
-                live.rebind(&show);
-                tracing::info!("live control: a new override from this frame");
-            }
-            Ok(Control::Stop) | Err(TryRecvError::Disconnected) => {
-                terminate(&mut show, &mut sync);
-                return Exit::Stopped;
-            }
-            Err(TryRecvError::Empty) => {}
-        }
-        if pending.as_ref().is_some_and(|(_, at)| t0 >= *at)
-            && let Some((new, at)) = pending.take()
-        {
-            // The next show starts where the item ended, not when this tick noticed.
-            retire.retire(std::mem::replace(&mut show, Show::new(*new, at.min(t0))));
-            show_gen += 1;
-            followed = None;
-            last_tick = None;
-            next_discovery = t0;
-            live.rebind(&show);
-            tracing::info!("the item ended; the next show starts");
-        }
-        if t0 >= next_discovery {
-            next_discovery = t0 + DISCOVERY_INTERVAL_NS;
-            for o in &mut show.engine.outputs {
-                o.send_discovery();
             }
         }
-        // A remote's new show starts at the master's frame, not at its own frame 0.
-        if followed.is_none()
-            && let SyncLink::Remote(r) = &mut sync
-        {
-            followed = follow_next(r, &show, None, t0);
-        }
-        for o in &mut show.engine.outputs {
-            o.maintain(t0);
-        }
-        let t1 = mono_ns();
+    }
+}
 
-        // source: the channel data for this moment.
-        let mut source = SourceStatus::Fresh;
-        let now_playing = match followed {
-            // A remote's frame comes from the master's timeline, not its own start.
-            Some(f) => match show.engine.items.first() {
-                Some(ItemSource::Fseq { frames, .. }) if f.frame < *frames => Now::Fseq {
-                    item: 0,
-                    frame: f.frame,
-                },
-                _ => Now::Finished,
+/// A frame's view of the show, the sources kept apart: the sequence frame a source hands
+/// out is read while the channels and the outputs are written.
+struct Parts<'a> {
+    outputs: &'a mut [Output],
+    channels: &'a mut [u8],
+    layout: &'a [PoleMap],
+    parallel: &'a [bool],
+    serial: &'a [Range<usize>],
+}
+
+impl Show {
+    fn parts(&mut self) -> (&mut [ItemSource], Parts<'_>) {
+        (
+            &mut self.engine.items,
+            Parts {
+                outputs: &mut self.engine.outputs,
+                channels: &mut self.channels,
+                layout: &self.layout,
+                parallel: &self.parallel,
+                serial: &self.serial,
             },
-            None => show.playlist.at(t0),
+        )
+    }
+}
+
+/// What the source stage had for a frame.
+struct Sourced<'a> {
+    status: SourceStatus,
+    /// The sequence frame that played: (item, frame).
+    played: Option<(usize, u32)>,
+    /// What the outputs in halves fill their channels from, in wire_send.
+    data: Option<&'a [u8]>,
+    pattern: Option<pattern::Frame>,
+}
+
+impl Sourced<'_> {
+    /// What output `index`, in halves, fills its channels (from `start` on) from: the
+    /// pattern drawn this frame, else the sequence frame, else what they hold.
+    fn fill(&self, index: usize, start: usize) -> Fill<'_> {
+        match (&self.pattern, self.data) {
+            (Some(f), _) => Fill::Pattern(f, index),
+            (None, Some(d)) => Fill::Frame(d.get(start..).unwrap_or(&[])),
+            (None, None) => Fill::Keep,
+        }
+    }
+}
+
+impl Parts<'_> {
+    /// The source stage for this thread's channels: the sequence frame or the pattern
+    /// `now` asks for (the end of a playlist is `RenderLoop::playlist_ended`'s).
+    fn source<'d>(&mut self, items: &'d mut [ItemSource], now: Now) -> Sourced<'d> {
+        let mut s = Sourced {
+            status: SourceStatus::Fresh,
+            played: None,
+            data: None,
+            pattern: None,
         };
-        let mut played: Option<(usize, u32)> = None;
-        // What the outputs in halves fill their channels from, in wire_send.
-        let mut frame_data: Option<&[u8]> = None;
-        let mut pattern_frame: Option<pattern::Frame> = None;
-        match now_playing {
+        match now {
             Now::Fseq { item, frame } => {
-                played = Some((item, frame));
-                if let Some(ItemSource::Fseq { prefetch, .. }) = show.engine.items.get_mut(item) {
+                s.played = Some((item, frame));
+                if let Some(ItemSource::Fseq { prefetch, .. }) = items.get_mut(item) {
                     // Late or failed: the newest earlier frame (or what the buffer holds)
                     // goes out again, and the profiler and the journal hear of it.
                     let fetched = prefetch.fetch(frame);
-                    source = source_status(&fetched);
-                    frame_data = fetched.data();
-                    if let Some(data) = frame_data {
-                        fill_ranges(&mut show.channels, data, &show.serial);
+                    s.status = source_status(&fetched);
+                    s.data = fetched.data();
+                    if let Some(data) = s.data {
+                        fill_ranges(self.channels, data, self.serial);
                     }
                 }
             }
             Now::Pattern { kind, color, t, .. } => {
                 // One path for every show: with no output in halves, `serial` is the
                 // whole buffer and this is `pattern::render`.
-                let f = pattern_frame.insert(pattern::Frame::new(kind, color, t));
-                render_serial(
-                    f,
-                    &show.layout,
-                    &show.parallel,
-                    &show.serial,
-                    &mut show.channels,
-                );
+                let f = s.pattern.insert(pattern::Frame::new(kind, color, t));
+                render_serial(f, self.layout, self.parallel, self.serial, self.channels);
             }
-            Now::Finished => match on_end {
-                // A held override keeps the player up (black or the pattern) when an
-                // unscheduled show ends.
-                OnEnd::Exit if !live.holds() => {
-                    terminate(&mut show, &mut sync);
-                    return Exit::Finished;
-                }
-                OnEnd::Exit | OnEnd::Black => {
-                    if !show.ended {
-                        show.channels.fill(0);
-                        show.ended = true;
-                    }
-                }
-            },
+            Now::Finished => {}
         }
-        // A live test pattern in place of whatever the show has now (which goes on
-        // underneath: its frames are still fetched, so it resumes where it is).
+        s
+    }
+
+    /// A live test pattern in place of whatever the show has now (which goes on
+    /// underneath: its frames are still fetched, so it resumes where it is).
+    fn test_pattern(&mut self, live: &LiveRender, t0: u64, pattern: &mut Option<pattern::Frame>) {
         if let Some(tr) = &live.overlay.test {
             let t = t0.saturating_sub(live.test_start_ns) as f64 / 1e9;
-            let f = pattern_frame.insert(pattern::Frame::new(tr.kind, tr.color, t));
-            render_serial(
-                f,
-                &show.layout,
-                &show.parallel,
-                &show.serial,
-                &mut show.channels,
-            );
+            let f = pattern.insert(pattern::Frame::new(tr.kind, tr.color, t));
+            render_serial(f, self.layout, self.parallel, self.serial, self.channels);
         }
-        let t2 = mono_ns();
+    }
 
-        // geometry: each pole's wire pixels (the outputs in halves map their own), at
-        // the show's brightness under the live override's.
-        for (i, (o, parallel)) in show
-            .engine
-            .outputs
-            .iter_mut()
-            .zip(&show.parallel)
-            .enumerate()
-        {
+    /// The geometry stage: each pole's wire pixels (the outputs in halves map their own),
+    /// at the show's brightness under the live override's.
+    fn geometry(&mut self, live: &LiveRender) {
+        for (i, (o, parallel)) in self.outputs.iter_mut().zip(self.parallel).enumerate() {
             if !parallel {
-                o.map_from(&show.channels, live.brightness(i));
+                o.map_from(self.channels, live.brightness(i));
             }
         }
-        let t3 = mono_ns();
+    }
 
-        // wire_send
-        // The first output of each frame goes first on the wire; when the link cannot carry
-        // the show, whoever goes first gets through. Taking turns shares the loss.
-        let stamp = unix_micros();
-        let n = show.engine.outputs.len();
-        // The outputs in halves: their source and geometry time, moved to those stages.
+    /// The wire_send stage. The first output of each frame goes first on the wire; when
+    /// the link cannot carry the show, whoever goes first gets through. Taking turns
+    /// shares the loss. The outputs in halves fill and map their own channels here: their
+    /// source and geometry time comes back, to be moved to those stages.
+    fn wire_send(
+        &mut self,
+        src: &Sourced<'_>,
+        live: &LiveRender,
+        tick: u64,
+        stamp: u64,
+    ) -> HalfTimes {
+        let n = self.outputs.len();
         let mut halves = HalfTimes::default();
         for k in 0..n {
             let i = (tick as usize).wrapping_add(k) % n;
-            let o = &mut show.engine.outputs[i];
-            if !show.parallel[i] {
+            let o = &mut self.outputs[i];
+            if !self.parallel[i] {
                 o.send_frame(stamp);
                 continue;
             }
-            let range = channel_range(&show.layout[i]);
-            let fill = match (&pattern_frame, frame_data) {
-                (Some(f), _) => Fill::Pattern(f, i),
-                (None, Some(d)) => Fill::Frame(d.get(range.start..).unwrap_or(&[])),
-                (None, None) => Fill::Keep,
-            };
-            let t = o.render_and_send(&mut show.channels[range], fill, live.brightness(i));
+            let range = channel_range(&self.layout[i]);
+            let fill = src.fill(i, range.start);
+            let t = o.render_and_send(&mut self.channels[range], fill, live.brightness(i));
             halves.source_ns += t.source_ns;
             halves.geometry_ns += t.geometry_ns;
         }
-        // The dashboard's copy of what went out, only when a viewer asked (counted in
-        // wire_send: it is part of what a frame costs while someone watches).
+        halves
+    }
+
+    /// The dashboard's copy of what went out, only when a viewer asked (counted in
+    /// wire_send: it is part of what a frame costs while someone watches).
+    fn offer_pixels(&self, stamp: u64) {
         crate::pixels::BOARD.offer(
             stamp,
-            show.engine
-                .outputs
+            self.outputs
                 .iter()
                 .map(|o| (o.name.as_str(), o.map(), o.pixels())),
         );
-        let t4 = mono_ns();
+    }
+}
+
+/// The clock read at each stage boundary of a frame.
+struct Stamps {
+    t0: u64,
+    t1: u64,
+    t2: u64,
+    t3: u64,
+    t4: u64,
+}
+
+impl Stamps {
+    /// Each stage's wall time, the outputs in halves' source and geometry time moved
+    /// out of wire_send into those stages.
+    fn stage_ns(&self, halves: &HalfTimes) -> [u64; Stage::COUNT] {
+        let mut s = [0; Stage::COUNT];
+        s[Stage::Background as usize] = self.t1 - self.t0;
+        s[Stage::Source as usize] = self.t2 - self.t1 + halves.source_ns;
+        s[Stage::Geometry as usize] = self.t3 - self.t2 + halves.geometry_ns;
+        s[Stage::WireSend as usize] =
+            (self.t4 - self.t3).saturating_sub(halves.source_ns + halves.geometry_ns);
+        s
+    }
+}
+
+impl RenderLoop {
+    fn new(
+        engine: Engine,
+        control: Receiver<Control>,
+        on_end: OnEnd,
+        sync: SyncLink,
+        overlay: Overlay,
+        loop_start: u64,
+    ) -> RenderLoop {
+        let clock = FrameClock::new(loop_start, engine.fps);
+        let show = Show::new(engine, clock.start_ns());
+        let retire = Retirer::new();
+        let live = LiveRender::new(overlay, &show, loop_start);
+        RenderLoop {
+            control,
+            on_end,
+            sync,
+            show,
+            retire,
+            live,
+            show_gen: 0,
+            pending: None,
+            next_discovery: clock.start_ns(),
+            deferred: None,
+            ticks: Ticks::new(clock),
+        }
+    }
+
+    /// The background stage: control messages, the waiting show, discovery, a remote's
+    /// start on the master's timeline, interface upkeep. Ok(true): this frame is one a
+    /// master's blackout waits for its remotes; Err: the thread ends.
+    fn background(&mut self, t0: u64) -> Result<bool, Exit> {
+        let telling_remotes = self.control_message(t0)?;
+        self.start_pending(t0);
+        self.send_discovery(t0);
+        self.start_following(t0);
+        for o in &mut self.show.engine.outputs {
+            o.maintain(t0);
+        }
+        Ok(telling_remotes)
+    }
+
+    /// One control message, if any: a deferred blackout whose wait is over, else the
+    /// channel's next. Ok(true) while a master's blackout waits; Err: the thread ends.
+    fn control_message(&mut self, t0: u64) -> Result<bool, Exit> {
+        let mut telling_remotes = false;
+        let mut due = None;
+        match self.deferred.take() {
+            Some((m, 0)) => due = Some(Ok(Control::Live(m))),
+            Some((m, left)) => {
+                self.deferred = Some((m, left - 1));
+                telling_remotes = true;
+            }
+            None => {}
+        }
+        let was_deferred = due.is_some();
+        match due.unwrap_or_else(|| self.control.try_recv()) {
+            Ok(Control::Live(msg))
+                if !was_deferred
+                    && matches!(self.sync, SyncLink::Master(_))
+                    && msg.overlay.black
+                    && !self.live.overlay.black =>
+            {
+                telling_remotes = true;
+                self.deferred = Some((msg, TELL_REMOTES_FRAMES - 1));
+            }
+            Ok(Control::At(new, at)) => self.pending = Some((new, at)),
+            Ok(Control::Reload(new)) => self.reload(new, t0),
+            Ok(Control::After(new)) => self.after_item(new, t0),
+            Ok(Control::OnEnd(e)) => self.on_end = e,
+            Ok(Control::Live(msg)) => self.apply_live(*msg, t0),
+            Ok(Control::Stop) | Err(TryRecvError::Disconnected) => {
+                terminate(&mut self.show, &mut self.sync);
+                return Err(Exit::Stopped);
+            }
+            Err(TryRecvError::Empty) => {}
+        }
+        Ok(telling_remotes)
+    }
+
+    /// `new` in place of the show playing, its playlist starting at `start_ns`; the old
+    /// show goes to the retire thread.
+    fn swap_show(&mut self, new: Engine, start_ns: u64, t0: u64) {
+        self.retire
+            .retire(std::mem::replace(&mut self.show, Show::new(new, start_ns)));
+        self.show_gen += 1;
+        self.ticks.new_show();
+        self.next_discovery = t0;
+    }
+
+    fn reload(&mut self, new: Box<Engine>, t0: u64) {
+        if new.fps != self.show.engine.fps {
+            tracing::warn!(
+                "fps changes take effect on restart; keeping {} fps",
+                self.show.engine.fps
+            );
+        }
+        // A reload restarts the playlist now.
+        self.swap_show(*new, t0, t0);
+        self.retire.retire_some(self.pending.take());
+        self.live.rebind(&self.show);
+        tracing::info!("show reloaded");
+    }
+
+    /// `new` to start when the item playing now ends (when the show already waiting was
+    /// to start, or at once when nothing plays).
+    fn after_item(&mut self, new: Box<Engine>, t0: u64) {
+        let at = match &self.pending {
+            Some((_, at)) => *at,
+            None if self.show.ended => t0,
+            None => self.show.playlist.item_end_ns().unwrap_or(t0),
+        };
+        self.retire.retire_some(self.pending.replace((new, at)));
+    }
+
+    fn apply_live(&mut self, msg: LiveMsg, t0: u64) {
+        let LiveMsg {
+            overlay,
+            engine,
+            on_end,
+            reply,
+        } = msg;
+        if let Some(e) = on_end {
+            self.on_end = e;
+        }
+        match engine {
+            Some((new, false)) => {
+                self.swap_show(*new, t0, t0);
+                self.retire.retire_some(self.pending.take());
+            }
+            Some((new, true)) => self.after_item(new, t0),
+            None => {}
+        }
+        if overlay.test != self.live.overlay.test {
+            self.live.test_start_ns = t0;
+        }
+        // An ended playlist's channels were blackened once; a pattern drawn into them
+        // since must not stay when it is lifted.
+        if self.show.ended {
+            self.show.channels.fill(0);
+        }
+        self.live.overlay = overlay;
+        self.live.reply = reply;
+        self.live.rebind(&self.show);
+        tracing::info!("live control: a new override from this frame");
+    }
+
+    /// The waiting show, once its time has come.
+    fn start_pending(&mut self, t0: u64) {
+        if self.pending.as_ref().is_some_and(|(_, at)| t0 >= *at)
+            && let Some((new, at)) = self.pending.take()
+        {
+            // The next show starts where the item ended, not when this tick noticed.
+            self.swap_show(*new, at.min(t0), t0);
+            self.live.rebind(&self.show);
+            tracing::info!("the item ended; the next show starts");
+        }
+    }
+
+    fn send_discovery(&mut self, t0: u64) {
+        if t0 >= self.next_discovery {
+            self.next_discovery = t0 + DISCOVERY_INTERVAL_NS;
+            for o in &mut self.show.engine.outputs {
+                o.send_discovery();
+            }
+        }
+    }
+
+    /// A remote's new show starts at the master's frame, not at its own frame 0.
+    fn start_following(&mut self, t0: u64) {
+        if self.ticks.followed.is_none()
+            && let SyncLink::Remote(r) = &mut self.sync
+        {
+            self.ticks.followed = follow_next(r, &self.show, None, t0);
+        }
+    }
+
+    /// What plays at `t0`: a remote's frame comes from the master's timeline, not its own
+    /// start.
+    fn now_playing(&mut self, t0: u64) -> Now {
+        match self.ticks.followed {
+            Some(f) => match self.show.engine.items.first() {
+                Some(ItemSource::Fseq { frames, .. }) if f.frame < *frames => Now::Fseq {
+                    item: 0,
+                    frame: f.frame,
+                },
+                _ => Now::Finished,
+            },
+            None => self.show.playlist.at(t0),
+        }
+    }
+
+    /// The playlist has ended: Some when that ends the thread, else the channels go (and
+    /// stay) black. A held override keeps the player up (black or the pattern) when an
+    /// unscheduled show ends.
+    fn playlist_ended(&mut self) -> Option<Exit> {
+        match self.on_end {
+            OnEnd::Exit if !self.live.holds() => {
+                terminate(&mut self.show, &mut self.sync);
+                Some(Exit::Finished)
+            }
+            OnEnd::Exit | OnEnd::Black => {
+                if !self.show.ended {
+                    self.show.channels.fill(0);
+                    self.show.ended = true;
+                }
+                None
+            }
+        }
+    }
+
+    /// After the frame is in the kernel: the override's reply, the source's journal line,
+    /// a master's announce.
+    fn after_send(
+        &mut self,
+        played: Option<(usize, u32)>,
+        source: SourceStatus,
+        stamp: u64,
+        t0: u64,
+        telling_remotes: bool,
+    ) {
         // The override's first frame is in the kernel: say when it went.
-        if let Some(r) = live.reply.take() {
+        if let Some(r) = self.live.reply.take() {
             let _ = r.try_send(stamp);
         }
         if let Some((item, frame)) = played
-            && let Some(ItemSource::Fseq { prefetch, .. }) = show.engine.items.get(item)
+            && let Some(ItemSource::Fseq { prefetch, .. }) = self.show.engine.items.get(item)
         {
             log_source(
-                &mut show.late_log,
-                &mut show.error_log,
+                &mut self.show.late_log,
+                &mut self.show.error_log,
                 source,
                 prefetch,
                 frame,
                 t0,
             );
         }
-        if let SyncLink::Master(a) = &mut sync {
+        self.announce(played, telling_remotes);
+    }
+
+    /// A master's announce of the frame that just went out.
+    fn announce(&mut self, played: Option<(usize, u32)>, telling_remotes: bool) {
+        if let SyncLink::Master(a) = &mut self.sync {
+            let show = &self.show;
             let item_start_ns = show.playlist.item_start_ns();
             let playing = played.and_then(|(item, frame)| match show.engine.items.get(item) {
                 Some(ItemSource::Fseq { prefetch, .. }) => Some(Playing {
-                    show: show_gen,
+                    show: self.show_gen,
                     item_start_ns,
                     name: base_name(prefetch.path()),
                     frame,
@@ -905,63 +1125,81 @@ fn run(
             });
             // A blacked-out master plays on unseen and tells its remotes nothing plays:
             // they stop at their next frame (docs/operator-guide.md, "Show night").
-            a.frame_sent(playing.filter(|_| !live.overlay.black && !telling_remotes));
+            a.frame_sent(playing.filter(|_| !self.live.overlay.black && !telling_remotes));
         }
-        let period_ns = followed.map_or(clock.period_ns(), |f| f.period_ns);
+    }
 
+    /// MultiSync following: the next frame's tick, `now` being the end of this one.
+    fn plan_next(&mut self, now: u64) {
+        self.ticks.sent();
+        let followed = match &mut self.sync {
+            SyncLink::Remote(r) => follow_next(r, &self.show, self.ticks.last_tick, now),
+            _ => None,
+        };
+        self.ticks.advance(followed, self.show.engine.fps, now);
+    }
+}
+
+fn run(
+    engine: Engine,
+    mut sink: impl FrameSink,
+    control: Receiver<Control>,
+    on_end: OnEnd,
+    sync: SyncLink,
+    overlay: Overlay,
+) -> Exit {
+    let loop_start = mono_ns();
+    let mut lp = RenderLoop::new(engine, control, on_end, sync, overlay, loop_start);
+    loop {
+        let deadline = lp.ticks.deadline();
+        sleep_until(deadline);
+        let t0 = mono_ns();
+
+        // background: control messages, discovery, interface upkeep.
+        let telling_remotes = match lp.background(t0) {
+            Ok(telling) => telling,
+            Err(exit) => return exit,
+        };
+        let t1 = mono_ns();
+
+        // source: the channel data for this moment.
+        let now_playing = lp.now_playing(t0);
+        if matches!(now_playing, Now::Finished)
+            && let Some(exit) = lp.playlist_ended()
+        {
+            return exit;
+        }
+        let (items, mut parts) = lp.show.parts();
+        let mut src = parts.source(items, now_playing);
+        parts.test_pattern(&lp.live, t0, &mut src.pattern);
+        let t2 = mono_ns();
+
+        // geometry
+        parts.geometry(&lp.live);
+        let t3 = mono_ns();
+
+        // wire_send
+        let stamp = unix_micros();
+        let halves = parts.wire_send(&src, &lp.live, lp.ticks.tick, stamp);
+        parts.offer_pixels(stamp);
+        let t4 = mono_ns();
+        let (played, source) = (src.played, src.status);
+        lp.after_send(played, source, stamp, t0, telling_remotes);
+
+        let period_ns = lp.ticks.period_ns();
+        let stamps = Stamps { t0, t1, t2, t3, t4 };
         sink.push(FrameSample {
-            tick,
-            stage_ns: {
-                let mut s = [0; Stage::COUNT];
-                s[Stage::Background as usize] = t1 - t0;
-                s[Stage::Source as usize] = t2 - t1 + halves.source_ns;
-                s[Stage::Geometry as usize] = t3 - t2 + halves.geometry_ns;
-                s[Stage::WireSend as usize] =
-                    (t4 - t3).saturating_sub(halves.source_ns + halves.geometry_ns);
-                s
-            },
+            tick: lp.ticks.tick,
+            stage_ns: stamps.stage_ns(&halves),
             frame_ns: t4 - t0,
             lateness_ns: t0.saturating_sub(deadline),
             missed: t4 > deadline + period_ns,
-            skipped: skipped as u32,
+            skipped: lp.ticks.skipped as u32,
             at_ns: t0 - loop_start,
             source,
         });
         let now = mono_ns();
-        if let Some(f) = followed {
-            last_tick = Some(f.tick);
-            own_clock_stale = true;
-        }
-        followed = match &mut sync {
-            SyncLink::Remote(r) => follow_next(r, &show, last_tick, now),
-            _ => None,
-        };
-        match followed {
-            Some(f) => {
-                let planned = last_tick.map_or(0, |l| l + 1);
-                skipped = if f.jumped {
-                    0
-                } else {
-                    f.tick.saturating_sub(planned)
-                };
-                tick += 1 + skipped;
-            }
-            None => {
-                if own_clock_stale {
-                    // Back on the unit's own clock: it starts again from now.
-                    clock = FrameClock::new(now, show.engine.fps);
-                    ctick = 0;
-                    skipped = 0;
-                    tick += 1;
-                    own_clock_stale = false;
-                } else {
-                    let next = clock.next(ctick, now);
-                    tick += next.tick - ctick;
-                    ctick = next.tick;
-                    skipped = next.skipped;
-                }
-            }
-        }
+        lp.plan_next(now);
     }
 }
 

@@ -115,15 +115,7 @@ pub fn start(
         .password_hash
         .clone()
         .context("fpp_connect.password_hash: missing")?;
-    let root = store_root.context(
-        "FPP Connect needs the show store: run the player with --store /var/lib/pfx (the image's service does)",
-    )?;
-    let st = store::PfxStore::open(&root, running_config).map_err(|e| {
-        anyhow::anyhow!(
-            "FPP Connect off: the show store at {} cannot be used: {e}",
-            root.display()
-        )
-    })?;
+    let st = open_store(store_root, running_config)?;
     // What FPP Connect creates in the store is group-writable, as the agent's is: both
     // write the same tree through the data partition's set-gid group (docs/show-store.md).
     // SAFETY: umask(2) only sets the process's file mode mask; it cannot fail.
@@ -162,7 +154,55 @@ pub fn start(
         inner.our_pieces = outputs::our_pieces(&show.outputs);
     }
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let http = std::thread::Builder::new()
+    let http = spawn_http(std_listener, state, rx)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let ping = match ping_sock {
+        Some(sock) => {
+            let stop = stop.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("pfx-fppc-ping".into())
+                    .spawn(move || {
+                        background("pfx-fppc-ping");
+                        answer_pings(sock, unit, stop)
+                    })?,
+            )
+        }
+        None => None,
+    };
+    tracing::info!(http = %cfg.http, "FPP Connect on (discover pings on UDP 32320)");
+    Ok(FppConnect {
+        shutdown: Some(tx),
+        http: Some(http),
+        stop,
+        ping,
+    })
+}
+
+/// The show store FPP Connect writes into, or why FPP Connect is off.
+fn open_store(
+    store_root: Option<PathBuf>,
+    running_config: Option<PathBuf>,
+) -> anyhow::Result<store::PfxStore> {
+    let root = store_root.context(
+        "FPP Connect needs the show store: run the player with --store /var/lib/pfx (the image's service does)",
+    )?;
+    store::PfxStore::open(&root, running_config).map_err(|e| {
+        anyhow::anyhow!(
+            "FPP Connect off: the show store at {} cannot be used: {e}",
+            root.display()
+        )
+    })
+}
+
+/// The HTTP server's thread: a small runtime at background priority serving `state` on
+/// `std_listener` until `shutdown` fires.
+fn spawn_http(
+    std_listener: std::net::TcpListener,
+    state: server::FppState,
+    shutdown: tokio::sync::oneshot::Receiver<()>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
         .name("pfx-fppconnect".into())
         .spawn(move || {
             background("pfx-fppconnect");
@@ -188,36 +228,14 @@ pub fn start(
                     }
                 };
                 if let Err(e) = server::serve(listener, state, async move {
-                    let _ = rx.await;
+                    let _ = shutdown.await;
                 })
                 .await
                 {
                     tracing::error!("FPP Connect HTTP stopped: {e}");
                 }
             });
-        })?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let ping = match ping_sock {
-        Some(sock) => {
-            let stop = stop.clone();
-            Some(
-                std::thread::Builder::new()
-                    .name("pfx-fppc-ping".into())
-                    .spawn(move || {
-                        background("pfx-fppc-ping");
-                        answer_pings(sock, unit, stop)
-                    })?,
-            )
-        }
-        None => None,
-    };
-    tracing::info!(http = %cfg.http, "FPP Connect on (discover pings on UDP 32320)");
-    Ok(FppConnect {
-        shutdown: Some(tx),
-        http: Some(http),
-        stop,
-        ping,
-    })
+        })
 }
 
 /// UDP 32320 shared with anything else that listens there (SO_REUSEPORT), joined to

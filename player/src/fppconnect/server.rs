@@ -348,22 +348,29 @@ fn header_number(h: &HeaderMap, key: &str) -> Result<u64, String> {
     names::decimal(v.as_bytes()).ok_or_else(|| format!("{key}: not a decimal number"))
 }
 
-async fn upload(
-    State(s): State<FppState>,
-    Path(dir): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let Some(kind) = Dir::parse(&dir) else {
-        return text(
+/// What an upload chunk's request says, checked before anything is read or written.
+struct ChunkRequest {
+    kind: Dir,
+    name: String,
+    offset: u64,
+    length: u64,
+    /// The chunk's Content-Length.
+    chunk: u64,
+}
+
+/// The upload's directory and headers, checked; the status and message to answer with
+/// when they do not make a chunk pfx takes.
+fn chunk_request(dir: &str, headers: &HeaderMap) -> Result<ChunkRequest, (StatusCode, String)> {
+    let Some(kind) = Dir::parse(dir) else {
+        return Err((
             StatusCode::BAD_REQUEST,
             format!(
                 "{dir}: pfx takes sequences, and music and videos (kept, not played), but no effects or other files"
             ),
-        );
+        ));
     };
     let Some(raw_name) = headers.get("upload-name") else {
-        return text(StatusCode::BAD_REQUEST, "Upload-Name: missing");
+        return Err((StatusCode::BAD_REQUEST, "Upload-Name: missing".into()));
     };
     let checked = if kind == Dir::Sequences {
         names::check_name(raw_name.as_bytes())
@@ -372,27 +379,52 @@ async fn upload(
     };
     let name = match checked {
         Ok(n) => n.to_string(),
-        Err(e) => return text(StatusCode::BAD_REQUEST, format!("Upload-Name: {e}")),
+        Err(e) => return Err((StatusCode::BAD_REQUEST, format!("Upload-Name: {e}"))),
     };
-    let offset = match header_number(&headers, "upload-offset") {
-        Ok(n) => n,
-        Err(m) => return text(StatusCode::BAD_REQUEST, m),
-    };
-    let length = match header_number(&headers, "upload-length") {
-        Ok(n) => n,
-        Err(m) => return text(StatusCode::BAD_REQUEST, m),
-    };
+    let bad = |m| (StatusCode::BAD_REQUEST, m);
+    let offset = header_number(headers, "upload-offset").map_err(bad)?;
+    let length = header_number(headers, "upload-length").map_err(bad)?;
     let chunk = match headers.get(header::CONTENT_LENGTH) {
         Some(v) => match names::decimal(v.as_bytes()) {
             Some(n) => n,
-            None => return text(StatusCode::BAD_REQUEST, "Content-Length: not a number"),
+            None => {
+                return Err((
+                    StatusCode::BAD_REQUEST,
+                    "Content-Length: not a number".into(),
+                ));
+            }
         },
         None => {
-            return text(
+            return Err((
                 StatusCode::LENGTH_REQUIRED,
-                "send each chunk with a Content-Length",
-            );
+                "send each chunk with a Content-Length".into(),
+            ));
         }
+    };
+    Ok(ChunkRequest {
+        kind,
+        name,
+        offset,
+        length,
+        chunk,
+    })
+}
+
+async fn upload(
+    State(s): State<FppState>,
+    Path(dir): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let ChunkRequest {
+        kind,
+        name,
+        offset,
+        length,
+        chunk,
+    } = match chunk_request(&dir, &headers) {
+        Ok(c) => c,
+        Err((code, m)) => return text(code, m),
     };
     let Ok(_permit) = s.0.upload_gate.acquire().await else {
         return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
@@ -427,6 +459,17 @@ async fn upload(
         lock(&uploads).write(store.as_ref(), kind, &n, &data, now_ms())
     })
     .await;
+    written(res, kind, &name, &dir)
+}
+
+/// The answer to a chunk the writer took (or refused, or failed on); a whole file is
+/// logged.
+fn written(
+    res: Result<Result<Done, Refusal>, tokio::task::JoinError>,
+    kind: Dir,
+    name: &str,
+    dir: &str,
+) -> Response {
     match res {
         Ok(Ok(Done::Partial(size))) => {
             Json(json!({"status": "OK", "file": name, "dir": dir, "size": size})).into_response()

@@ -127,6 +127,153 @@ pub fn default_send_buffer(channels: usize, datagrams: usize) -> usize {
     (channels + datagrams * 800).max(2304)
 }
 
+/// The output's encoder for its profile's protocol, and the shape of its frames.
+fn encoder_for(
+    o: &ResolvedOutput,
+    opts: &OutputOptions,
+    destination: SocketAddrV4,
+) -> (Encoder, crate::wire::FrameShape) {
+    let p = &o.profile;
+    let channels = p.channels();
+    match p.protocol {
+        Protocol::Sacn => {
+            let so = p.sacn_options();
+            let dest = if destination.ip().is_multicast() {
+                sacn::Dest::Multicast {
+                    port: destination.port(),
+                }
+            } else {
+                sacn::Dest::Unicast(destination)
+            };
+            let enc = sacn::Encoder::new(
+                sacn::Config {
+                    cid: opts.cid,
+                    source_name: format!("{} {}", opts.source_name, o.name),
+                    priority: so.priority,
+                    first_universe: so.first_universe,
+                    universe_size: so.universe_size,
+                    sync_universe: so.sync_universe,
+                    dest,
+                },
+                channels,
+            );
+            let shape = enc.frame_shape();
+            (Encoder::Sacn(Box::new(enc)), shape)
+        }
+        Protocol::Ddp => {
+            let d = p.ddp_options();
+            (
+                Encoder::Ddp(ddp::Encoder::new(d.data_type, d.destination_id)),
+                ddp::frame_shape(channels),
+            )
+        }
+        Protocol::Bigpacket => (
+            Encoder::BigPacket(bigpacket::Encoder::new(
+                p.bigpacket_options().pole_id,
+                p.pixel_format == crate::config::PixelFormat::Rgbw8,
+            )),
+            bigpacket::frame_shape(channels),
+        ),
+    }
+}
+
+/// Whether the output's datagrams go with DF set. Only sACN and DDP, and only when every
+/// datagram fits the interface's MTU: a DF datagram larger than the MTU is refused
+/// (EMSGSIZE), where without DF the kernel fragments it. bigPacket's datagrams are larger
+/// than the MTU by design (see `set_dont_fragment`).
+fn dont_fragment(
+    o: &ResolvedOutput,
+    opts: &OutputOptions,
+    shape: &crate::wire::FrameShape,
+    mtu: usize,
+) -> bool {
+    if !matches!(o.profile.protocol, Protocol::Sacn | Protocol::Ddp) {
+        return false;
+    }
+    if shape.largest_datagram() + crate::wire::IPV4_UDP_HEADERS <= mtu {
+        return true;
+    }
+    tracing::info!(
+        output = %o.name,
+        interface = %opts.socket.interface,
+        mtu,
+        "datagrams up to {} bytes do not fit the MTU; sent fragmentable (no DF)",
+        shape.largest_datagram()
+    );
+    false
+}
+
+/// The helper thread a large output gets: halves for sACN, a send helper for the others
+/// (none when it cannot start: the render thread then does it all).
+fn helper_for(
+    o: &ResolvedOutput,
+    opts: &OutputOptions,
+    encoder: &Encoder,
+    shape: &crate::wire::FrameShape,
+) -> Helper {
+    let p = &o.profile;
+    let per_frame = shape.per_frame();
+    // The blocking baseline stays single-threaded: it measures a naive player.
+    let halves = match encoder {
+        Encoder::Sacn(e) if per_frame >= SPLIT_MIN_DATAGRAMS && !opts.socket.blocking => {
+            halves::split(
+                e.universes(),
+                usize::from(e.config().universe_size),
+                p.pixel_format.bytes_per_pixel(),
+                p.channels(),
+            )
+            .map(|spans| spans.map(|s| Part::new(s, e.config(), shape.slot_len)))
+        }
+        _ => None,
+    };
+    let no_thread = |e: std::io::Error| {
+        tracing::warn!(output = %o.name, "no helper thread ({e}); this output renders and sends from the render thread alone");
+        Helper::None
+    };
+    if let Some(parts) = halves {
+        Halves::new(parts).map_or_else(no_thread, |h| Helper::Halves(Box::new(h)))
+    } else if per_frame >= SPLIT_MIN_DATAGRAMS && !opts.socket.blocking {
+        Splitter::spawn(shape.slots).map_or_else(no_thread, |s| Helper::Send(Box::new(s)))
+    } else {
+        Helper::None
+    }
+}
+
+/// How many datagrams at the end of a frame are not a universe's data: sACN's sync
+/// packet, DDP's push.
+fn tail_datagrams(encoder: &Encoder, protocol: Protocol) -> usize {
+    match (encoder, protocol) {
+        (Encoder::Sacn(e), _) => usize::from(e.config().sync_universe.is_some()),
+        (_, Protocol::Ddp) => 1,
+        _ => 0,
+    }
+}
+
+/// The output's counters, one slot per data datagram (numbered by universe for sACN),
+/// with the frame's size.
+fn counters_for(
+    encoder: &Encoder,
+    shape: &crate::wire::FrameShape,
+    tail: usize,
+) -> Arc<OutputCounters> {
+    let per_frame = shape.per_frame();
+    let slot_base = match encoder {
+        Encoder::Sacn(e) => u64::from(e.config().first_universe),
+        _ => 0,
+    };
+    let counters = Arc::new(OutputCounters::with_slots(
+        per_frame.saturating_sub(tail),
+        slot_base,
+    ));
+    {
+        use std::sync::atomic::Ordering::Relaxed;
+        let bytes: usize = shape.datagrams.iter().sum();
+        counters.frame_bytes.store(bytes as u64, Relaxed);
+        counters.frame_datagrams.store(per_frame as u64, Relaxed);
+    }
+    counters
+}
+
 impl Output {
     pub fn open(o: &ResolvedOutput, opts: &OutputOptions) -> Result<Output, OutputError> {
         let destination = match o.destination {
@@ -152,46 +299,7 @@ impl Output {
         let p = &o.profile;
         let channels = p.channels();
         // The protocol says how big its datagrams are; everything below is sized from that.
-        let (encoder, shape) = match p.protocol {
-            Protocol::Sacn => {
-                let so = p.sacn_options();
-                let dest = if destination.ip().is_multicast() {
-                    sacn::Dest::Multicast {
-                        port: destination.port(),
-                    }
-                } else {
-                    sacn::Dest::Unicast(destination)
-                };
-                let enc = sacn::Encoder::new(
-                    sacn::Config {
-                        cid: opts.cid,
-                        source_name: format!("{} {}", opts.source_name, o.name),
-                        priority: so.priority,
-                        first_universe: so.first_universe,
-                        universe_size: so.universe_size,
-                        sync_universe: so.sync_universe,
-                        dest,
-                    },
-                    channels,
-                );
-                let shape = enc.frame_shape();
-                (Encoder::Sacn(Box::new(enc)), shape)
-            }
-            Protocol::Ddp => {
-                let d = p.ddp_options();
-                (
-                    Encoder::Ddp(ddp::Encoder::new(d.data_type, d.destination_id)),
-                    ddp::frame_shape(channels),
-                )
-            }
-            Protocol::Bigpacket => (
-                Encoder::BigPacket(bigpacket::Encoder::new(
-                    p.bigpacket_options().pole_id,
-                    p.pixel_format == crate::config::PixelFormat::Rgbw8,
-                )),
-                bigpacket::frame_shape(channels),
-            ),
-        };
+        let (encoder, shape) = encoder_for(o, opts, destination);
         // Discovery pages go out beside a frame; count the frame's datagrams only.
         let per_frame = shape.per_frame();
         let slots = shape.slots;
@@ -201,48 +309,11 @@ impl Output {
         }
         let socket = open_udp(&sock_opts).map_err(sock_err)?;
         set_multicast_ifindex(&socket, ifindex).map_err(sock_err)?;
-        // Only sACN and DDP, and only when every datagram fits the interface's MTU: a DF
-        // datagram larger than the MTU is refused (EMSGSIZE), where without DF the kernel
-        // fragments it. bigPacket's datagrams are larger than the MTU by design (see
-        // `set_dont_fragment`).
         let mtu = crate::sys::net::mtu(&opts.socket.interface).unwrap_or(1500);
-        if matches!(p.protocol, Protocol::Sacn | Protocol::Ddp) {
-            if shape.largest_datagram() + crate::wire::IPV4_UDP_HEADERS <= mtu {
-                set_dont_fragment(&socket).map_err(sock_err)?;
-            } else {
-                tracing::info!(
-                    output = %o.name,
-                    interface = %opts.socket.interface,
-                    mtu,
-                    "datagrams up to {} bytes do not fit the MTU; sent fragmentable (no DF)",
-                    shape.largest_datagram()
-                );
-            }
+        if dont_fragment(o, opts, &shape, mtu) {
+            set_dont_fragment(&socket).map_err(sock_err)?;
         }
-        // The blocking baseline stays single-threaded: it measures a naive player.
-        let halves = match &encoder {
-            Encoder::Sacn(e) if per_frame >= SPLIT_MIN_DATAGRAMS && !opts.socket.blocking => {
-                halves::split(
-                    e.universes(),
-                    usize::from(e.config().universe_size),
-                    p.pixel_format.bytes_per_pixel(),
-                    channels,
-                )
-                .map(|spans| spans.map(|s| Part::new(s, e.config(), shape.slot_len)))
-            }
-            _ => None,
-        };
-        let no_thread = |e: std::io::Error| {
-            tracing::warn!(output = %o.name, "no helper thread ({e}); this output renders and sends from the render thread alone");
-            Helper::None
-        };
-        let helper = if let Some(parts) = halves {
-            Halves::new(parts).map_or_else(no_thread, |h| Helper::Halves(Box::new(h)))
-        } else if per_frame >= SPLIT_MIN_DATAGRAMS && !opts.socket.blocking {
-            Splitter::spawn(slots).map_or_else(no_thread, |s| Helper::Send(Box::new(s)))
-        } else {
-            Helper::None
-        };
+        let helper = helper_for(o, opts, &encoder, &shape);
         // What a frame costs in the socket's accounting, for the admission rule.
         let costs: Vec<u64> = shape.datagrams.iter().map(|&l| truesize(l, mtu)).collect();
         let admit = if opts.socket.blocking || opts.socket.send_every_frame {
@@ -252,25 +323,8 @@ impl Output {
             // 40 fps until the loop says (`set_frame_period`).
             Some(Admit::new(&costs, sndbuf, 25_000_000))
         };
-        let tail = match (&encoder, p.protocol) {
-            (Encoder::Sacn(e), _) => usize::from(e.config().sync_universe.is_some()),
-            (_, Protocol::Ddp) => 1,
-            _ => 0,
-        };
-        let slot_base = match &encoder {
-            Encoder::Sacn(e) => u64::from(e.config().first_universe),
-            _ => 0,
-        };
-        let counters = Arc::new(OutputCounters::with_slots(
-            per_frame.saturating_sub(tail),
-            slot_base,
-        ));
-        {
-            use std::sync::atomic::Ordering::Relaxed;
-            let bytes: usize = shape.datagrams.iter().sum();
-            counters.frame_bytes.store(bytes as u64, Relaxed);
-            counters.frame_datagrams.store(per_frame as u64, Relaxed);
-        }
+        let tail = tail_datagrams(&encoder, p.protocol);
+        let counters = counters_for(&encoder, &shape, tail);
         // In halves the parts hold the frame's datagrams; the output's own batch carries
         // only the sync packet and the discovery pages.
         let batch = match &helper {

@@ -291,6 +291,111 @@ fn stage_map(stages: &[StageStats; N_SERIES]) -> BTreeMap<String, StageStats> {
         .collect()
 }
 
+/// Each output's counters, each reading timed right after it was taken; on a history
+/// point, its rates too (`slots` is the scratch for the per-slot frame counts).
+fn output_stats(
+    outputs: &[OutputInfo],
+    rates: &mut [RateTracker],
+    slots: &mut Vec<u64>,
+    sh: &Shared,
+    point_due: bool,
+) -> Vec<OutputStats> {
+    let mut outs = Vec::with_capacity(outputs.len());
+    for (o, r) in outputs.iter().zip(rates.iter_mut()) {
+        let counters = o.counters.snapshot();
+        let t_s = sh.started.elapsed().as_secs_f64();
+        if point_due {
+            o.counters.slot_frames(slots);
+            r.update_slots(slots, o.counters.slot_base, t_s);
+            r.update(&counters, t_s);
+        }
+        outs.push(OutputStats {
+            name: o.name.clone(),
+            protocol: o.protocol.clone(),
+            destination: o.destination.clone(),
+            counters,
+            rates: r.rates.clone(),
+        });
+    }
+    outs
+}
+
+/// The history's point for the interval `p` just closed.
+fn history_point(p: &Summary, sh: &Shared, outs: &[OutputStats]) -> HistoryPoint {
+    let nic = lock(&sh.nic).clone();
+    HistoryPoint {
+        unix_ms: crate::sys::time::unix_ms(),
+        stages: SERIES
+            .iter()
+            .zip(&p.stages)
+            .map(|(n, s)| {
+                (
+                    n.to_string(),
+                    PointStats {
+                        p50_us: s.p50_us,
+                        p95_us: s.p95_us,
+                        p99_us: s.p99_us,
+                        max_us: s.max_us,
+                    },
+                )
+            })
+            .collect(),
+        frames: p.frames,
+        fps: p.fps,
+        deadline_misses: p.deadline_misses,
+        skipped_ticks: p.skipped_ticks,
+        pause_rx_per_s: nic.as_ref().and_then(|n| n.pause_rx_frames.per_s),
+        pause_tx_per_s: nic.as_ref().and_then(|n| n.pause_tx_frames.per_s),
+        dropped_per_s: outs
+            .iter()
+            .filter_map(|o| {
+                o.rates
+                    .as_ref()
+                    .map(|r| (o.name.clone(), r.frames_dropped_per_s))
+            })
+            .collect(),
+    }
+}
+
+/// The snapshot `/profile` serves: the window ending at `loop_now` (on the loop's clock)
+/// and the totals since the start.
+fn snapshot(
+    agg: &mut Aggregator,
+    loop_now: u64,
+    fps_target: u32,
+    sh: &Shared,
+    outs: Vec<OutputStats>,
+) -> Snapshot {
+    let w: Summary = agg.window_summary(loop_now);
+    let t: Summary = agg.totals_summary();
+    Snapshot {
+        window_s: agg.window_span().as_secs_f64(),
+        stages: stage_map(&w.stages),
+        frames: w.frames,
+        deadline_misses: w.deadline_misses,
+        skipped_ticks: w.skipped_ticks,
+        fps: w.fps.unwrap_or(0.0),
+        fps_target,
+        since_start: SinceStart {
+            stages: stage_map(&t.stages),
+            frames: t.frames,
+            deadline_misses: t.deadline_misses,
+            skipped_ticks: t.skipped_ticks,
+            fps: t.fps.unwrap_or(0.0),
+            loop_s: agg.loop_span_s(),
+        },
+        samples_lost: sh.lost.load(Relaxed),
+        source_late: t.source_late,
+        source_errors: t.source_errors,
+        last_frame_age_ms: None,
+        uptime_s: sh.started.elapsed().as_secs_f64(),
+        profiler_cpu_s: thread_cpu_s(),
+        outputs: outs,
+        nic: None,
+        sync: None,
+    }
+}
+
 fn run(
     mut consumer: rtrb::Consumer<FrameSample>,
     mut agg: Aggregator,
@@ -325,96 +430,18 @@ fn run(
             .map(|(at, t)| at + now.duration_since(t).as_nanos() as u64)
             .unwrap_or(0);
 
-        // Output counters, each reading timed right after it was taken.
-        let mut outs = Vec::with_capacity(outputs.len());
-        for (o, r) in outputs.iter().zip(rates.iter_mut()) {
-            let counters = o.counters.snapshot();
-            let t_s = sh.started.elapsed().as_secs_f64();
-            if point_due {
-                o.counters.slot_frames(&mut slots);
-                r.update_slots(&slots, o.counters.slot_base, t_s);
-                r.update(&counters, t_s);
-            }
-            outs.push(OutputStats {
-                name: o.name.clone(),
-                protocol: o.protocol.clone(),
-                destination: o.destination.clone(),
-                counters,
-                rates: r.rates.clone(),
-            });
-        }
-
+        let outs = output_stats(&outputs, &mut rates, &mut slots, &sh, point_due);
         if point_due {
             last_point = now;
             let p = agg.close_interval();
-            let nic = lock(&sh.nic).clone();
-            let point = HistoryPoint {
-                unix_ms: crate::sys::time::unix_ms(),
-                stages: SERIES
-                    .iter()
-                    .zip(&p.stages)
-                    .map(|(n, s)| {
-                        (
-                            n.to_string(),
-                            PointStats {
-                                p50_us: s.p50_us,
-                                p95_us: s.p95_us,
-                                p99_us: s.p99_us,
-                                max_us: s.max_us,
-                            },
-                        )
-                    })
-                    .collect(),
-                frames: p.frames,
-                fps: p.fps,
-                deadline_misses: p.deadline_misses,
-                skipped_ticks: p.skipped_ticks,
-                pause_rx_per_s: nic.as_ref().and_then(|n| n.pause_rx_frames.per_s),
-                pause_tx_per_s: nic.as_ref().and_then(|n| n.pause_tx_frames.per_s),
-                dropped_per_s: outs
-                    .iter()
-                    .filter_map(|o| {
-                        o.rates
-                            .as_ref()
-                            .map(|r| (o.name.clone(), r.frames_dropped_per_s))
-                    })
-                    .collect(),
-            };
+            let point = history_point(&p, &sh, &outs);
             let mut h = lock(&sh.history);
             if h.len() == HISTORY_POINTS {
                 h.pop_front();
             }
             h.push_back(point);
         }
-
-        let w: Summary = agg.window_summary(loop_now);
-        let t: Summary = agg.totals_summary();
-        let snap = Snapshot {
-            window_s: agg.window_span().as_secs_f64(),
-            stages: stage_map(&w.stages),
-            frames: w.frames,
-            deadline_misses: w.deadline_misses,
-            skipped_ticks: w.skipped_ticks,
-            fps: w.fps.unwrap_or(0.0),
-            fps_target,
-            since_start: SinceStart {
-                stages: stage_map(&t.stages),
-                frames: t.frames,
-                deadline_misses: t.deadline_misses,
-                skipped_ticks: t.skipped_ticks,
-                fps: t.fps.unwrap_or(0.0),
-                loop_s: agg.loop_span_s(),
-            },
-            samples_lost: sh.lost.load(Relaxed),
-            source_late: t.source_late,
-            source_errors: t.source_errors,
-            last_frame_age_ms: None,
-            uptime_s: sh.started.elapsed().as_secs_f64(),
-            profiler_cpu_s: thread_cpu_s(),
-            outputs: outs,
-            nic: None,
-            sync: None,
-        };
+        let snap = snapshot(&mut agg, loop_now, fps_target, &sh, outs);
         *lock(&sh.latest) = snap;
 
         // The render loop is gone and everything it sent is in: one last publish, then stop.
