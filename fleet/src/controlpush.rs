@@ -11,10 +11,10 @@ use std::time::Duration;
 use pfx_api::control::{Action, ControlAnswer};
 
 use crate::config::FleetConfig;
+use crate::db::{DbError, Event, EventKind, FleetDb, UnitRow};
 use crate::gate::UnitState;
 use crate::showpush::{answer, remote};
 use crate::ssh;
-use crate::store::{Event, EventKind, Store, StoreError, UnitRow};
 
 /// How `control` runs.
 pub struct ControlOpts {
@@ -208,7 +208,7 @@ fn one_unit(
 }
 
 /// Records one unit's answer in the run's history.
-fn record(store: &Store, run_id: i64, what: &str, r: &ControlRow) -> Result<(), StoreError> {
+fn record(store: &FleetDb, run_id: i64, what: &str, r: &ControlRow) -> Result<(), DbError> {
     let state = match r.state.as_str() {
         "done" => UnitState::Done,
         "failed" => UnitState::Failed,
@@ -242,13 +242,13 @@ fn record(store: &Store, run_id: i64, what: &str, r: &ControlRow) -> Result<(), 
 
 /// Sends `action` to every target at once and records each answer as it comes.
 pub fn control(
-    store: &Store,
+    store: &FleetDb,
     cfg: &FleetConfig,
     targets: Vec<UnitRow>,
     action: &Action,
     o: &ControlOpts,
     mut each: impl FnMut(&ControlRow),
-) -> Result<ControlSummary, StoreError> {
+) -> Result<ControlSummary, DbError> {
     let what = action.describe();
     let run_id = store.begin_run(
         &format!("control {what}"),
@@ -339,13 +339,13 @@ mod tests {
     use super::*;
 
     fn unit() -> UnitRow {
-        crate::store::tests::unit("u1", "hall-a")
+        crate::db::tests::unit("u1", "hall-a")
     }
 
     #[test]
     fn known_remotes_are_told_second_only_for_what_their_master_carries() {
         use pfx_api::control::SyncPart;
-        let us = ["m", "r1", "solo", "new", "r2"].map(|id| crate::store::tests::unit(id, "hall-a"));
+        let us = ["m", "r1", "solo", "new", "r2"].map(|id| crate::db::tests::unit(id, "hall-a"));
         let parts = [
             ("m", SyncPart::Master),
             ("r1", SyncPart::Remote),

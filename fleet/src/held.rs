@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use crate::config::SshConfig;
+use crate::db::UnitRow;
 use crate::ssh;
-use crate::store::UnitRow;
 
 /// Where the directory is asked for, to override the default.
 pub const DIR_ENV: &str = "PFX_FLEET_HELD_DIR";

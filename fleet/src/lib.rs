@@ -14,6 +14,7 @@ pub mod health;
 pub mod held;
 /// The one HTTP/1.1 client, shared with the player.
 pub use pfx_api::http;
+pub mod db;
 pub mod mountguard;
 pub mod nic;
 pub mod oneshot;
@@ -24,7 +25,6 @@ pub mod rollout;
 pub mod showagent;
 pub mod showpush;
 pub mod ssh;
-pub mod store;
 pub mod top;
 pub mod updateagent;
 pub mod updatepush;

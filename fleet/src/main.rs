@@ -5,8 +5,8 @@ use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use pfx_fleet::agent::now_ms;
 use pfx_fleet::config::FleetConfig;
+use pfx_fleet::db::{FleetDb, UnitRow};
 use pfx_fleet::gate;
-use pfx_fleet::store::{Store, UnitRow};
 use pfx_fleet::{discover, push, rollout, showpush};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -342,7 +342,7 @@ fn top_after() -> String {
 
 /// `top`: the units of the site to ask, in the order shown.
 fn top_units(
-    store: &Store,
+    store: &FleetDb,
     site: &str,
     only: &[String],
     http_port: Option<u16>,
@@ -498,7 +498,7 @@ fn parse_max_age(s: &str) -> Result<u64, String> {
 /// `seen` is whether this command reaches units (SSH, HTTP or mDNS): only then is each
 /// unit's `seen_ms` moved to now; a command that reads the database alone (`status`,
 /// `gate`, `rollout`, `history`) leaves the recorded time as it was.
-fn sync_config_units(store: &Store, cfg: &FleetConfig, seen: bool) -> Result<()> {
+fn sync_config_units(store: &FleetDb, cfg: &FleetConfig, seen: bool) -> Result<()> {
     let seen_ms = if seen { now_ms() } else { 0 };
     for s in &cfg.sites {
         for u in &s.units {
@@ -534,7 +534,7 @@ impl Cmd {
     }
 }
 
-fn gate_decision(store: &Store, site: &str, max_age_ms: u64) -> Result<gate::GateDecision> {
+fn gate_decision(store: &FleetDb, site: &str, max_age_ms: u64) -> Result<gate::GateDecision> {
     let units = store.units(Some(site))?;
     let mut v = Vec::new();
     for u in units {
@@ -545,7 +545,7 @@ fn gate_decision(store: &Store, site: &str, max_age_ms: u64) -> Result<gate::Gat
 }
 
 /// The units a push goes to: `--unit`s (each must be known), else the site's, else all.
-fn push_targets(store: &Store, site: Option<&str>, unit: &[String]) -> Result<Vec<UnitRow>> {
+fn push_targets(store: &FleetDb, site: Option<&str>, unit: &[String]) -> Result<Vec<UnitRow>> {
     let all = store.units(site)?;
     let targets: Vec<UnitRow> = if unit.is_empty() {
         all
@@ -576,7 +576,7 @@ struct Ctx {
     cfg: FleetConfig,
     config_path: PathBuf,
     db: PathBuf,
-    store: Store,
+    store: FleetDb,
     /// The command line, as JSON, for the runs table.
     args: String,
 }
@@ -617,7 +617,7 @@ fn run(cli: Cli, given: &Given) -> Result<u8> {
         .clone()
         .or_else(|| cfg.state_db.clone())
         .unwrap_or_else(|| "/var/lib/pfx-fleet/fleet.db".into());
-    let store = Store::open(&db)?;
+    let store = FleetDb::open(&db)?;
     sync_config_units(&store, &cfg, cli.cmd.reaches_units())?;
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let cx = Ctx {

@@ -5,11 +5,11 @@
 
 use anyhow::Result;
 use pfx_fleet::controlpush::ControlSummary;
+use pfx_fleet::db::{HistoryRow, UnitRow};
 use pfx_fleet::gate::{self, GateDecision, human_age};
 use pfx_fleet::push::PushSummary;
 use pfx_fleet::rollout::RolloutSummary;
 use pfx_fleet::showpush::{ShowPushSummary, ShowsRow};
-use pfx_fleet::store::{HistoryRow, UnitRow};
 use pfx_fleet::updatepush::UpdatePushSummary;
 use std::path::Path;
 

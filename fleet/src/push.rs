@@ -3,9 +3,9 @@
 
 use crate::agent::now_ms;
 use crate::config::FleetConfig;
+use crate::db::{Counts, DbError, Event, EventKind, Finished, FleetDb, UnitRow};
 use crate::gate::{self, UnitState};
 use crate::ssh;
-use crate::store::{Counts, Event, EventKind, Finished, Store, StoreError, UnitRow};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -58,11 +58,11 @@ pub(crate) struct RunInfo<'a> {
 
 /// Opens a run on `units` units (see [`OpenRun`]).
 pub(crate) fn open_run(
-    store: &Store,
+    store: &FleetDb,
     cfg: &FleetConfig,
     info: &RunInfo<'_>,
     units: usize,
-) -> Result<OpenRun, StoreError> {
+) -> Result<OpenRun, DbError> {
     let run_id = store.begin_run(info.kind, info.site, info.operator, info.args, now_ms())?;
     let reuse = if units == 0 {
         None
@@ -91,7 +91,7 @@ impl OpenRun {
     }
 
     /// Ends the run's shared connections and records its summary.
-    pub fn finish(self, store: &Store, summary: &impl serde::Serialize) -> Result<(), StoreError> {
+    pub fn finish(self, store: &FleetDb, summary: &impl serde::Serialize) -> Result<(), DbError> {
         if let Some(h) = self.signals {
             h.close();
         }
@@ -106,11 +106,11 @@ impl OpenRun {
 /// The targets still to push: a unit with a fresh verified readback is skipped (and
 /// counted) unless forced.
 fn not_fresh(
-    store: &Store,
+    store: &FleetDb,
     targets: Vec<UnitRow>,
     o: &PushOpts,
     sum: &mut PushSummary,
-) -> Result<Vec<UnitRow>, StoreError> {
+) -> Result<Vec<UnitRow>, DbError> {
     let now = now_ms();
     let mut todo = Vec::new();
     for u in targets {
@@ -188,12 +188,12 @@ fn spawn_workers(
 /// The main thread's side: records every message as it arrives, the only writer of the
 /// database.
 fn record_all(
-    store: &Store,
+    store: &FleetDb,
     run: &OpenRun,
     rx: mpsc::Receiver<Msg>,
     pb: &indicatif::ProgressBar,
     sum: &mut PushSummary,
-) -> Result<(), StoreError> {
+) -> Result<(), DbError> {
     for m in rx {
         match m {
             Msg::Started(u) => {
@@ -241,11 +241,11 @@ fn record_all(
 }
 
 pub fn push_pause_off(
-    store: &Store,
+    store: &FleetDb,
     cfg: &FleetConfig,
     targets: Vec<UnitRow>,
     o: &PushOpts,
-) -> Result<PushSummary, StoreError> {
+) -> Result<PushSummary, DbError> {
     let mut sum = PushSummary {
         targets: targets.len(),
         ..Default::default()

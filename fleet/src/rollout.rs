@@ -4,15 +4,15 @@
 
 use crate::agent::now_ms;
 use crate::config::{PoleConfig, SiteConfig};
+use crate::db::{DbError, Event, EventKind, FleetDb};
 use crate::gate::UnitState;
 use crate::http;
-use crate::store::{Event, EventKind, Store, StoreError};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RolloutError {
     #[error(transparent)]
-    Store(#[from] StoreError),
+    FleetDb(#[from] DbError),
     #[error("site {site}: no token_file in the fleet config; the pole API needs the site's token")]
     NoToken { site: String },
     #[error("site {site}: reading the token file {path}: {detail}")]
@@ -140,7 +140,7 @@ pub struct RolloutSummary {
 }
 
 pub fn rollout(
-    store: &Store,
+    store: &FleetDb,
     site: &SiteConfig,
     token: &str,
     operator: &str,

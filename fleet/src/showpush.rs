@@ -6,9 +6,9 @@
 
 use crate::agent::now_ms;
 use crate::config::{FleetConfig, SshConfig};
+use crate::db::{Counts, DbError, Event, EventKind, Finished, FleetDb, UnitRow};
 use crate::gate::UnitState;
 use crate::ssh;
-use crate::store::{Counts, Event, EventKind, Finished, Store, StoreError, UnitRow};
 use pfx_api::show::{MissingReport, PutReport, ShowManifest, ShowReadback, WantedFile};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -645,12 +645,12 @@ impl Bars {
 /// The main thread's side: records every message as it arrives, the only writer of the
 /// database, and draws the transfers.
 fn record_all(
-    store: &Store,
+    store: &FleetDb,
     run: &crate::push::OpenRun,
     rx: mpsc::Receiver<Msg>,
     bars: &mut Bars,
     sum: &mut ShowPushSummary,
-) -> Result<(), StoreError> {
+) -> Result<(), DbError> {
     for m in rx {
         match m {
             Msg::Started(u) => {
@@ -728,12 +728,12 @@ fn unit_result(u: UnitRow, out: UnitOutcome) -> UnitResult {
 
 /// Pushes `show` to `targets`, `o.parallel` at a time.
 pub fn push_show(
-    store: &Store,
+    store: &FleetDb,
     cfg: &FleetConfig,
     show: LocalShow,
     targets: Vec<UnitRow>,
     o: &ShowPushOpts,
-) -> Result<ShowPushSummary, StoreError> {
+) -> Result<ShowPushSummary, DbError> {
     let run = crate::push::open_run(
         store,
         cfg,
@@ -861,7 +861,7 @@ mod tests {
 
     #[test]
     fn shows_says_what_a_unit_holds_as_top_does() {
-        let u = crate::store::tests::unit("u1", "hall-a");
+        let u = crate::db::tests::unit("u1", "hall-a");
         let held = pfx_api::control::ControlState {
             content: Some(pfx_api::control::Action::Blackout),
             content_since_unix_ms: Some(1_767_225_600_000),

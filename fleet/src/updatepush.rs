@@ -10,10 +10,10 @@
 
 use crate::agent::now_ms;
 use crate::config::{FleetConfig, SshConfig};
+use crate::db::{Counts, DbError, FleetDb, UnitRow, UpdateEvent};
 use crate::gate::UnitState;
 use crate::showpush::{Bars, PLAIN_STEP, answer, human_bytes, remote, slice};
 use crate::ssh;
-use crate::store::{Counts, Store, StoreError, UnitRow, UpdateEvent};
 use pfx_api::update::{
     BundleInfo, InstallReport, SwitchMode, SwitchReport, UpdatePutReport, UpdateStatus,
 };
@@ -955,7 +955,7 @@ fn spawn_wave(
 /// writer of the database), draws the transfers, prints the `--json` events and keeps
 /// the summary.
 struct Recorder<'a> {
-    store: &'a Store,
+    store: &'a FleetDb,
     run: &'a crate::push::OpenRun,
     b: &'a BundleInfo,
     o: &'a UpdatePushOpts,
@@ -965,11 +965,7 @@ struct Recorder<'a> {
 
 impl Recorder<'_> {
     /// The wave's units still to update: one already done with this bundle is skipped.
-    fn still_to_update(
-        &mut self,
-        units: &[UnitRow],
-        wave: usize,
-    ) -> Result<Vec<UnitRow>, StoreError> {
+    fn still_to_update(&mut self, units: &[UnitRow], wave: usize) -> Result<Vec<UnitRow>, DbError> {
         let (b, o) = (self.b, self.o);
         let mut jobs = Vec::new();
         for u in units {
@@ -993,7 +989,7 @@ impl Recorder<'_> {
 
     /// Records one wave's messages until its workers are done; whether every unit of it
     /// is done.
-    fn record_wave(&mut self, wave: usize, rx: mpsc::Receiver<Msg>) -> Result<bool, StoreError> {
+    fn record_wave(&mut self, wave: usize, rx: mpsc::Receiver<Msg>) -> Result<bool, DbError> {
         let mut wave_ok = true;
         for m in rx {
             match m {
@@ -1070,7 +1066,7 @@ impl Recorder<'_> {
 
     /// Records a unit's outcome, then reports it; whether the unit is done. The first
     /// unit that stops the run is where the run stopped.
-    fn finished(&mut self, wave: usize, u: UnitRow, out: UnitOutcome) -> Result<bool, StoreError> {
+    fn finished(&mut self, wave: usize, u: UnitRow, out: UnitOutcome) -> Result<bool, DbError> {
         let (b, sum) = (self.b, &mut *self.sum);
         let state = out.state.unwrap_or(UnitState::Failed);
         self.store.record_update(&UpdateEvent {
@@ -1152,12 +1148,12 @@ impl Recorder<'_> {
 
 /// Pushes the bundle to `targets` in waves.
 pub fn push_update(
-    store: &Store,
+    store: &FleetDb,
     cfg: &FleetConfig,
     bundle: LocalBundle,
     targets: Vec<UnitRow>,
     o: &UpdatePushOpts,
-) -> Result<UpdatePushSummary, StoreError> {
+) -> Result<UpdatePushSummary, DbError> {
     let b = bundle.info.clone();
     let plan = waves(targets.len(), o.canary, o.wave_pct);
     let run = crate::push::open_run(

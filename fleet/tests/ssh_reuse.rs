@@ -353,8 +353,8 @@ fn a_shared_connection_killed_between_or_under_commands() {
     ctl.close();
 }
 
-fn unit_row(id: &str, port: u16) -> pfx_fleet::store::UnitRow {
-    pfx_fleet::store::UnitRow {
+fn unit_row(id: &str, port: u16) -> pfx_fleet::db::UnitRow {
+    pfx_fleet::db::UnitRow {
         unit_id: id.into(),
         site: Some("hall".into()),
         host: "127.0.0.1".into(),

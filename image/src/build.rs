@@ -12,7 +12,7 @@ use sha2::Digest;
 
 use crate::config::{Resolved, Target};
 use crate::disk::{self, Layout};
-use crate::manifest::{self, Expect, Manifest};
+use crate::manifest::{self, Expect, ImageManifest};
 use crate::plan::{self, BOOT_LABEL, DATA_LABEL, Plan, ROOT_LABEL};
 use crate::tools;
 use crate::update;
@@ -216,7 +216,7 @@ pub fn manifest_path(output: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-pub fn build(r: &Resolved, opts: &Options) -> Result<Manifest, BuildError> {
+pub fn build(r: &Resolved, opts: &Options) -> Result<ImageManifest, BuildError> {
     let out = &opts.output;
     if out.exists() && !opts.force {
         return Err(BuildError::Refused(format!(
@@ -344,7 +344,7 @@ fn verify_output(
     plan: &Plan,
     out: &Path,
     staging: &Path,
-) -> Result<Manifest, BuildError> {
+) -> Result<ImageManifest, BuildError> {
     let expect = Expect {
         target: plan.target,
         overlay: plan.overlay,

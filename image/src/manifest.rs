@@ -53,7 +53,7 @@ pub struct DataCheck {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Manifest {
+pub struct ImageManifest {
     pub image: String,
     pub sha256: String,
     pub size_bytes: u64,
@@ -625,7 +625,7 @@ fn check_pfx_packages(
 }
 
 /// Reads the image file back and checks everything; one error listing every failure.
-pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Manifest, String> {
+pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<ImageManifest, String> {
     let img = ImageFile::open(path).map_err(|e| e.to_string())?;
     let mut errors: Vec<String> = Vec::new();
 
@@ -693,7 +693,7 @@ pub fn verify_image(path: &Path, expect: &Expect, scratch: &Path) -> Result<Mani
         ));
     }
     let size_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    Ok(Manifest {
+    Ok(ImageManifest {
         image: path.display().to_string(),
         sha256: sha256_file(path)?,
         size_bytes,

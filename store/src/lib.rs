@@ -142,7 +142,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
 
 /// One show as its manifest records it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Manifest {
+pub struct ShowManifest {
     pub id: ShowId,
     pub name: String,
     /// Name (relative path inside the show) → content hash.
@@ -767,7 +767,7 @@ impl Store {
             sizes.insert(n.clone(), fs::metadata(&p).map_err(io(&p))?.len());
             self.step()?;
         }
-        let m = Manifest {
+        let m = ShowManifest {
             id: id.clone(),
             name: name.into(),
             files: files.clone(),
@@ -806,7 +806,7 @@ impl Store {
     }
 
     /// A show's manifest.
-    pub fn manifest(&self, id: &ShowId) -> Result<Manifest> {
+    pub fn manifest(&self, id: &ShowId) -> Result<ShowManifest> {
         let m = read_manifest(&self.show_dir(id)).map_err(|e| match e {
             StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                 StoreError::NoSuchShow(id.clone())
@@ -1380,10 +1380,10 @@ pub fn quarantined(root: &Path) -> Result<Vec<Quarantined>> {
 
 /// Reads the manifest of the show in `dir` (`<root>/shows/<id>`): it must parse, be the
 /// show of that directory's name, and name only files `make_show` would write.
-pub fn read_manifest(dir: &Path) -> Result<Manifest> {
+pub fn read_manifest(dir: &Path) -> Result<ShowManifest> {
     let p = dir.join("manifest.json");
     let text = fs::read(&p).map_err(io(&p))?;
-    let m: Manifest = serde_json::from_slice(&text).map_err(|e| StoreError::Corrupt {
+    let m: ShowManifest = serde_json::from_slice(&text).map_err(|e| StoreError::Corrupt {
         path: p.clone(),
         why: format!("not a show manifest: {e}"),
     })?;

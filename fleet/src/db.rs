@@ -9,7 +9,7 @@ use serde::Serialize;
 use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
-pub enum StoreError {
+pub enum DbError {
     #[error("fleet state database {path}: {source}")]
     Db {
         path: String,
@@ -17,7 +17,7 @@ pub enum StoreError {
     },
 }
 
-pub struct Store {
+pub struct FleetDb {
     conn: Connection,
     path: String,
 }
@@ -250,10 +250,10 @@ pub struct HistoryRow {
     pub recorded_ms: u64,
 }
 
-impl Store {
-    pub fn open(path: &Path) -> Result<Self, StoreError> {
+impl FleetDb {
+    pub fn open(path: &Path) -> Result<Self, DbError> {
         let p = path.display().to_string();
-        let err = |source| StoreError::Db {
+        let err = |source| DbError::Db {
             path: p.clone(),
             source,
         };
@@ -270,11 +270,11 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(err)?;
         conn.execute_batch(SCHEMA).map_err(err)?;
-        Ok(Store { conn, path: p })
+        Ok(FleetDb { conn, path: p })
     }
 
-    fn e(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
-        |source| StoreError::Db {
+    fn e(&self) -> impl Fn(rusqlite::Error) -> DbError + '_ {
+        |source| DbError::Db {
             path: self.path.clone(),
             source,
         }
@@ -282,7 +282,7 @@ impl Store {
 
     /// Adds or updates a unit. A `seen_ms` of 0 says "not seen now": a known unit keeps the
     /// time it was last seen (a new one starts at 0, never seen).
-    pub fn upsert_unit(&self, u: &UnitRow) -> Result<(), StoreError> {
+    pub fn upsert_unit(&self, u: &UnitRow) -> Result<(), DbError> {
         self.conn
             .execute(
                 "INSERT INTO units(unit_id, site, host, port, source, version, txt, seen_ms)
@@ -307,7 +307,7 @@ impl Store {
         Ok(())
     }
 
-    pub fn units(&self, site: Option<&str>) -> Result<Vec<UnitRow>, StoreError> {
+    pub fn units(&self, site: Option<&str>) -> Result<Vec<UnitRow>, DbError> {
         let mut st = self
             .conn
             .prepare(
@@ -339,7 +339,7 @@ impl Store {
         operator: &str,
         args: &str,
         now_ms: u64,
-    ) -> Result<i64, StoreError> {
+    ) -> Result<i64, DbError> {
         self.conn
             .execute(
                 "INSERT INTO runs(kind, site, operator, args, started_ms) VALUES (?1,?2,?3,?4,?5)",
@@ -349,7 +349,7 @@ impl Store {
         Ok(self.conn.last_insert_rowid())
     }
 
-    pub fn finish_run(&self, run_id: i64, summary: &str, now_ms: u64) -> Result<(), StoreError> {
+    pub fn finish_run(&self, run_id: i64, summary: &str, now_ms: u64) -> Result<(), DbError> {
         self.conn
             .execute(
                 "UPDATE runs SET finished_ms = ?2, summary = ?3 WHERE run_id = ?1",
@@ -361,7 +361,7 @@ impl Store {
 
     /// Records one event in its kind's table: the columns every event has, then the
     /// kind's own. Each is committed on its own (see the module's note).
-    pub fn record(&self, e: &Event<'_>) -> Result<(), StoreError> {
+    pub fn record(&self, e: &Event<'_>) -> Result<(), DbError> {
         let state = e.state.as_str();
         let recorded_ms = e.recorded_ms as i64;
         let mut cols: Vec<(&str, &dyn ToSql)> = vec![("run_id", &e.run_id)];
@@ -407,7 +407,7 @@ impl Store {
 
     /// The one INSERT of an event: `table` and the column names are this module's own
     /// constants, never input; the values go as parameters.
-    fn insert(&self, table: &str, cols: &[(&str, &dyn ToSql)]) -> Result<(), StoreError> {
+    fn insert(&self, table: &str, cols: &[(&str, &dyn ToSql)]) -> Result<(), DbError> {
         let names: Vec<&str> = cols.iter().map(|(c, _)| *c).collect();
         let marks: Vec<String> = (1..=cols.len()).map(|i| format!("?{i}")).collect();
         self.conn
@@ -427,7 +427,7 @@ impl Store {
     /// answered, or play on their own, are absent).
     pub fn sync_parts(
         &self,
-    ) -> Result<std::collections::BTreeMap<String, pfx_api::control::SyncPart>, StoreError> {
+    ) -> Result<std::collections::BTreeMap<String, pfx_api::control::SyncPart>, DbError> {
         let mut st = self
             .conn
             .prepare(
@@ -452,7 +452,7 @@ impl Store {
         Ok(out)
     }
 
-    pub fn latest_unit(&self, unit_id: &str) -> Result<Option<Latest>, StoreError> {
+    pub fn latest_unit(&self, unit_id: &str) -> Result<Option<Latest>, DbError> {
         self.conn
             .query_row(
                 &format!(
@@ -471,7 +471,7 @@ impl Store {
         &self,
         site: &str,
         pole_id: &str,
-    ) -> Result<Option<(String, Option<String>)>, StoreError> {
+    ) -> Result<Option<(String, Option<String>)>, DbError> {
         self.conn
             .query_row(
                 "SELECT state, reason FROM pole_events WHERE site = ?1 AND pole_id = ?2
@@ -483,7 +483,7 @@ impl Store {
             .map_err(self.e())
     }
 
-    pub fn latest_show(&self, unit_id: &str) -> Result<Option<ShowLatest>, StoreError> {
+    pub fn latest_show(&self, unit_id: &str) -> Result<Option<ShowLatest>, DbError> {
         self.conn
             .query_row(
                 &format!(
@@ -497,7 +497,7 @@ impl Store {
             .map_err(self.e())
     }
 
-    pub fn record_update(&self, e: &UpdateEvent<'_>) -> Result<(), StoreError> {
+    pub fn record_update(&self, e: &UpdateEvent<'_>) -> Result<(), DbError> {
         let state = e.state.unwrap_or(UnitState::Started).as_str();
         let bytes_sent = e.bytes_sent as i64;
         let switch_at_ms = e.switch_at_ms.map(|v| v as i64);
@@ -527,7 +527,7 @@ impl Store {
         &self,
         unit_id: &str,
         bundle_sha256: &str,
-    ) -> Result<Option<Latest>, StoreError> {
+    ) -> Result<Option<Latest>, DbError> {
         self.conn
             .query_row(
                 &format!(
@@ -543,7 +543,7 @@ impl Store {
     }
 
     /// The unit's software version as it last read back (booted slot's version), and when.
-    pub fn software(&self, unit_id: &str) -> Result<Option<(String, u64)>, StoreError> {
+    pub fn software(&self, unit_id: &str) -> Result<Option<(String, u64)>, DbError> {
         self.conn
             .query_row(
                 "SELECT software, recorded_ms FROM update_events
@@ -556,7 +556,7 @@ impl Store {
     }
 
     /// Every event (results and the `started` markers of interrupted work), oldest first.
-    pub fn history(&self, limit: usize) -> Result<Vec<HistoryRow>, StoreError> {
+    pub fn history(&self, limit: usize) -> Result<Vec<HistoryRow>, DbError> {
         let mut st = self
             .conn
             .prepare(&format!(
@@ -603,7 +603,7 @@ impl Store {
     }
 }
 
-/// One unit's result as a push hands it to [`Store::record_result`]: the event's state,
+/// One unit's result as a push hands it to [`FleetDb::record_result`]: the event's state,
 /// its reason, the far end's answer and the push's own columns.
 pub struct Finished<'a> {
     pub state: UnitState,
@@ -632,7 +632,7 @@ impl Counts<'_> {
     }
 }
 
-impl Store {
+impl FleetDb {
     /// Records a push's result for `unit`, committed, and counts it. The caller reports
     /// the result only after this returns, so whatever it reports is on disk. One
     /// function for `push pause-off` and `push show`, so both record a result alike.
@@ -642,7 +642,7 @@ impl Store {
         unit: &UnitRow,
         f: Finished<'_>,
         counts: Counts<'_>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), DbError> {
         self.record(&Event {
             reason: f.reason,
             readback: f.readback,
@@ -682,7 +682,7 @@ pub(crate) mod tests {
     #[test]
     fn schema_is_wal_and_events_are_append_only_latest_wins() {
         let d = tempfile::tempdir().unwrap();
-        let s = Store::open(&d.path().join("f.db")).unwrap();
+        let s = FleetDb::open(&d.path().join("f.db")).unwrap();
         let mode: String = s
             .conn
             .query_row("PRAGMA journal_mode", [], |r| r.get(0))
@@ -763,7 +763,7 @@ pub(crate) mod tests {
     #[test]
     fn show_pushes_are_in_history_but_never_the_pause_gates_latest() {
         let d = tempfile::tempdir().unwrap();
-        let s = Store::open(&d.path().join("f.db")).unwrap();
+        let s = FleetDb::open(&d.path().join("f.db")).unwrap();
         let run = s.begin_run("push show", None, "x", "[]", 1).unwrap();
         assert!(
             s.record(&Event {
@@ -842,7 +842,7 @@ pub(crate) mod tests {
     #[test]
     fn update_results_per_bundle_in_history_and_the_units_software() {
         let d = tempfile::tempdir().unwrap();
-        let s = Store::open(&d.path().join("f.db")).unwrap();
+        let s = FleetDb::open(&d.path().join("f.db")).unwrap();
         let run = s.begin_run("push update", Some("a"), "x", "[]", 1).unwrap();
         let ev = |state, sha, rb, sw, t| UpdateEvent {
             run_id: run,
@@ -892,7 +892,7 @@ pub(crate) mod tests {
     #[test]
     fn done_without_readback_is_refused_by_the_schema() {
         let d = tempfile::tempdir().unwrap();
-        let s = Store::open(&d.path().join("f.db")).unwrap();
+        let s = FleetDb::open(&d.path().join("f.db")).unwrap();
         let run = s.begin_run("push pause-off", None, "x", "[]", 1).unwrap();
         assert!(
             s.record(&Event {
@@ -933,7 +933,7 @@ pub(crate) mod tests {
         // Every record is its own transaction: another process sees it at once.
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("f.db");
-        let s = Store::open(&p).unwrap();
+        let s = FleetDb::open(&p).unwrap();
         let run = s.begin_run("push pause-off", None, "x", "[]", 1).unwrap();
         s.record(&Event {
             reason: Some("no answer"),
@@ -948,7 +948,7 @@ pub(crate) mod tests {
             )
         })
         .unwrap();
-        let other = Store::open(&p).unwrap();
+        let other = FleetDb::open(&p).unwrap();
         assert_eq!(
             other.latest_unit("u1").unwrap().unwrap().state,
             UnitState::Failed
@@ -958,7 +958,7 @@ pub(crate) mod tests {
     #[test]
     fn a_live_action_is_in_the_history_and_never_a_pause_off_readback() {
         let d = tempfile::tempdir().unwrap();
-        let s = Store::open(&d.path().join("f.db")).unwrap();
+        let s = FleetDb::open(&d.path().join("f.db")).unwrap();
         s.upsert_unit(&unit("u1", "a")).unwrap();
         let run = s
             .begin_run("control blackout", Some("a"), "alice", "[]", 10)
@@ -1015,7 +1015,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_unit_s_sync_part_is_its_last_answer_s() {
-        let s = Store::open(Path::new(":memory:")).unwrap();
+        let s = FleetDb::open(Path::new(":memory:")).unwrap();
         let run = s
             .begin_run("control blackout", Some("a"), "x", "[]", 1)
             .unwrap();
@@ -1062,7 +1062,7 @@ pub(crate) mod tests {
     /// Each kind's own columns land in its own table, beside the common ones.
     #[test]
     fn each_event_kind_writes_its_own_columns() {
-        let s = Store::open(Path::new(":memory:")).unwrap();
+        let s = FleetDb::open(Path::new(":memory:")).unwrap();
         let run = s.begin_run("push", Some("a"), "x", "[]", 1).unwrap();
         let ev = |target, kind| Event {
             reason: Some("why"),
