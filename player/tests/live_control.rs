@@ -407,3 +407,64 @@ fn play_a_playlist_now_then_black_resume_and_a_graceful_stop() {
     );
     drop(player);
 }
+
+/// A `play` starts its sequence on the tick's deadline, not on the moment the render
+/// thread woke: from there every tick shows the next frame, none twice. (Started on the
+/// woken time, a later tick that woke a little earlier in its period reads a position
+/// just short of its frame and shows the one before again, then skips one.)
+#[test]
+fn a_played_sequence_shows_each_frame_once_from_its_start() {
+    let a = UdpSocket::bind("127.0.0.1:0").expect("bind a");
+    let pa = a.local_addr().expect("a").port();
+    let http = http_port(413);
+    let dir = tempfile::tempdir().expect("dir");
+    // 3000 channels a frame, frame f's first pixel says f (red: low byte, green: high).
+    let numbered: Vec<Vec<u8>> = (0..2400u32)
+        .map(|f| {
+            let mut v = vec![9u8; 3000];
+            v[0] = (f & 0xff) as u8;
+            v[1] = (f >> 8) as u8;
+            v
+        })
+        .collect();
+    let spec = common::fseq_writer::Spec {
+        step_ms: 25,
+        ..Default::default()
+    };
+    let seq = dir.path().join("numbers.fseq");
+    std::fs::write(&seq, common::fseq_writer::write(&spec, &numbered)).expect("fseq");
+    let sock = dir.path().join("control.sock");
+    let sock_s = sock.to_str().expect("utf-8 path").to_string();
+    let show = format!(
+        "interface: lo\nfps: 40\nhttp: 127.0.0.1:{http}\nunit_id: live-test-3\noutputs:\n  - name: pole-a\n    profile: p\n    destination: 127.0.0.1:{pa}\ncontent:\n  playlist:\n    - fseq: {}\n",
+        seq.display()
+    );
+    let mut player = Player::start(&show, &[("p", PROFILE)], &["--control-socket", &sock_s]);
+    wait_for_socket(&sock, &mut player);
+    let number = |f: &Frame| u32::from(f.data[0]) | u32::from(f.data[1]) << 8;
+    let mut repeats = Vec::new();
+    for n in 0..6 {
+        drain(&a);
+        let ans = ask(
+            &sock,
+            r#"{"action":"play","playlist":"content","by":"t","from":"local"}"#,
+        );
+        assert!(ans.accepted, "play {n}: {ans:?}");
+        let got: Vec<u32> = frames(&a, Duration::from_millis(1500))
+            .iter()
+            .filter(|f| f.data.len() == 3000)
+            .map(number)
+            .collect();
+        let from = got
+            .iter()
+            .position(|&f| f < 4)
+            .unwrap_or_else(|| panic!("play {n}: the sequence never started again: {got:?}"));
+        let run = &got[from..got.len().min(from + 40)];
+        assert!(run.len() >= 30, "play {n}: too few frames: {got:?}");
+        if let Some(w) = run.windows(2).find(|w| w[1] == w[0]) {
+            repeats.push(format!("play {n}: frame {} twice in {run:?}", w[0]));
+        }
+    }
+    assert!(repeats.is_empty(), "a frame shown twice: {repeats:#?}");
+    drop(player);
+}

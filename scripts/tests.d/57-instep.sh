@@ -11,6 +11,7 @@
 # must hold the action it stamped later, and its pole show it. Then the same site again through
 # the whole operator's path (a real sshd per unit, `pfx-fleet hold`, `pfx-fleet control
 # blackout --site`): the same two targets, every action over a held connection, and
+# `play` on the master (a sequence change) shown by every unit at the same frame, and
 # `pfx-fleet shows` naming each unit's held blackout. The 20-unit, 20-try figures in
 # docs/PERFORMANCE.md are the bench commands in README.md.
 set -uo pipefail
@@ -54,6 +55,11 @@ check(sf is not None and sf <= 1.0, f"fleet: spread between units p99 {sf} frame
 check(lat is not None and lat <= 250, f"fleet: pfx-fleet control to the last pole black p99 {lat} ms <= 250 ms")
 held = [t.get("held_connections") for t in r["tries"] if t.get("unmeasurable") is None]
 check(bool(held) and all(h == r["units"] for h in held), f"fleet: every unit's action over its held connection ({held})")
+pl = r.get("play") or {"unmeasurable": "not run"}
+ps = pl.get("summary") or {"measured": 0, "tries": 0, "spread_frames": {"p99": None}}
+check(pl.get("unmeasurable") is None and ps["measured"] > 0, f"play: tries measured: {ps['measured']} of {ps['tries']} ({pl.get('unmeasurable')})")
+pf = ps["spread_frames"]["p99"]
+check(pf is not None and pf <= 1.0, f"play: every unit shows the restarted sequence's frame within p99 {pf} frames of each other <= 1")
 sh = r.get("shows") or {"unmeasurable": "not run"}
 check(sh.get("unmeasurable") is None and bool(sh.get("checks")), f"shows: measurable ({sh.get('unmeasurable')})")
 for good, what in sh.get("checks", []):

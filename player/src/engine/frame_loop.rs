@@ -899,8 +899,8 @@ impl RenderLoop {
     /// The background stage: control messages, the waiting show, discovery, a remote's
     /// start on the master's timeline, interface upkeep. Ok(true): this frame is one a
     /// master's blackout waits for its remotes; Err: the thread ends.
-    fn background(&mut self, t0: u64) -> Result<bool, Exit> {
-        let telling_remotes = self.control_message(t0)?;
+    fn background(&mut self, t0: u64, tick_ns: u64) -> Result<bool, Exit> {
+        let telling_remotes = self.control_message(t0, tick_ns)?;
         self.start_pending(t0);
         self.send_discovery(t0);
         self.start_following(t0);
@@ -912,7 +912,8 @@ impl RenderLoop {
 
     /// One control message, if any: a deferred blackout whose wait is over, else the
     /// channel's next. Ok(true) while a master's blackout waits; Err: the thread ends.
-    fn control_message(&mut self, t0: u64) -> Result<bool, Exit> {
+    /// `tick_ns` is this tick's deadline: a show started now starts there.
+    fn control_message(&mut self, t0: u64, tick_ns: u64) -> Result<bool, Exit> {
         let mut telling_remotes = false;
         let mut due = None;
         match self.deferred.take() {
@@ -934,11 +935,11 @@ impl RenderLoop {
                 telling_remotes = true;
                 self.deferred = Some((msg, TELL_REMOTES_FRAMES - 1));
             }
-            Ok(Control::At(new, at)) => self.pending = Some((new, at)),
-            Ok(Control::Reload(new)) => self.reload(new, t0),
+            Ok(Control::At(new, at)) => self.retire.retire_some(self.pending.replace((new, at))),
+            Ok(Control::Reload(new)) => self.reload(new, t0, tick_ns),
             Ok(Control::After(new)) => self.after_item(new, t0),
             Ok(Control::OnEnd(e)) => self.on_end = e,
-            Ok(Control::Live(msg)) => self.apply_live(*msg, t0),
+            Ok(Control::Live(msg)) => self.apply_live(*msg, t0, tick_ns),
             Ok(Control::Stop) | Err(TryRecvError::Disconnected) => {
                 terminate(&mut self.show, &mut self.sync);
                 return Err(Exit::Stopped);
@@ -949,7 +950,12 @@ impl RenderLoop {
     }
 
     /// `new` in place of the show playing, its playlist starting at `start_ns`; the old
-    /// show goes to the retire thread.
+    /// show goes to the retire thread. A show started at a tick starts at that tick's
+    /// deadline, never at the moment the thread woke: its positions at later ticks are
+    /// then whole frames (plus each tick's own wake-up delay), so each tick shows the next
+    /// frame. From the woken time, a tick that wakes a little earlier in its period than
+    /// the first one did reads a position just short of its frame: that frame again, then
+    /// a skip.
     fn swap_show(&mut self, new: Engine, start_ns: u64, t0: u64) {
         self.retire
             .retire(std::mem::replace(&mut self.show, Show::new(new, start_ns)));
@@ -958,7 +964,7 @@ impl RenderLoop {
         self.next_discovery = t0;
     }
 
-    fn reload(&mut self, new: Box<Engine>, t0: u64) {
+    fn reload(&mut self, new: Box<Engine>, t0: u64, tick_ns: u64) {
         if new.fps != self.show.engine.fps {
             tracing::warn!(
                 "fps changes take effect on restart; keeping {} fps",
@@ -966,7 +972,7 @@ impl RenderLoop {
             );
         }
         // A reload restarts the playlist now.
-        self.swap_show(*new, t0, t0);
+        self.swap_show(*new, tick_ns.min(t0), t0);
         self.retire.retire_some(self.pending.take());
         self.live.rebind(&self.show);
         tracing::info!("show reloaded");
@@ -983,7 +989,7 @@ impl RenderLoop {
         self.retire.retire_some(self.pending.replace((new, at)));
     }
 
-    fn apply_live(&mut self, msg: LiveMsg, t0: u64) {
+    fn apply_live(&mut self, msg: LiveMsg, t0: u64, tick_ns: u64) {
         let LiveMsg {
             overlay,
             engine,
@@ -995,14 +1001,14 @@ impl RenderLoop {
         }
         match engine {
             Some((new, false)) => {
-                self.swap_show(*new, t0, t0);
+                self.swap_show(*new, tick_ns.min(t0), t0);
                 self.retire.retire_some(self.pending.take());
             }
             Some((new, true)) => self.after_item(new, t0),
             None => {}
         }
         if overlay.test != self.live.overlay.test {
-            self.live.test_start_ns = t0;
+            self.live.test_start_ns = tick_ns.min(t0);
         }
         // An ended playlist's channels were blackened once; a pattern drawn into them
         // since must not stay when it is lifted.
@@ -1156,7 +1162,7 @@ fn run(
         let t0 = mono_ns();
 
         // background: control messages, discovery, interface upkeep.
-        let telling_remotes = match lp.background(t0) {
+        let telling_remotes = match lp.background(t0, deadline) {
             Ok(telling) => telling,
             Err(exit) => return exit,
         };
