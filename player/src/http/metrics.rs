@@ -74,6 +74,11 @@ fn stage_samples(f: &mut Family, stages: &std::collections::BTreeMap<String, Sta
 }
 
 /// The whole exposition. `healthy` is `ProfilerHandle::health().is_ok()`.
+///
+/// One piece on purpose (over 100 lines, allowed in `scripts/long-functions`): it is the
+/// `/metrics` document itself, one family after another in the order scrapers and the
+/// golden test read them, a flat list rather than steps; split, the order would live in
+/// one place and the families in another.
 pub fn render(s: &Snapshot, unit: &str, version: &str, healthy: bool) -> String {
     let mut fams: Vec<Family> = Vec::new();
 
