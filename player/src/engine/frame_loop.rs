@@ -300,7 +300,9 @@ pub fn spawn_live(
     })
 }
 
-struct Show {
+/// The show the render thread plays: its engine, playlist and channel buffers (not
+/// `config::show::Show`, the parsed config it was built from).
+struct LoadedShow {
     engine: Engine,
     layout: Vec<PoleMap>,
     channels: Vec<u8>,
@@ -330,7 +332,7 @@ struct LiveRender {
 }
 
 impl LiveRender {
-    fn new(overlay: Overlay, show: &Show, now_ns: u64) -> LiveRender {
+    fn new(overlay: Overlay, show: &LoadedShow, now_ns: u64) -> LiveRender {
         let mut l = LiveRender {
             overlay,
             scaled: Brightness::new(1.0),
@@ -343,7 +345,7 @@ impl LiveRender {
         l
     }
 
-    fn rebind(&mut self, show: &Show) {
+    fn rebind(&mut self, show: &LoadedShow) {
         self.scaled = show.engine.brightness.scaled(self.overlay.factor);
         self.only = self
             .overlay
@@ -471,8 +473,8 @@ fn source_status(f: &Fetch<'_>) -> SourceStatus {
     }
 }
 
-impl Show {
-    fn new(mut engine: Engine, start_ns: u64) -> Show {
+impl LoadedShow {
+    fn new(mut engine: Engine, start_ns: u64) -> LoadedShow {
         // The same integer period FrameClock uses.
         let period_ns = 1_000_000_000 / u64::from(engine.fps.max(1));
         for o in &mut engine.outputs {
@@ -499,7 +501,7 @@ impl Show {
             .collect();
         let parallel = plan(&layout, &can);
         let serial = serial_ranges(len, &layout, &parallel);
-        Show {
+        LoadedShow {
             engine,
             layout,
             channels: vec![0; len],
@@ -545,7 +547,7 @@ fn base_name(p: &std::path::Path) -> &str {
 /// is no estimate or no sequence (the loop keeps its own clock).
 fn follow_next(
     remote: &mut RemoteLink,
-    show: &Show,
+    show: &LoadedShow,
     tick: Option<u64>,
     now_ns: u64,
 ) -> Option<Followed> {
@@ -594,7 +596,7 @@ struct RenderLoop {
     control: Receiver<Control>,
     on_end: OnEnd,
     sync: SyncLink,
-    show: Show,
+    show: LoadedShow,
     /// Old shows are dropped on a thread of their own (their decode threads are joined
     /// and their buffers freed there), never inside a frame.
     retire: Retirer,
@@ -712,7 +714,7 @@ struct Parts<'a> {
     serial: &'a [Range<usize>],
 }
 
-impl Show {
+impl LoadedShow {
     fn parts(&mut self) -> (&mut [ItemSource], Parts<'_>) {
         (
             &mut self.engine.items,
@@ -878,7 +880,7 @@ impl RenderLoop {
         loop_start: u64,
     ) -> RenderLoop {
         let clock = FrameClock::new(loop_start, engine.fps);
-        let show = Show::new(engine, clock.start_ns());
+        let show = LoadedShow::new(engine, clock.start_ns());
         let retire = Retirer::new();
         let live = LiveRender::new(overlay, &show, loop_start);
         RenderLoop {
@@ -958,7 +960,7 @@ impl RenderLoop {
     /// a skip.
     fn swap_show(&mut self, new: Engine, start_ns: u64, t0: u64) {
         self.retire
-            .retire(std::mem::replace(&mut self.show, Show::new(new, start_ns)));
+            .retire(std::mem::replace(&mut self.show, LoadedShow::new(new, start_ns)));
         self.show_gen += 1;
         self.ticks.new_show();
         self.next_discovery = t0;
@@ -1256,7 +1258,7 @@ fn source_log() -> RateLimit {
     RateLimit::new(std::time::Duration::from_nanos(SOURCE_LOG_EVERY_NS))
 }
 
-fn terminate(show: &mut Show, sync: &mut SyncLink) {
+fn terminate(show: &mut LoadedShow, sync: &mut SyncLink) {
     if let SyncLink::Master(a) = sync {
         a.frame_sent(None);
     }
