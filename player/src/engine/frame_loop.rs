@@ -959,8 +959,10 @@ impl RenderLoop {
     /// the first one did reads a position just short of its frame: that frame again, then
     /// a skip.
     fn swap_show(&mut self, new: Engine, start_ns: u64, t0: u64) {
-        self.retire
-            .retire(std::mem::replace(&mut self.show, LoadedShow::new(new, start_ns)));
+        self.retire.retire(std::mem::replace(
+            &mut self.show,
+            LoadedShow::new(new, start_ns),
+        ));
         self.show_gen += 1;
         self.ticks.new_show();
         self.next_discovery = t0;
