@@ -61,16 +61,7 @@ pub struct ControlSummary {
     pub units: Vec<ControlRow>,
 }
 
-/// `YYYY-MM-DD HH:MM:SS.uuuuuu UTC` of a Unix µs.
-pub fn utc_us(us: u64) -> String {
-    let s = crate::gate::utc(us / 1000);
-    // gate::utc says `...T12:34:56Z`.
-    format!(
-        "{}.{:06} UTC",
-        s.trim_end_matches('Z').replacen('T', " ", 1),
-        us % 1_000_000
-    )
-}
+pub use crate::gate::utc_us;
 
 /// What one unit's answer comes to. Pure.
 pub fn row(u: &UnitRow, got: Result<ControlAnswer, (UnitState, String)>) -> ControlRow {

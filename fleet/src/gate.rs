@@ -147,6 +147,17 @@ pub fn human_age(ms: u64) -> String {
     }
 }
 
+/// `YYYY-MM-DD HH:MM:SS.uuuuuu UTC` of a Unix µs.
+pub fn utc_us(us: u64) -> String {
+    let s = utc(us / 1000);
+    // utc says `...T12:34:56Z`.
+    format!(
+        "{}.{:06} UTC",
+        s.trim_end_matches('Z').replacen('T', " ", 1),
+        us % 1_000_000
+    )
+}
+
 /// `2026-11-30T08:05:12Z` from unix milliseconds (UTC, no time-zone database needed).
 pub fn utc(ms: u64) -> String {
     let secs = ms / 1000;

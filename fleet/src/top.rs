@@ -216,7 +216,7 @@ pub fn row(unit: &TopUnit, got: &Result<ProfileDoc, Down>) -> TopRow {
 pub fn override_text(c: &pfx_api::control::ControlState) -> Option<String> {
     let since = |ms: Option<u64>| {
         ms.map(|ms| {
-            let t = crate::controlpush::utc_us(ms * 1000);
+            let t = crate::gate::utc_us(ms * 1000);
             // `YYYY-MM-DD HH:MM:SS.ffffff UTC`: the time to the second is enough here.
             format!(" since {} UTC", t.get(..19).unwrap_or(&t))
         })
