@@ -71,7 +71,13 @@ enum Cmd {
         keep_staging: bool,
     },
     /// Print the resolved config and what the build would put in the image.
-    ShowConfig { config: PathBuf },
+    ShowConfig {
+        config: PathBuf,
+        /// Print only the bytes the image would hold at this path (one of the JSON's
+        /// `files`), e.g. `/etc/sudoers.d/pfx-agent`.
+        #[arg(long, value_name = "PATH")]
+        file: Option<String>,
+    },
     /// Verify an existing image file and print its manifest.
     Verify {
         image: PathBuf,
@@ -200,7 +206,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Cmd::ShowConfig { config } => show_config(&config),
+        Cmd::ShowConfig { config, file } => show_config(&config, file.as_deref()),
         Cmd::Verify {
             image,
             target,
@@ -257,10 +263,23 @@ fn run(cli: Cli) -> Result<(), Failure> {
 }
 
 /// `show-config`: what the config resolves to and what the image would hold, as JSON.
-fn show_config(config: &std::path::Path) -> Result<(), Failure> {
+fn show_config(config: &std::path::Path, only: Option<&str>) -> Result<(), Failure> {
     let r = config::load(config)?;
     let plan = plan::plan(&r, Vec::new(), Vec::new());
     let files: Vec<&str> = plan.files.iter().map(|f| f.path.as_str()).collect();
+    if let Some(path) = only {
+        let Some(f) = plan.files.iter().find(|f| f.path == path) else {
+            return Err(Failure::No(anyhow::anyhow!(
+                "show-config: the image holds no planned file {path}; it holds: {}",
+                files.join(", ")
+            )));
+        };
+        use std::io::Write;
+        std::io::stdout()
+            .write_all(&f.contents)
+            .map_err(|e| Failure::Error(e.into()))?;
+        return Ok(());
+    }
     let out = serde_json::json!({
         "config": r.config,
         "source": r.source,

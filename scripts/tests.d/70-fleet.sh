@@ -89,13 +89,19 @@ mkdir -p "$T/etc" "$T/home"
 { grep -v '^pfx:' /etc/group; echo "pfx:x:$FUID:"; } > "$T/etc/group"
 printf 'root:*:19000:0:99999:7:::\npfx:*:19000:0:99999:7:::\n' > "$T/etc/shadow"
 chmod 644 "$T/etc/passwd" "$T/etc/group"; chmod 600 "$T/etc/shadow"
+# The image's own sudoers file (what `pfx-image build` writes, read from its plan), with
+# this build's agent for the image's path and each unit's config after the grant's command.
+IMAGE_SUDOERS=$("${PFX_IMAGE:-$top/target/debug/pfx-image}" show-config "$top/examples/image-vm-amd64.yaml" --file /etc/sudoers.d/pfx-agent) \
+  || { echo "FAILED: pfx-image show-config --file /etc/sudoers.d/pfx-agent"; exit 1; }
+grep -q '/usr/bin/pfx-agent dispatch$' <<<"$IMAGE_SUDOERS" || { echo "FAILED: no grant of /usr/bin/pfx-agent dispatch in the image's sudoers: $IMAGE_SUDOERS"; exit 1; }
 {
   echo "Defaults env_reset"
   echo 'Defaults secure_path="/usr/sbin:/usr/bin:/sbin:/bin"'
-  # The image's two lines (image/src/plan.rs), with this build's agent and each unit's config.
-  echo "Defaults!$AGENT env_keep = \"SSH_ORIGINAL_COMMAND SSH_CLIENT\""
   echo "root ALL=(ALL:ALL) ALL"
-  for u in u1 u2 u3 u4; do echo "pfx ALL=(root) NOPASSWD: $AGENT dispatch --config $T/$u/agent.yaml"; done
+  grep -v 'pfx-agent dispatch$' <<<"$IMAGE_SUDOERS" | sed "s#/usr/bin/pfx-agent#$AGENT#g"
+  for u in u1 u2 u3 u4; do
+    grep 'pfx-agent dispatch$' <<<"$IMAGE_SUDOERS" | sed "s#/usr/bin/pfx-agent dispatch\$#$AGENT dispatch --config $T/$u/agent.yaml#"
+  done
 } > "$T/etc/sudoers"
 chmod 440 "$T/etc/sudoers"
 visudo -c -q -f "$T/etc/sudoers" || { echo "FAILED: visudo refuses the test sudoers"; exit 1; }
