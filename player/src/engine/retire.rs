@@ -29,6 +29,13 @@ impl Retirer {
         let thread = std::thread::Builder::new()
             .name("pfx-retire".into())
             .spawn(move || {
+                // Spawned by the render thread, it inherits its SCHED_FIFO: dropping an
+                // old show (joining its decode threads, freeing its pools) must not run at
+                // the render thread's priority, beside it on a 2-core unit. Ordinary
+                // priority is enough: nothing waits for it.
+                if let Err(e) = crate::sys::sched::set_normal() {
+                    tracing::debug!("pfx-retire stays on the render thread's policy: {e}");
+                }
                 // Each value is dropped as it arrives; the loop ends when the render
                 // thread drops its sender.
                 for retired in rx {
@@ -107,6 +114,43 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
             self.0.fetch_add(1, Ordering::SeqCst);
         }
+    }
+
+    /// Records the scheduling policy of the thread that drops it.
+    struct Policy(Arc<std::sync::atomic::AtomicI32>);
+    impl Drop for Policy {
+        fn drop(&mut self) {
+            // SAFETY: sched_getscheduler on the calling thread; no pointers.
+            let p = unsafe { libc::sched_getscheduler(0) };
+            self.0.store(p, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_retirer_made_on_a_real_time_thread_drops_at_ordinary_priority() {
+        let seen = Arc::new(std::sync::atomic::AtomicI32::new(-1));
+        let s2 = seen.clone();
+        let raised = std::thread::spawn(move || {
+            // As the render thread is: SCHED_FIFO, then it makes its retirer.
+            if crate::sys::sched::set_fifo(crate::sys::sched::FIFO_PRIORITY).is_err() {
+                return false;
+            }
+            let r = Retirer::new();
+            r.retire(Policy(s2));
+            drop(r);
+            true
+        })
+        .join()
+        .unwrap();
+        if !raised {
+            eprintln!("skipped: needs root (CAP_SYS_NICE for SCHED_FIFO)");
+            return;
+        }
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            libc::SCHED_OTHER,
+            "the retire thread kept the render thread's SCHED_FIFO"
+        );
     }
 
     #[test]

@@ -22,6 +22,19 @@ pub fn set_fifo(priority: i32) -> io::Result<()> {
     }
 }
 
+/// Puts the calling thread back on SCHED_OTHER (a thread spawned by a SCHED_FIFO one
+/// inherits its policy). Dropping a policy needs no privilege.
+pub fn set_normal() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: plain syscall on the calling thread with a valid param.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Why a thread stayed on SCHED_OTHER, in the words that say what to do about it.
 pub fn why_not_raised(e: &io::Error) -> String {
     match e.raw_os_error() {
