@@ -23,8 +23,10 @@
 # and `pfx-player run --check` inside each booted guest. Needs root (debugfs, qemu).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-fail() { echo "FAIL: $*" >&2; exit 1; }
-[ "$(id -u)" = 0 ] || { echo "skipped: needs root (qemu, debugfs)" >&2; exit 77; }
+# shellcheck source=../scripts/lib/check.sh
+. "$top/scripts/lib/check.sh"
+fail() { die "$*"; } # each step needs the one before
+need_root "qemu, debugfs"
 
 # shellcheck source=../scripts/lib/vm.sh
 . "$top/scripts/lib/vm.sh"

@@ -18,36 +18,30 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 mb=${1:-500}
 secs=100000   # the warm-up player's limit; cell B stops its player itself
-if [ "$(id -u)" != 0 ]; then echo "skipped: needs root (network namespaces, sshd)"; exit 77; fi
-for t in /usr/sbin/sshd ssh ssh-keygen ip nsenter python3; do
-  command -v "$t" > /dev/null || { echo "FAILED: $t missing"; exit 1; }
-done
-nice cargo build --release -q -p pfx-player -p pfx-fleet || { echo "build failed"; exit 1; }
+. "$top/scripts/lib/check.sh"
+. "$top/scripts/lib/netns.sh"
+need_root "network namespaces, sshd"
+need_cmds fleet.apt /usr/sbin/sshd ssh ssh-keygen ip nsenter python3
+nice cargo build --release -q -p pfx-player -p pfx-fleet || die "cargo build --release -p pfx-player -p pfx-fleet"
 rel=$top/target/release
 B=$(mktemp -d /tmp/pfx-bench-push.XXXXXX)
 chmod 755 "$B"
-OP="pfxstorebench$$op"; UN="pfxstorebench$$un"
+ns_init storebench
 PIDS=()
 cleanup() {
   set +e
   for p in "${PIDS[@]}"; do kill "$p" 2> /dev/null; done
   [ -f "$B/sshd.pid" ] && kill "$(cat "$B/sshd.pid")" 2> /dev/null
-  sleep 0.3
-  ip netns del "$OP" 2> /dev/null; ip netns del "$UN" 2> /dev/null
+  ns_cleanup
   rm -rf "$B"
 }
 trap cleanup EXIT INT TERM
-inns() { local ns=$1; shift; nsenter --net="/run/netns/$ns" -- "$@"; }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  commit: $(git rev-parse --short HEAD)  push: $mb MB"
 
 # --- the unit and the operator, joined by a veth pair -------------------------------
-ip netns add "$OP"; ip netns add "$UN"
-inns "$OP" ip link set lo up; inns "$UN" ip link set lo up
-inns "$OP" ip link add eth0 type veth peer name eth0 netns "$UN"
-inns "$OP" ip addr add 10.78.0.1/24 dev eth0; inns "$OP" ip link set eth0 up
-inns "$UN" ip addr add 10.78.0.2/24 dev eth0; inns "$UN" ip link set eth0 up
+ns_pair op 10.78.0.1/24 un 10.78.0.2/24 || die "the operator's and the unit's namespaces"
 mkdir -p /run/sshd
 ssh-keygen -q -t ed25519 -N '' -f "$B/id"; ssh-keygen -q -t ed25519 -N '' -f "$B/hostkey"
 echo "10.78.0.2 $(cut -d' ' -f1,2 "$B/hostkey.pub")" > "$B/known_hosts"
@@ -64,7 +58,7 @@ UsePAM no
 StrictModes no
 LogLevel ERROR
 CFG
-inns "$UN" /usr/sbin/sshd -f "$B/sshd_config" -E "$B/sshd.log" || { echo "FAILED: sshd"; cat "$B/sshd.log"; exit 1; }
+in_ns un /usr/sbin/sshd -f "$B/sshd_config" -E "$B/sshd.log" || { cat "$B/sshd.log"; die "sshd in the unit's namespace"; }
 mkdir -p "$B/data"; : > "$B/data/.pfx-data"
 cat > "$B/agent.yaml" << Y
 iface: eth0
@@ -129,21 +123,19 @@ show_yaml base.fseq > "$B/base/show.yaml"
 fseq "$B/big/big.fseq" $(( mb * 1000000 / 2700 ))
 show_yaml big.fseq > "$B/big/show.yaml"
 show_yaml base.fseq > "$B/builtin.yaml"; sed -i "s|fseq: base.fseq|fseq: $B/base/base.fseq|" "$B/builtin.yaml"
-fleet() { inns "$OP" "$rel/pfx-fleet" --config "$B/fleet.yaml" --db "$B/fleet.db" "$@"; }
+fleet() { in_ns op "$rel/pfx-fleet" --config "$B/fleet.yaml" --db "$B/fleet.db" "$@"; }
 
 player() { # summary-file: the unit's player for SECONDS, pid in player.pid
-  nsenter --net="/run/netns/$UN" -- "$rel/pfx-player" run --config "$B/builtin.yaml" --store "$B/data" \
+  in_ns un "$rel/pfx-player" run --config "$B/builtin.yaml" --store "$B/data" \
     --http 127.0.0.1:8090 --no-mdns --duration "$secs" --summary "$1" > "$B/player.log" 2>&1 &
   echo $! > "$B/player.pid"; PIDS+=($!)
-  for _ in $(seq 100); do
-    inns "$UN" python3 -c 'import urllib.request; urllib.request.urlopen("http://127.0.0.1:8090/profile", timeout=1)' 2> /dev/null && return 0
-    sleep 0.1
-  done
-  echo "FAILED: the player did not start: $(cat "$B/player.log")"; exit 1
+  wait_for 10 "the unit's player answering /profile" in_ns un python3 -c \
+    'import urllib.request; urllib.request.urlopen("http://127.0.0.1:8090/profile", timeout=1)' \
+    || die "the player did not start: $(cat "$B/player.log")"
 }
 # The base show into the store first (a player must be there to confirm the switch).
 player "$B/warm.json"
-fleet push show "$B/base" > "$B/push0.out" 2> "$B/push0.err" || { echo "FAILED: base push: $(cat "$B/push0.err")"; exit 1; }
+fleet push show "$B/base" > "$B/push0.out" 2> "$B/push0.err" || die "base push: $(cat "$B/push0.err")"
 kill "$(cat "$B/player.pid")"; wait "$(cat "$B/player.pid")" 2> /dev/null
 
 report() { # name summary.json [push-line]
@@ -172,11 +164,11 @@ PY
 echo "--- B. the show while a $mb MB push lands"
 secs=100000
 player "$B/b.json"
-sleep 3
+sleep 3 # the cell's 3 s of show before the push (a duration, not an ordering)
 t0=$(date +%s.%N)
 fleet push show "$B/big" --json > "$B/push.json" 2> "$B/push.err"; prc=$?
 t1=$(date +%s.%N)
-sleep 3
+sleep 3 # and 3 s after it
 kill "$(cat "$B/player.pid")"; wait "$(cat "$B/player.pid")" 2> /dev/null
 line=$(python3 - "$B/push.json" "$t1" "$t0" << 'PY' 2> /dev/null || echo "push exit $prc: $(tail -2 "$B/push.err")"
 import json, sys

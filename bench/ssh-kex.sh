@@ -9,10 +9,9 @@
 set -euo pipefail
 n=${1:-20}
 rounds=${2:-3}
-[ "$(id -u)" = 0 ] || { echo "skipped: needs root (sshd)"; exit 0; }
-for c in ssh sshd ssh-keygen /usr/bin/time; do
-  command -v "$c" > /dev/null || { echo "missing $c: run scripts/install-deps (scripts/deps/fleet.apt)"; exit 1; }
-done
+. "$(dirname "$0")/../scripts/lib/check.sh"
+need_root sshd
+need_cmds fleet.apt ssh sshd ssh-keygen /usr/bin/time
 work=$(mktemp -d /tmp/pfx-ssh-kex.XXXXXX)
 sshd_pid=""
 cleanup() { [ -n "$sshd_pid" ] && kill "$sshd_pid" 2> /dev/null; rm -rf "$work"; }
@@ -38,7 +37,7 @@ CONF
 mkdir -p /run/sshd
 "$(command -v sshd)" -D -f "$work/sshd_config" -E "$work/sshd.log" &
 sshd_pid=$!
-for _ in $(seq 50); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2).close()" 2> /dev/null && break; sleep 0.1; done
+wait_for 5 "sshd listening on 127.0.0.1:$port" python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2).close()" || exit 1
 echo "ssh: $(ssh -V 2>&1); $n connections per cell, $rounds rounds; load $(cut -d' ' -f1-3 /proc/loadavg)"
 supported=$(ssh -Q kex)
 for round in $(seq "$rounds"); do

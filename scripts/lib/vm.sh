@@ -26,9 +26,11 @@
 # ssh_opts, vm_key (inspection key), vm_fleet_key; vm_poll (seconds between polls, 1 by
 # default). The caller defines fail().
 
-# The caller's fail() wins; this one serves a caller that defines none.
+# The caller's fail() wins; a caller that defines none gets check.sh's, fatal (each VM step
+# needs the one before).
 if ! declare -F fail > /dev/null; then
-  fail() { echo "FAIL: $*" >&2; exit 1; }
+  declare -F die > /dev/null || . "$(dirname "${BASH_SOURCE[0]}")/check.sh"
+  fail() { die "$*"; }
 fi
 
 # vm_image_yaml TREE KEYFILE: the image YAML of the suite's VM (vm-arm64, the example show
@@ -133,10 +135,25 @@ start_vm() {
   boot_start=$(date +%s.%N)
 }
 
-monitor() { python3 - "$vm_work/monitor.sock" "$1" <<'PY'
-import socket, sys, time
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(0.3); s.recv(65536)
-s.sendall((sys.argv[2] + "\n").encode()); time.sleep(0.5); s.close()
+# The monitor prints "(qemu) " when it is ready for a command and again when the command
+# is done: the command is sent after the first prompt and the socket closed after the second,
+# so a system_reset has happened when this returns (a closed socket or 10 s without the
+# prompt is a failure, not a guess).
+monitor() { python3 - "$vm_work/monitor.sock" "$1" <<'PY' || fail "QEMU monitor: $1 not confirmed"
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+def prompt(seen=b""):
+    while b"(qemu)" not in seen:
+        got = s.recv(65536)
+        if not got:
+            sys.exit("the monitor closed before its prompt")
+        seen += got
+prompt()
+s.sendall((sys.argv[2] + "\n").encode())
+prompt()
+s.close()
 PY
 }
 

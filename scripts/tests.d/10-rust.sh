@@ -40,6 +40,6 @@ for t, why in skips:
 root_skips = [t for t, why in skips if "root" in why]
 print(f"cargo test: {len(skips)} tests skipped at run time ({len(root_skips)} for want of root)")
 if uid == "0" and root_skips:
-    print("FAIL: run as root, yet tests skipped for want of root: " + ", ".join(root_skips))
+    print("FAIL - run as root, yet tests skipped for want of root: " + ", ".join(root_skips))
     sys.exit(1)
 PY

@@ -19,16 +19,16 @@
 set -euo pipefail
 top=${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 cd "$top"
-if [ "$(id -u)" != 0 ]; then
-  echo "skipped: needs root (mmdebstrap, chroot, binfmt, qemu)" >&2
-  exit 77
-fi
+# shellcheck source=../lib/check.sh
+. "$top/scripts/lib/check.sh"
+need_root "mmdebstrap, chroot, binfmt, qemu"
 export PFX_CACHE=${PFX_CACHE:-/var/cache/pfx}
 suite_start=$(date +%s)
 lap_start=$suite_start
 lap() { local now; now=$(date +%s); printf 'TIMING %-40s %4d s (suite %4d s)\n' "$1" $((now - lap_start)) $((now - suite_start)); lap_start=$now; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
-ok() { echo "ok: $*"; }
+# Every step builds on the one before (the image, then its boots): a failed check ends the
+# suite, so fail is fatal here.
+fail() { die "$*"; }
 # The VM and how the suite talks to it (shared with bench/boot.sh).
 # shellcheck source=../lib/vm.sh
 . "$top/scripts/lib/vm.sh"
@@ -498,7 +498,7 @@ boot1=$(vm cat /proc/sys/kernel/random/boot_id)
 vm 'echo probe > /etc/pfx-overlay-probe && sync && cat /etc/pfx-overlay-probe' | grep -qx probe || fail "cannot write /etc"
 vm systemctl reboot || true
 lap "assertions, boot 1"
-sleep 5
+# Back up when the boot id differs from boot 1's (no fixed wait for it to go down first).
 up=0
 for _ in $(seq 1 150); do
   kill -0 "$qemu_pid" 2>/dev/null || fail "qemu exited on reboot"
@@ -652,6 +652,7 @@ for round in 1 2; do
   if vm systemctl list-jobs --no-legend --plain | grep -F 'pfx\x2ddata'; then
     fail "no data partition: the cancelled data mount was queued again after the boot (check $round, jobs above)"
   fi
+  # A duration under test, not an ordering: the job must stay absent for 30 s.
   [ $round = 2 ] || sleep 30
 done
 if vm journalctl -b --no-pager -o cat | grep -F 'Timed out waiting for device dev-disk-by\x2dlabel-pfx\x2ddata'; then
@@ -662,4 +663,5 @@ fi
 ok "no data partition: boots (multi-user, overlay, lower read-only), nothing at /var/lib/pfx, the player plays ($nodata_frames frames) and /profile and /health say the data partition is not mounted; the mount stays masked and unqueued after rauc started (checked twice, 30 s apart)"
 stop_vm
 lap "boot 4, no data partition"
-echo "suite 60-image: all assertions passed in $(( $(date +%s) - suite_start )) s"
+echo "suite 60-image: $(( $(date +%s) - suite_start )) s"
+finish 60-image

@@ -21,23 +21,17 @@
 # the work directory (serial logs, JSON). About 25 s.
 set -uo pipefail
 top="${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}"
-if [ "$(id -u)" != 0 ]; then
-  echo "skipped: needs root (the image suites' tools and QEMU run as root here)" >&2
-  exit 77
-fi
+# shellcheck source=../lib/check.sh
+. "$top/scripts/lib/check.sh"
+need_root "the image suites' tools and QEMU run as root here"
 UBOOT=/usr/lib/u-boot/qemu_arm64/u-boot.bin
-for t in qemu-system-aarch64 mkimage mcopy mdir mkfs.vfat mke2fs sfdisk fdtput python3 timeout; do
-  command -v "$t" >/dev/null || { echo "FAILED: $t missing (scripts/deps/bootenv.apt)"; exit 1; }
-done
-[ -f "$UBOOT" ] || { echo "FAILED: $UBOOT missing (u-boot-qemu, scripts/deps/bootenv.apt)"; exit 1; }
+need_cmds bootenv.apt qemu-system-aarch64 mkimage mcopy mdir mkfs.vfat mke2fs sfdisk fdtput python3 timeout
+[ -f "$UBOOT" ] || die "$UBOOT missing (u-boot-qemu, scripts/deps/bootenv.apt)"
 AGENT="${PFX_AGENT:-$top/target/debug/pfx-agent}"
-[ -x "$AGENT" ] || { echo "FAILED: build first (cargo build -p pfx-fleet): $AGENT"; exit 1; }
+[ -x "$AGENT" ] || die "build first (cargo build -p pfx-fleet): $AGENT"
 BOOT_CMD="${PFX_BOOT_CMD:-$top/image/uboot/boot.cmd}"
 
 T=$(mktemp -d /tmp/pfx-bootenv-test.XXXXXX)
-fails=0
-pass() { echo "ok   - $*"; }
-fail() { echo "FAIL - $*"; fails=$((fails+1)); }
 cleanup() { if [ -n "${PFX_BOOTENV_KEEP:-}" ]; then echo "kept $T"; else rm -rf "$T"; fi; }
 trap cleanup EXIT INT TERM
 
@@ -52,7 +46,7 @@ mkdir -p "$ENV"
 
 # ---------------------------------------------------------------- the disk
 mkimage -A arm64 -T script -C none -d "$BOOT_CMD" "$T/boot.scr" > "$T/mkimage.log" 2>&1 \
-  || { cat "$T/mkimage.log"; echo "FAILED: mkimage of $BOOT_CMD"; exit 1; }
+  || { cat "$T/mkimage.log"; die "mkimage of $BOOT_CMD"; }
 for s in A B; do
   mkdir -p "$T/root$s/boot"
   printf 'not an arm64 Image: slot %s\n' "$s" > "$T/root$s/boot/vmlinuz-6.1.0-test"
@@ -69,11 +63,11 @@ ln -s initrd.img-6.1.0-test "$T/rootB/boot/initrd.img"
 truncate -s 34M "$DISK"
 # Partition 1 bootable: distro boot scans the bootable partitions for boot.scr.
 printf 'label: dos\nlabel-id: 0x%s\n1M,16M,c,*\n17M,8M,83\n25M,8M,83\n' "$DISKID" | sfdisk -q "$DISK" \
-  || { echo "FAILED: sfdisk"; exit 1; }
-mkfs.vfat -C "$T/fat.img" $((16*1024)) > /dev/null || { echo "FAILED: mkfs.vfat"; exit 1; }
-mcopy -i "$T/fat.img" "$T/boot.scr" ::boot.scr || { echo "FAILED: mcopy boot.scr"; exit 1; }
+  || die "sfdisk"
+mkfs.vfat -C "$T/fat.img" $((16*1024)) > /dev/null || die "mkfs.vfat"
+mcopy -i "$T/fat.img" "$T/boot.scr" ::boot.scr || die "mcopy boot.scr"
 { mke2fs -q -t ext4 -d "$T/rootA" "$T/a.img" 8M && mke2fs -q -t ext4 -d "$T/rootB" "$T/b.img" 8M; } > "$T/mke2fs.log" 2>&1 \
-  || { echo "FAILED: mke2fs -d"; exit 1; }
+  || die "mke2fs -d"
 dd if="$T/fat.img" of="$DISK" bs=1M seek=1 conv=notrunc status=none
 dd if="$T/a.img" of="$DISK" bs=1M seek=17 conv=notrunc status=none
 dd if="$T/b.img" of="$DISK" bs=1M seek=25 conv=notrunc status=none
@@ -202,7 +196,7 @@ boot() {
   agent print --json > "$T/$name.after.json" || { fail "$name: bootenv print after the boot"; return; }
   local out
   if out=$(python3 "$T/check.py" "$T/$name" "$DISKID" "$@"); then
-    pass "$name: $out ($((SECONDS - t0)) s)"
+    ok "$name: $out ($((SECONDS - t0)) s)"
   else
     fail "$name: $out (kept: PFX_BOOTENV_KEEP=1; log $T/$name.serial)"
   fi
@@ -212,7 +206,7 @@ rauc_check() { # rauc_check WHAT EXPECTED ARGS...: a get- call's answer
   local what=$1 want=$2; shift 2
   local got
   got=$(agent rauc "$@" 2>"$T/rauc.err")
-  if [ "$got" = "$want" ]; then pass "rauc $*: $got ($what)"; else fail "rauc $*: got '$got', expected '$want' ($what): $(cat "$T/rauc.err")"; fi
+  if [ "$got" = "$want" ]; then ok "rauc $*: $got ($what)"; else fail "rauc $*: got '$got', expected '$want' ($what): $(cat "$T/rauc.err")"; fi
 }
 rauc_set() { agent rauc "$@" 2>"$T/rauc.err" || fail "rauc $*: $(cat "$T/rauc.err")"; }
 
@@ -236,7 +230,7 @@ PY
 # booti refusing the fake kernel), U-Boot's own 2 s boot delay against bootdelay 0 from the
 # device tree, side by side in one run, one attempt each. Guard: the boot reached booti.
 if [ "${1:-}" = bench ]; then
-  agent init > /dev/null || { echo "FAILED: bootenv init"; exit 1; }
+  agent init > /dev/null || die "bootenv init"
   cell() { # cell NAME QEMU-ARGS...: sets took (s) or prints UNMEASURABLE
     put_env || { echo "$1: UNMEASURABLE: mcopy failed"; took=""; return; }
     local t0 t1; t0=$(date +%s.%N)
@@ -249,7 +243,7 @@ if [ "${1:-}" = bench ]; then
       echo "$1: UNMEASURABLE: the boot did not reach booti and the reset"; took=""
     fi
   }
-  dtb_for_boot || { echo "FAILED: the device tree: $(cat "$T/dumpdtb.log")"; exit 1; }
+  dtb_for_boot || die "the device tree: $(cat "$T/dumpdtb.log")"
   cell stock; stock=$took
   cell dtb0 -dtb "$T/virt.dtb"; dtb0=$took
   echo "BENCH: QEMU start -> reset after booti, U-Boot's default bootdelay 2: ${stock:-UNMEASURABLE} s"
@@ -359,5 +353,4 @@ else
 fi
 
 echo
-if [ "$fails" -gt 0 ]; then echo "62-bootenv: $fails FAILED"; exit 1; fi
-echo "62-bootenv: all passed"
+finish 62-bootenv
