@@ -17,7 +17,7 @@ use pfx_api::update::{
     HealthReport, InstallReport, PendingSwitch, StagedBundle, SwitchMode, SwitchReport,
     UpdatePutReport, UpdateStatus,
 };
-use pfx_store::Hash;
+use pfx_store::{ByteRate, Hash};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fs::{self, File, OpenOptions};
@@ -26,7 +26,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long one `rauc install` may take (a 400 MB bundle onto an SD card at idle I/O).
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -292,39 +292,12 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, Str
     }
 }
 
-/// Paces I/O to a byte rate (the store's cap), as a show transfer is paced.
-struct Pacer {
-    rate: u64,
-    start: Instant,
-    bytes: u64,
-}
-
-impl Pacer {
-    fn new(rate: u64) -> Pacer {
-        Pacer {
-            rate,
-            start: Instant::now(),
-            bytes: 0,
-        }
-    }
-    fn account(&mut self, n: usize) {
-        self.bytes += n as u64;
-        if self.rate > 0 {
-            let due = Duration::from_secs_f64(self.bytes as f64 / self.rate as f64);
-            let el = self.start.elapsed();
-            if due > el {
-                std::thread::sleep(due - el);
-            }
-        }
-    }
-}
-
 /// The sha256 of a file, read at the rate cap.
 fn hash_paced(p: &Path, rate: u64) -> Result<Hash, String> {
     let mut f = File::open(p).map_err(|e| format!("{}: {e}", p.display()))?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
-    let mut pacer = Pacer::new(rate);
+    let mut pacer = ByteRate::new(Some(rate));
     loop {
         let n = f
             .read(&mut buf)
@@ -448,7 +421,7 @@ impl PutArgs<'_> {
         let (size, len) = (self.size, self.len);
         let mut buf = vec![0u8; 1 << 20];
         let mut left = len;
-        let mut pacer = Pacer::new(self.o.rate_bytes_per_s);
+        let mut pacer = ByteRate::new(Some(self.o.rate_bytes_per_s));
         let mut err = None;
         while left > 0 {
             let want = left.min(buf.len() as u64) as usize;

@@ -182,23 +182,26 @@ pub struct GcReport {
     pub bytes: u64,
 }
 
-/// Throttles staged I/O to a byte rate, so a transfer leaves the disk to the show.
+/// Throttles I/O to a byte rate, so a transfer leaves the disk to the show: the store's
+/// staged writes, and the update agent's reads of a bundle (one rate cap, one way to keep it).
 #[derive(Debug)]
-struct Pacer {
+pub struct ByteRate {
     rate: Option<u64>,
     start: Instant,
     bytes: u64,
 }
 
-impl Pacer {
-    fn new(rate: Option<u64>) -> Pacer {
-        Pacer {
+impl ByteRate {
+    /// `None` or `Some(0)`: no cap.
+    pub fn new(rate: Option<u64>) -> ByteRate {
+        ByteRate {
             rate,
             start: Instant::now(),
             bytes: 0,
         }
     }
-    fn account(&mut self, n: usize) {
+    /// `n` more bytes moved: sleeps until the total is due at the rate.
+    pub fn account(&mut self, n: usize) {
         self.bytes += n as u64;
         if let Some(r) = self.rate.filter(|r| *r > 0) {
             let due = Duration::from_secs_f64(self.bytes as f64 / r as f64);
@@ -234,7 +237,7 @@ pub struct Staged {
     file: File,
     len: u64,
     total: u64,
-    pacer: Pacer,
+    pacer: ByteRate,
 }
 
 impl Staged {
@@ -558,7 +561,7 @@ impl Store {
             file,
             len: have,
             total,
-            pacer: Pacer::new(self.rate),
+            pacer: ByteRate::new(self.rate),
         })
     }
 

@@ -659,3 +659,30 @@ fn a_show_made_again_is_kept_by_another_pushs_clean_up() {
     assert!(matches!(s.activate(&y), Err(StoreError::NoSuchShow(_))));
     assert_eq!(s.active_id().unwrap(), Some(x));
 }
+
+/// The rate cap holds: 256 KiB at 1 MiB/s cannot take less than a quarter second, and no
+/// cap (None, or 0) never sleeps. A lower bound only: sleeping is the guarantee, a busy
+/// host can only make it slower.
+#[test]
+fn byte_rate_paces_io_to_its_cap_and_none_is_unpaced() {
+    let t = std::time::Instant::now();
+    let mut r = ByteRate::new(Some(1 << 20));
+    for _ in 0..4 {
+        r.account(64 << 10);
+    }
+    assert!(
+        t.elapsed() >= std::time::Duration::from_millis(249),
+        "{:?}",
+        t.elapsed()
+    );
+    for cap in [None, Some(0)] {
+        let t = std::time::Instant::now();
+        let mut r = ByteRate::new(cap);
+        r.account(1 << 30);
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(1),
+            "{cap:?}: {:?}",
+            t.elapsed()
+        );
+    }
+}
