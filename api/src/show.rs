@@ -74,7 +74,7 @@ pub struct PutReport {
 
 /// `show activate`'s input: the show to make and switch to.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ShowManifest {
+pub struct ActivateRequest {
     pub name: String,
     pub show_yaml: String,
     /// File name in the show → sha256.

@@ -4,7 +4,7 @@
 
 use crate::agent::now_ms;
 use pfx_api::show::{
-    ActiveShowInfo, MissingFile, MissingReport, PutReport, ShowInfo, ShowManifest, ShowReadback,
+    ActivateRequest, ActiveShowInfo, MissingFile, MissingReport, PutReport, ShowInfo, ShowReadback,
     ShowSource, WantedFile,
 };
 use pfx_store::{Hash, ShowId, Store, StoreError};
@@ -295,7 +295,7 @@ fn make_checked_show(
     input: &mut dyn Read,
     r: &mut ShowReadback,
 ) -> Result<ShowId, String> {
-    let m: ShowManifest = serde_json::from_slice(&read_input(input)?)
+    let m: ActivateRequest = serde_json::from_slice(&read_input(input)?)
         .map_err(|e| format!("the show manifest is not JSON {{name, show_yaml, files}}: {e}"))?;
     let mut files = BTreeMap::new();
     for (n, h) in &m.files {
@@ -365,7 +365,7 @@ fn confirmed_message(o: &ShowOpts, id: &ShowId, r: &ShowReadback, active_ok: boo
     }
 }
 
-/// `show activate`: stdin is a [`ShowManifest`]. The show is made, checked by the unit's
+/// `show activate`: stdin is a [`ActivateRequest`]. The show is made, checked by the unit's
 /// own `pfx-player run --check`, switched to atomically, and the player is asked to play
 /// it; the answer is what the store and the player then say.
 pub fn activate(o: &ShowOpts, input: &mut dyn Read) -> (ShowReadback, bool) {

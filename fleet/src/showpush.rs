@@ -9,7 +9,7 @@ use crate::config::{FleetConfig, SshConfig};
 use crate::db::{Counts, DbError, Event, EventKind, Finished, FleetDb, UnitRow};
 use crate::gate::UnitState;
 use crate::ssh;
-use pfx_api::show::{MissingReport, PutReport, ShowManifest, ShowReadback, WantedFile};
+use pfx_api::show::{ActivateRequest, MissingReport, PutReport, ShowReadback, WantedFile};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -435,7 +435,7 @@ impl UnitPush<'_> {
     /// unit's own word.
     fn activate(&self, out: &mut UnitOutcome) -> Result<(), Early> {
         let (job, t) = (self.job, self.job.ssh.command_timeout_s);
-        let manifest = ShowManifest {
+        let manifest = ActivateRequest {
             name: job.show.name.clone(),
             show_yaml: job.show.show_yaml.clone(),
             files: job
