@@ -661,7 +661,8 @@ def main(argv=None) -> int:
         Path(a.json).write_text(
             json.dumps([{"cell": r.cell.name, "unmeasurable": r.unmeasurable, **r.row} for r in all_results], indent=1)
         )
-    left = netns.list_namespaces(netns.PREFIX + str(os.getpid()))
+    # This run's names only: pfxtb12- is not pfxtb123-.
+    left = netns.list_namespaces(netns.PREFIX + str(os.getpid()) + "-")
     if left:
         print(f"bench: namespaces left behind: {left}", file=sys.stderr)
         return 1

@@ -26,7 +26,7 @@ failures: list[str] = []
 
 
 def check(cond: bool, what: str) -> None:
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    print(("ok   - " if cond else "FAIL - ") + what, flush=True)
     if not cond:
         failures.append(what)
 
@@ -234,6 +234,7 @@ def main() -> int:
     st = wrong.request("POST", "/api/playlist/SparseOnly", body=b'{"mainPlaylist":[{"type":"sequence","sequenceName":"Sparse.fseq"}]}',
                        headers={"Content-Type": "application/json"})[0]
     check(st == 401, f"playlist with a wrong password: 401 ({st})")
+    # A duration under test, not an ordering: the old show must still be playing a second on.
     time.sleep(1.0)
     check(last_pixels(a.pole_a) == pattern(b"\x11\x22\x33", 900).hex(), "after the refused playlist the old show still plays")
 
@@ -247,6 +248,7 @@ def main() -> int:
     st, _, body = u.request("POST", "/api/playlist/Nope", body=b'{"mainPlaylist":[{"type":"sequence","sequenceName":"Missing.fseq"}]}',
                             headers={"Content-Type": "application/json"})
     check(st == 400, f"playlist with a missing sequence: 400 ({st})")
+    # A duration under test, as above: the sparse show still plays half a second on.
     time.sleep(0.5)
     check(last_pixels(a.pole_b) == pattern(b"\x0d\x0e\x0f", 900).hex(), "after the refused playlist the sparse show still plays")
 

@@ -11,7 +11,9 @@ UNMEASURABLE with the reason.
 
     instep_bench.py run --player BIN [--units 20] [--tries 20] [--fps 40] [--json F] [--out DIR]
                         [--via socket|fleet|fleet-new] [--no-sync]
-    instep_bench.py down                     # remove whatever a killed run left (instep*)
+    instep_bench.py down --id PID            # remove what the killed run PID left (instepPID-*)
+    instep_bench.py down                     # remove every instep* namespace on the host,
+                                             # other runs' too: an operator's, never a suite's
 
 Figures per try: `latency_ms` from the request to the last unit's first black frame at the
 pole; `spread_ms` between the first and the last unit's first black frame (and in frames);
@@ -41,7 +43,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import netns  # noqa: E402
 import sync_bench  # noqa: E402
 
 PREFIX = "instep"
@@ -55,6 +56,9 @@ LIT_WITHIN_US = 300_000
 BLACK_WITHIN_S = 2.0
 # How long it waits for every unit to light again after `resume`.
 RELIGHT_WITHIN_S = 8.0
+# Two operators at once: how long after the later action's stamped time the units have to
+# show it before their last frames are judged.
+SHOW_WITHIN_S = 1.0
 # The guard: a try is not the player's figure when a unit sent no frame for more than
 # MAX_GAP_FRAMES frames between the request and its change (it missed a tick: its render
 # thread did not run, and no design can show a change at a tick that did not happen).
@@ -196,8 +200,7 @@ def summarize(tries: list[dict]) -> dict:
 # ---------------------------------------------------------------------------- the testbed
 class Bed(sync_bench.Bed):
     def __init__(self, run_dir: Path, tb_id: str, units: list[str]):
-        super().__init__(run_dir, tb_id)
-        self.name = f"{PREFIX}{tb_id}"
+        super().__init__(run_dir, tb_id, prefix=PREFIX)
         self.units = units
 
     def hosts(self) -> list[tuple[str, str]]:
@@ -350,7 +353,7 @@ def play_cell(fleet: Fleet, pole_log: Path, srcs: dict, unit_of: dict, period_ms
         if not row.get("accepted"):
             out["tries"].append({"unmeasurable": f"the master did not take play: {row.get('reason') or r.get('error')}"})
             continue
-        time.sleep(BLACK_WITHIN_S + 0.6)
+        window_then_flush(fleet.bed, pole_log, t_cmd)
         rows = [x for x in read_rows(pole_log) if x[1] <= t_cmd + int(BLACK_WITHIN_S * 1e6)]
         firsts = first_restart(rows, list(srcs.values()), t_cmd)
         res = judge_try(t_cmd, row.get("effective_unix_us"), firsts, period_ms, unit_of)
@@ -421,6 +424,7 @@ def run(a) -> int:
         sync_bench.PROFILE_YAML.replace(f"{sync_bench.POLE[1]}:", f"{POLE_ADDR}:"))
     pole_log = run_dir / "pole.log"
     pole_log.unlink(missing_ok=True)
+    Path(str(pole_log) + ".flushed").unlink(missing_ok=True)  # a reused --out directory
     srcs = {u: unit_addr(i) for i, u in enumerate(units)}
     unit_of = {ip: u for u, ip in srcs.items()}
     result: dict = {"units": a.units, "fps": a.fps, "tries": []}
@@ -445,7 +449,10 @@ def run(a) -> int:
             if u != "m":
                 bed.spawn(u, u, [a.player, "run", "--config", str(d / "show.yaml"),
                                  "--control-socket", str(socks[u])], mono_offset=10_000 + 1000 * i)  # fmt: skip
-        time.sleep(1.0 + 0.05 * a.units)
+        why = remotes_ready(bed, units, socks, SYNC_PORT if not a.no_sync else None)
+        if why:
+            result["unmeasurable"] = why
+            return finish(result, a)
         bed.spawn("m", "m", [a.player, "run", "--config", str(run_dir / "cell1" / "m" / "show.yaml"),
                              "--control-socket", str(socks["m"])], mono_offset=10_000)  # fmt: skip
         dark = wait_lit(pole_log, list(srcs.values()), 15.0 + 0.5 * a.units)
@@ -487,7 +494,7 @@ def run(a) -> int:
                 result["shows"] = {"cell": "shows", "unmeasurable": f"testbed error: {e}", "checks": []}
         if a.laptops:
             try:
-                result["own"] = own_action_cell(socks, srcs, unit_of, pole_log)
+                result["own"] = own_action_cell(bed, socks, srcs, unit_of, pole_log)
             except Exception as e:  # one attempt: reported, not retried
                 result["own"] = {"cell": "own", "unmeasurable": f"testbed error: {e}", "checks": []}
             try:
@@ -497,6 +504,35 @@ def run(a) -> int:
     finally:
         bed.down()
     return finish(result, a)
+
+
+def sleep_until(t_unix: float) -> None:
+    """Until a window under test has passed (the frames in it are what is judged): a
+    duration, not an ordering."""
+    time.sleep(max(0.0, t_unix - time.time()))
+
+
+def window_then_flush(bed, pole_log: Path, t_cmd_us: int) -> None:
+    """The BLACK_WITHIN_S after the request have passed and the pole has written out every
+    frame of them (instead of a sleep of the window plus 0.6 s for the pole's own flush)."""
+    sleep_until(t_cmd_us / 1e6 + BLACK_WITHIN_S)
+    sync_bench.flush_pole(bed, pole_log)
+
+
+def remotes_ready(bed, units: list[str], socks: dict, sync_port: int | None, timeout: float = 30.0) -> str | None:
+    """Until every remote has its control socket and (when synced) listens for MultiSync, so
+    the master's first packets reach them (was a sleep of 1 s + 50 ms a unit); None when they
+    do, else why not."""
+    try:
+        for u in units:
+            if u == "m":
+                continue
+            sync_bench.wait_until(f"{u}'s control socket", socks[u].exists, timeout, bed.procs[u])
+            if sync_port is not None:
+                sync_bench.wait_sync_listening(bed, u, sync_port, bed.procs[u], timeout)
+    except RuntimeError as e:
+        return f"a remote did not come up: {e} ({bed.log_tail(u)})"
+    return None
 
 
 def wait_lit(pole_log: Path, srcs: list[str], within: float) -> list[str]:
@@ -527,7 +563,7 @@ def one_try(bed, msock: Path, pole_log: Path, srcs: dict, unit_of: dict, period_
         return {"unmeasurable": f"the master's control socket: {e}"}
     if not ans.get("accepted"):
         return {"unmeasurable": f"the master did not take it: {ans.get('error')}"}
-    time.sleep(BLACK_WITHIN_S + 0.6)
+    window_then_flush(bed, pole_log, t_cmd)
     rows = [r for r in read_rows(pole_log) if r[1] <= t_cmd + int(BLACK_WITHIN_S * 1e6)]
     firsts = first_black(rows, list(srcs.values()), t_cmd)
     res = judge_try(t_cmd, ans.get("effective_unix_us"), firsts, period_ms, unit_of)
@@ -638,7 +674,11 @@ def laptops_cell(bed, a, run_dir: Path, units: list[str], socks: dict, srcs: dic
             runs[who] = json.loads(out) | {"action": action.split()[0]}
         except json.JSONDecodeError:
             return {"cell": "laptops", "unmeasurable": f"{who}'s pfx-fleet printed no JSON (exit {p.returncode}): {err[-300:]}"}
-    time.sleep(1.2)  # the pole's log is flushed every half second
+    # Each action takes effect at its stamped time: the units have SHOW_WITHIN_S after the
+    # later stamp to show it (a duration), then the pole writes out what it received.
+    stamps = [x["effective_unix_us"] for r in runs.values() for x in r.get("units", []) if x.get("effective_unix_us")]
+    sleep_until(max(stamps, default=time.time_ns() // 1000) / 1e6 + SHOW_WITHIN_S)
+    sync_bench.flush_pole(bed, pole_log)
     rows = read_rows(pole_log)
     last_tags = {}
     for u in units:
@@ -649,7 +689,7 @@ def laptops_cell(bed, a, run_dir: Path, units: list[str], socks: dict, srcs: dic
             "stamps": {who: {x["unit"]: x.get("effective_unix_us") for x in r.get("units", [])} for who, r in runs.items()}}  # fmt: skip
 
 
-def own_action_cell(socks: dict, srcs: dict, unit_of: dict, pole_log: Path) -> dict:
+def own_action_cell(bed, socks: dict, srcs: dict, unit_of: dict, pole_log: Path) -> dict:
     """A remote's own blackout against its master's: r1 blacked out on its own socket, then
     the master's blackout and resume. r1 must stay black (its own layer) while every other
     unit lights again, and light with them once its own resume comes."""
@@ -664,7 +704,7 @@ def own_action_cell(socks: dict, srcs: dict, unit_of: dict, pole_log: Path) -> d
             return {"cell": "own", "unmeasurable": f"{action} not taken: {ans.get('error')}", "checks": []}
     dark = wait_lit(pole_log, others, RELIGHT_WITHIN_S)
     checks.append((not dark, f"after the master's resume every other unit lit ({[unit_of[d] for d in dark]} dark)"))
-    time.sleep(0.6)
+    sync_bench.flush_pole(bed, pole_log)  # r1's frames up to now, with the others' lit ones
     rows = read_rows(pole_log)
     mine = [tag for s_, _t, tag in rows if s_ == r1]
     checks.append((bool(mine) and mine[-1] == "B", f"r1 still black under its own blackout (last frame {mine[-1] if mine else None!r})"))
@@ -754,13 +794,12 @@ def main(argv=None) -> int:
     r.add_argument("--no-sync", action="store_true", help="every unit plays on its own (no MultiSync)")
     r.add_argument("--play-tries", type=int, default=5,
                    help="--via fleet on a synced site: then this many `play` tries on the master (0: none)")
-    sub.add_parser("down")
+    d = sub.add_parser("down")
+    d.add_argument("--id", help="the run's id (its pid): remove that run's namespaces only")
     a = ap.parse_args(argv)
     if a.cmd == "run":
         return run(a)
-    gone = netns.down_all(PREFIX)
-    print(f"removed {len(gone)} namespace(s)")
-    return 0
+    return sync_bench.down(PREFIX, a.id)
 
 
 if __name__ == "__main__":

@@ -150,6 +150,67 @@ def down_all(prefix: str = PREFIX) -> list[str]:
     return gone
 
 
+class Namespaces:
+    """Network namespaces named <prefix>-<role>, made by this object and torn down by it: exactly
+    the ones it made, never another run's that happens to share a name pattern. The one way the
+    Python testbeds (Testbed, sync_bench, instep_bench) build a venue:
+
+        nets = Namespaces("synctest1234")
+        nets.bridge("sw", ["mcast_snooping", "0"])   # br0 in synctest1234-sw
+        nets.port("sw", "m", "10.79.0.1/24")         # synctest1234-m, eth0 a port of br0 (p-m)
+        ...
+        nets.teardown()
+
+    Every link lives inside the namespaces, so deleting them removes every link and qdisc."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self.made: list[str] = []
+
+    def name(self, role: str) -> str:
+        return f"{self.prefix}-{role}"
+
+    def new(self, role: str) -> str:
+        """A namespace with lo up and no IPv6 (keeps router solicitations and MLD out of the counts)."""
+        ns = self.name(role)
+        run(["ip", "netns", "add", ns])
+        self.made.append(ns)
+        run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        run(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"], check=False)
+        return ns
+
+    def bridge(self, role: str, options: list[str], querier: bool = False) -> str:
+        """A namespace holding br0 (no STP; `options` are the rest of `ip link add ... type
+        bridge`), up. `querier`: the bridge is also the IGMP querier, set by a second command
+        before it comes up: the kernel applies `mcast_querier` before the intervals within one
+        request, so set together the querier would wait the default 10 s response interval."""
+        ns = self.new(role)
+        run(["ip", "-n", ns, "link", "add", "br0", "type", "bridge", "stp_state", "0"] + options)
+        if querier:
+            run(["ip", "-n", ns, "link", "set", "br0", "type", "bridge", "mcast_querier", "1"])
+        run(["ip", "-n", ns, "link", "set", "br0", "up"])
+        return ns
+
+    def port(self, sw_role: str, role: str, addr: str) -> str:
+        """A namespace `role` whose eth0 (ADDR/PREFIX) is a port of `sw_role`'s br0, the switch
+        side named p-<role>; multicast routed over eth0."""
+        sw = self.name(sw_role)
+        hn = self.new(role)
+        port = f"p-{role}"
+        run(["ip", "-n", sw, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", hn])
+        run(["ip", "-n", sw, "link", "set", port, "master", "br0"])
+        run(["ip", "-n", sw, "link", "set", port, "up"])
+        run(["ip", "-n", hn, "addr", "add", addr, "dev", "eth0"])
+        run(["ip", "-n", hn, "link", "set", "eth0", "up"])
+        run(["ip", "-n", hn, "route", "add", "224.0.0.0/4", "dev", "eth0"])
+        return hn
+
+    def teardown(self) -> None:
+        """Ends the processes in each namespace this object made, then deletes it; idempotent."""
+        while self.made:
+            kill_namespace(self.made.pop())
+
+
 class Testbed:
     """One venue. Use as a context manager; `down()` is idempotent and runs at exit."""
 
@@ -171,11 +232,11 @@ class Testbed:
         self._stall_thread: threading.Thread | None = None
         self._stall_stop = threading.Event()
         self._is_up = False
+        self.nets = Namespaces(self.name)
         atexit.register(self.down)
 
     def ns(self, host: Host | str) -> str:
-        role = host.role if isinstance(host, Host) else host
-        return f"{self.name}-{role}"
+        return self.nets.name(host.role if isinstance(host, Host) else host)
 
     # ------------------------------------------------------------------ life cycle
     def up(self) -> "Testbed":
@@ -183,45 +244,28 @@ class Testbed:
             raise RuntimeError(f"testbed {self.name} already exists; `testbed down --id {self.id}` first")
         self._is_up = True
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        sw = self.ns("sw")
-        for ns in [sw] + [self.ns(h) for h in HOSTS]:
-            run(["ip", "netns", "add", ns])
-            run(["ip", "-n", ns, "link", "set", "lo", "up"])
-            # No IPv6: keeps router solicitations and MLD out of the counts.
-            run(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"], check=False)
-        br = ["ip", "-n", sw, "link", "add", "br0", "type", "bridge", "stp_state", "0"]
         if self.switch == "unmanaged":
-            br += ["mcast_snooping", "0"]
+            opts = ["mcast_snooping", "0"]
         else:
             # Snooping with the bridge as querier; a short response interval so the querier counts
             # as present (and stops flooding unknown groups) 1 s after it starts instead of 10 s.
-            br += [
+            opts = [
                 "mcast_snooping", "1",
                 "mcast_query_response_interval", "100", "mcast_startup_query_interval", "100",
                 "mcast_query_interval", "1000",
             ]  # fmt: skip
-        run(br)
-        if self.switch == "managed":
-            # A second command: the kernel applies `mcast_querier` before the intervals within one
-            # request, so set together the querier would wait the default 10 s response interval.
-            run(["ip", "-n", sw, "link", "set", "br0", "type", "bridge", "mcast_querier", "1"])
-        run(["ip", "-n", sw, "link", "set", "br0", "up"])
+        sw = self.nets.bridge("sw", opts, querier=self.switch == "managed")
         for h in HOSTS:
-            port = f"p-{h.role}"
-            hn = self.ns(h)
-            run(["ip", "-n", sw, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", hn])
-            run(["ip", "-n", sw, "link", "set", port, "master", "br0"])
-            run(["ip", "-n", sw, "link", "set", port, "up"])
-            run(["ip", "-n", hn, "addr", "add", f"{h.addr}/24", "dev", "eth0"])
-            run(["ip", "-n", hn, "link", "set", "eth0", "up"])
-            run(["ip", "-n", hn, "route", "add", "224.0.0.0/4", "dev", "eth0"])
+            self.nets.port("sw", h.role, f"{h.addr}/24")
         if self.slow_port:
             # Egress of the switch port toward the pole: what a 10BASE-T link drains.
             run(["tc", "-n", sw, "qdisc", "add", "dev", "p-bp", "root", "tbf",
                  "rate", SLOW_RATE, "burst", "1600", "limit", str(SLOW_LIMIT_BYTES)])  # fmt: skip
         self._write_state()
         if self.switch == "managed":
-            time.sleep(1.5)  # the querier's start-up delay (response interval, 1 s)
+            # The querier's start-up delay (response interval, 1 s): a kernel timer whose end
+            # the bridge does not report (no querier state in `ip -d link`), so a duration.
+            time.sleep(1.5)
         return self
 
     def down(self) -> None:
@@ -231,8 +275,7 @@ class Testbed:
         self.stop_stall()
         for name in list(self.procs):
             self.stop(name)
-        for ns in list_namespaces(self.name + "-"):
-            kill_namespace(ns)
+        self.nets.teardown()
         (STATE_DIR / f"{self.name}.json").unlink(missing_ok=True)
 
     def __enter__(self) -> "Testbed":

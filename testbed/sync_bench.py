@@ -7,7 +7,9 @@ one run; a cell whose guard fails is UNMEASURABLE with the reason.
 
     sync_bench.py run --player BIN [--seconds 60] [--cells clean,loss,restart,control,interop]
                       [--json F] [--out DIR]
-    sync_bench.py down                       # remove whatever a killed run left (synctest*)
+    sync_bench.py down --id PID              # remove what the killed run PID left (synctestPID-*)
+    sync_bench.py down                       # remove every synctest* namespace on the host,
+                                             # other runs' too: an operator's, never a suite's
 
 Cells: clean; loss (1 % loss and 0-4 ms delay, i.e. 2 ms +- 2 ms, on the sync path only);
 restart (the master killed half-way and started again 1 s later); control (the same units
@@ -182,40 +184,61 @@ def _r(v):
 
 # ---------------------------------------------------------------------------- in-namespace tools
 def run_pole(a) -> int:
-    """Every DDP datagram: `src rx_us frame` (B for an all-zero frame, X for undecodable)."""
+    """Every DDP datagram: `src rx_us frame` (B for an all-zero frame, X for undecodable).
+    On SIGUSR1 it reads what is already queued, flushes, and writes the request's count to
+    <out>.flushed: the bench's flush_pole() waits for that instead of for the half-second
+    flush."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     s.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_TIMESTAMPNS", 35), 1)
     s.bind(("0.0.0.0", a.port))
     out = open(a.out, "a", buffering=1 << 16)
     stop = {"flag": False}
+    asked = {"n": 0}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(flag=True))
+    signal.signal(signal.SIGUSR1, lambda *_: asked.update(n=asked["n"] + 1))
     Path(a.out + ".ready").write_text("1\n")
     last_flush = time.monotonic()
+    done = 0
     while not stop["flag"]:
         try:
             r, _, _ = select.select([s], [], [], 0.2)
         except InterruptedError:
             continue
         if r:
-            data, anc, _fl, (src, _p) = s.recvmsg(2048, 256)
-            rx = time.time_ns() // 1000
-            for level, typ, d in anc:
-                if level == socket.SOL_SOCKET and len(d) >= 16:
-                    sec, ns = struct.unpack("qq", d[:16])
-                    rx = sec * 1_000_000 + ns // 1000
-            payload = data[10:] if len(data) >= 10 and not data[0] & 0x10 else data[14:]
-            f = decode_pixels(payload)
-            if f is not None:
-                tag = str(f)
-            else:
-                tag = "B" if not payload.strip(b"\x00") else "X"
-            out.write(f"{src} {rx} {tag}\n")
-        if time.monotonic() - last_flush > 0.5:
+            pole_record(s, out)
+        if asked["n"] != done:
+            done = asked["n"]
+            # What arrived before the request is in the file when the bench reads it.
+            for _ in range(100_000):
+                if not select.select([s], [], [], 0)[0]:
+                    break
+                pole_record(s, out)
+            out.flush()
+            Path(a.out + ".flushed").write_text(f"{done}\n")
+            last_flush = time.monotonic()
+        elif time.monotonic() - last_flush > 0.5:
             out.flush()
             last_flush = time.monotonic()
     out.close()
     return 0
+
+
+def pole_record(s: socket.socket, out) -> None:
+    """One datagram from `s`, written as its `src rx_us frame` line."""
+    data, anc, _fl, (src, _p) = s.recvmsg(2048, 256)
+    rx = time.time_ns() // 1000
+    for level, typ, d in anc:
+        if level == socket.SOL_SOCKET and len(d) >= 16:
+            sec, ns = struct.unpack("qq", d[:16])
+            rx = sec * 1_000_000 + ns // 1000
+    payload = data[10:] if len(data) >= 10 and not data[0] & 0x10 else data[14:]
+    f = decode_pixels(payload)
+    if f is not None:
+        tag = str(f)
+    else:
+        tag = "B" if not payload.strip(b"\x00") else "X"
+    out.write(f"{src} {rx} {tag}\n")
 
 
 def _ip_udp(src: str, dst: str, sport: int, dport: int, payload: bytes) -> bytes:
@@ -272,48 +295,36 @@ def run_relay(a) -> int:
 
 # ---------------------------------------------------------------------------- the testbed
 class Bed:
-    """One bridge in <id>-sw; hosts m, r1..r3, pole, relay, peer. Deleting the namespaces
-    removes every link."""
+    """One bridge in <prefix><id>-sw; hosts m, r1..r3, pole, relay, peer. Built and torn down
+    by netns.Namespaces: deleting exactly the namespaces this run made removes every link."""
 
-    def __init__(self, run_dir: Path, tb_id: str):
-        self.name = f"{PREFIX}{tb_id}"
+    def __init__(self, run_dir: Path, tb_id: str, prefix: str = PREFIX):
+        self.id = tb_id
+        self.name = f"{prefix}{tb_id}"
+        self.nets = netns.Namespaces(self.name)
         self.run_dir = run_dir
         self.procs: dict[str, subprocess.Popen] = {}
         self.up_ = False
 
     def ns(self, role: str) -> str:
-        return f"{self.name}-{role}"
+        return self.nets.name(role)
 
     def hosts(self) -> list[tuple[str, str]]:
         return list(UNITS.items()) + [POLE, RELAY, PEER]
 
     def up(self) -> None:
         if netns.list_namespaces(self.name + "-"):
-            raise RuntimeError(f"{self.name} already exists: `sync_bench.py down` first")
+            raise RuntimeError(f"{self.name} already exists: `{Path(sys.argv[0]).name} down --id {self.id}` first")
         self.up_ = True
-        sw = self.ns("sw")
-        for role in ["sw"] + [h for h, _ in self.hosts()]:
-            ns = self.ns(role)
-            netns.run(["ip", "netns", "add", ns])
-            netns.run(["ip", "-n", ns, "link", "set", "lo", "up"])
-            netns.run(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"], check=False)
-        netns.run(["ip", "-n", sw, "link", "add", "br0", "type", "bridge", "stp_state", "0", "mcast_snooping", "0"])
-        netns.run(["ip", "-n", sw, "link", "set", "br0", "up"])
+        self.nets.bridge("sw", ["mcast_snooping", "0"])
         for role, addr in self.hosts():
-            port, hn = f"p-{role}", self.ns(role)
-            netns.run(["ip", "-n", sw, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", hn])
-            netns.run(["ip", "-n", sw, "link", "set", port, "master", "br0"])
-            netns.run(["ip", "-n", sw, "link", "set", port, "up"])
-            netns.run(["ip", "-n", hn, "addr", "add", f"{addr}/24", "dev", "eth0"])
-            netns.run(["ip", "-n", hn, "link", "set", "eth0", "up"])
-            netns.run(["ip", "-n", hn, "route", "add", "224.0.0.0/4", "dev", "eth0"])
+            self.nets.port("sw", role, f"{addr}/24")
 
     def down(self) -> None:
         for name in list(self.procs):
             self.stop(name)
         if self.up_:
-            for ns in netns.list_namespaces(self.name + "-"):
-                netns.kill_namespace(ns)
+            self.nets.teardown()
             self.up_ = False
 
     def spawn(self, name: str, role: str, argv: list[str], mono_offset: int | None = None) -> subprocess.Popen:
@@ -372,6 +383,55 @@ def wait_file(path: Path, timeout: float, proc: subprocess.Popen) -> None:
         if proc.poll() is not None or time.monotonic() > end:
             raise RuntimeError(f"{path.name} never appeared")
         time.sleep(0.05)
+
+
+def wait_until(what: str, cond, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    """Polls `cond()` every 50 ms until it holds. A RuntimeError naming `what` when `proc`
+    exits first or after `timeout` s (the cell is then UNMEASURABLE with that reason):
+    waiting for the condition, never for a time that a loaded host may overrun."""
+    end = time.monotonic() + timeout
+    while not cond():
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what}: the process exited ({proc.returncode})")
+        if time.monotonic() > end:
+            raise RuntimeError(f"{what}: not within {timeout:.0f} s")
+        time.sleep(0.05)
+
+
+def sync_listening(proc_net: str, port: int, group: str) -> bool:
+    """From a namespace's /proc/net/udp and /proc/net/igmp (one text): a socket bound to UDP
+    `port` and `group` joined, i.e. MultiSync sent now reaches the host."""
+    bound = any(len(f) > 1 and f[1].endswith(f":{port:04X}") for f in (ln.split() for ln in proc_net.splitlines()))
+    # /proc/net/igmp prints the group's network-order bytes as a host-order integer.
+    joined = f"{struct.unpack('=I', socket.inet_aton(group))[0]:08X}" in proc_net.split()
+    return bound and joined
+
+
+def wait_sync_listening(bed, role: str, port: int, proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    """Until `role`'s sync socket is bound and joined (a remote or FPP receiver ready for
+    its master's first packet)."""
+
+    def ready() -> bool:
+        r = subprocess.run(["ip", "netns", "exec", bed.ns(role), "cat", "/proc/net/udp", "/proc/net/igmp"],
+                           capture_output=True, text=True)  # fmt: skip
+        return sync_listening(r.stdout, port, fpp_peer.GROUP)
+
+    wait_until(f"{role} listening for MultiSync on {port}", ready, timeout, proc)
+
+
+def flush_pole(bed, pole_log: Path, timeout: float = 5.0) -> None:
+    """Until the pole has written out every datagram received so far (see run_pole)."""
+    flushed = Path(str(pole_log) + ".flushed")
+
+    def count() -> int:
+        try:
+            return int(flushed.read_text())
+        except (OSError, ValueError):
+            return 0
+
+    before = count()
+    bed.procs["pole"].send_signal(signal.SIGUSR1)
+    wait_until("the pole's log flushed", lambda: count() > before, timeout, bed.procs["pole"])
 
 
 PROFILE_YAML = f"""name: synctest-ddp
@@ -453,12 +513,13 @@ def synced_cell(c: Ctx, cell: str) -> dict:
             # The same units, unsynced: each plays the show itself, started 100 ms apart.
             for i, u in enumerate(["m"] + remotes):
                 start_unit(c, u, None, True, base + 1000 * (i + 1))
-                time.sleep(0.1)
+                time.sleep(0.1)  # the offset under test, not an ordering
         else:
             for i, u in enumerate(remotes):
                 start_unit(c, u, {"role": "remote", "port": remote_port, "sequences": str(c.seq_dir),
                                   "master_lost": {"after_s": 5, "then": "stop"}}, False, base + 1000 * (i + 2))  # fmt: skip
-            time.sleep(1.0)
+            for u in remotes:
+                wait_sync_listening(bed, u, remote_port, bed.procs[u])
             start_unit(c, "m", {"role": "master", "port": SYNC_PORT, "transport": "multicast"}, True, base + 1000)
         time.sleep(a.warmup)
         t0 = time.time()
@@ -466,7 +527,7 @@ def synced_cell(c: Ctx, cell: str) -> dict:
             time.sleep(a.seconds / 2)
             bed.stop("m", sig=signal.SIGKILL)  # a crash: no stop packet
             res["master_killed_at_s"] = round(time.time() - t0, 2)
-            time.sleep(1.0)
+            time.sleep(1.0)  # the outage under test: started again 1 s later
             start_unit(c, "m", {"role": "master", "port": SYNC_PORT, "transport": "multicast"}, True,
                        base + 1000 * 7, name="m")  # fmt: skip
             time.sleep(max(0.0, a.seconds - (time.time() - t0)))
@@ -485,7 +546,7 @@ def synced_cell(c: Ctx, cell: str) -> dict:
                 res["relay"] = json.loads((bed.run_dir / f"cell{c.cell_no}-relay.json").read_text())
             except (OSError, json.JSONDecodeError):
                 res["relay"] = None
-    time.sleep(0.6)  # the pole's file is flushed every half second
+    flush_pole(bed, c.pole_log)
     by_ip = read_pole(c.pole_log, int(t0 * 1e6), int(t1 * 1e6))
     by_unit = {u: by_ip.get(ip, []) for u, ip in UNITS.items()}
     res.update(spread_cell(by_unit, "m", a.step_ms))
@@ -521,20 +582,20 @@ def interop_cells(c: Ctx) -> list[dict]:
     rep = bed.run_dir / "fpp-master.json"
     start_unit(c, "r1", {"role": "remote", "port": SYNC_PORT, "sequences": str(c.seq_dir),
                          "master_lost": {"after_s": 5, "then": "stop"}}, False, 55_000)  # fmt: skip
-    time.sleep(1.0)
+    wait_sync_listening(bed, "r1", SYNC_PORT, bed.procs["r1"])
     t0 = time.time()
     m = bed.spawn("fpp-master", PEER[0], [sys.executable, str(HERE / "fpp_peer.py"), "master", "--name", SEQ_NAME,
                   "--frames", str(frames), "--step-ms", str(a.step_ms), "--iface-addr", PEER[1], "--ping",
                   "--report", str(rep)])  # fmt: skip
     m.wait(frames * a.step_ms / 1000 + 10)
     t_stop = time.time()
-    time.sleep(1.5)
+    time.sleep(1.5)  # the 1.5 s after the master's stop under test (the remote sends nothing)
     r1_alive = bed.procs["r1"].poll() is None
     log = bed.log_tail("r1")
     prof = unit_profile(bed, "r1")
     bed.stop("r1")
     bed.stop("fpp-master")
-    time.sleep(0.6)
+    flush_pole(bed, c.pole_log)
     try:
         started = json.loads(rep.read_text())["started_at"]
     except (OSError, json.JSONDecodeError, KeyError):
@@ -563,7 +624,8 @@ def interop_cells(c: Ctx) -> list[dict]:
              f"the remote's /profile counts {skipped} skipped ticks in {since.get('frames')} frames (want few, not one per frame followed)"),
             (within >= 0.95 * len(errs), f"{within} of {len(errs)} frames within 2 frames of the master's timeline"),
             (not after, f"after the master's stop the remote sent {len(after)} numbered frames (want 0)"),
-            (True, f"the remote {'is still running' if r1_alive else 'exited'} after the stop"),
+            # A master's stop ends the remote's following, not the remote: it plays on.
+            (r1_alive, f"the remote {'is still running' if r1_alive else 'exited'} after the master's stop"),
         ]
     out.append(res)
 
@@ -576,7 +638,7 @@ def interop_cells(c: Ctx) -> list[dict]:
     lis = bed.spawn("fpp-listen", PEER[0], [sys.executable, str(HERE / "fpp_peer.py"), "listen", "--seconds",
                     str(short_s + 5), "--iface-addr", PEER[1], "--discover", "multicast", "--discover-after", "2.5",
                     "--report", str(rep)])  # fmt: skip
-    time.sleep(0.5)
+    wait_sync_listening(bed, PEER[0], SYNC_PORT, lis)
     d = bed.run_dir / f"cell{c.cell_no}" / "m"
     d.mkdir(parents=True, exist_ok=True)
     y = unit_yaml("m", d, a.fps, {"role": "master", "port": SYNC_PORT, "transport": "multicast"},
@@ -683,6 +745,7 @@ def run(a) -> int:
     write_fseq(seq_dir / SHORT_NAME, int(4000 / a.step_ms), a.step_ms)
     pole_log = run_dir / "pole.log"
     pole_log.unlink(missing_ok=True)
+    Path(str(pole_log) + ".flushed").unlink(missing_ok=True)
     c = Ctx(bed, a, seq_dir, pole_log)
     results = []
     try:
@@ -709,6 +772,13 @@ def run(a) -> int:
     return 0
 
 
+def down(prefix: str, tb_id: str | None) -> int:
+    """`down --id ID`: the namespaces of run ID (named <prefix>ID-<role>); without: all <prefix>*."""
+    gone = netns.down_all(f"{prefix}{tb_id}-" if tb_id else prefix)
+    print(f"removed {len(gone)} namespace(s)")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -721,7 +791,8 @@ def main(argv=None) -> int:
     r.add_argument("--step-ms", type=int, default=17, help="the test sequence's step time")
     r.add_argument("--json")
     r.add_argument("--out", help="run directory (default /tmp/synctest-PID)")
-    sub.add_parser("down")
+    d = sub.add_parser("down")
+    d.add_argument("--id", help="the run's id (its pid): remove that run's namespaces only")
     p = sub.add_parser("pole")
     p.add_argument("--port", type=int, default=DDP_PORT)
     p.add_argument("--out", required=True)
@@ -738,9 +809,7 @@ def main(argv=None) -> int:
     if a.cmd == "run":
         return run(a)
     if a.cmd == "down":
-        gone = netns.down_all(PREFIX)
-        print(f"removed {len(gone)} namespace(s)")
-        return 0
+        return down(PREFIX, a.id)
     if a.cmd == "pole":
         return run_pole(a)
     return run_relay(a)

@@ -9,29 +9,61 @@
 # an interop check fails. PFX_SYNC_SECONDS (default 20) per cell, PFX_SYNC_FPS and
 # PFX_SYNC_STEP_MS (default 60 fps, 17 ms); the figures in docs/PERFORMANCE.md are 60 s cells.
 set -uo pipefail
-if [ "$(id -u)" != 0 ]; then echo "skipped: needs root (network and time namespaces)"; exit 77; fi
 top=${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source=../lib/check.sh
+. "$top/scripts/lib/check.sh"
+need_root "network and time namespaces"
 player=${PFX_PLAYER:-$top/target/debug/pfx-player}
 out=$(mktemp -d /tmp/pfx-sync.XXXXXX)
-cleanup() { python3 "$top/testbed/sync_bench.py" down >/dev/null 2>&1; rm -rf "$out"; }
+# The bench names its namespaces synctest<its pid>-ROLE and removes them itself (also on
+# SIGTERM). Should it be killed before its teardown, `down --id PID` removes that run's
+# namespaces and no other: a plain `down` would remove every synctest* namespace on the
+# host, a concurrent run's too.
+bench=""
+cleanup() {
+  if [ -n "$bench" ]; then
+    kill "$bench" 2>/dev/null
+    wait "$bench" 2>/dev/null
+    python3 "$top/testbed/sync_bench.py" down --id "$bench" >/dev/null 2>&1
+  fi
+  rm -rf "$out"
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# The judge below prints one line per check, "ok<TAB>WHAT" or "fail<TAB>WHAT", each counted
+# here as one of this suite's checks; any other line is shown as it is.
+verdicts() {
+  local line
+  while IFS= read -r line; do
+    case $line in
+      ok$'\t'*) ok "${line#ok$'\t'}" ;;
+      fail$'\t'*) fail "${line#fail$'\t'}" ;;
+      *) echo "$line" ;;
+    esac
+  done < "$1"
+}
+
 echo "--- pytest testbed/tests/test_fpp_peer.py test_sync_bench.py"
-python3 -m pytest -q "$top/testbed/tests/test_fpp_peer.py" "$top/testbed/tests/test_sync_bench.py" \
-  || { echo "FAILED: pytest"; exit 1; }
+check "pytest test_fpp_peer.py test_sync_bench.py" \
+  python3 -m pytest -q "$top/testbed/tests/test_fpp_peer.py" "$top/testbed/tests/test_sync_bench.py"
 
 python3 "$top/testbed/sync_bench.py" run --player "$player" --seconds "${PFX_SYNC_SECONDS:-20}" \
   --fps "${PFX_SYNC_FPS:-60}" --step-ms "${PFX_SYNC_STEP_MS:-17}" \
-  --json "$out/sync.json" --out "$out/run" || { echo "FAILED: sync_bench.py run"; exit 1; }
-python3 - "$out/sync.json" <<'PY'
+  --json "$out/sync.json" --out "$out/run" &
+bench=$!
+wait "$bench"
+rc=$?
+# Whatever a bench that failed left behind; its own names only.
+python3 "$top/testbed/sync_bench.py" down --id "$bench" >/dev/null 2>&1
+bench=""
+[ "$rc" = 0 ] || die "sync_bench.py run (exit $rc)"
+ok "sync_bench.py run"
+python3 - "$out/sync.json" > "$out/verdicts" <<'PY' || fail "judging sync.json (the judge failed)"
 import json, sys
 cells = {c["cell"]: c for c in json.load(open(sys.argv[1]))}
-ok = bad = 0
 def check(cond, what):
-    global ok, bad
-    print(("ok   " if cond else "FAIL ") + what)
-    ok, bad = (ok + 1, bad) if cond else (ok, bad + 1)
+    print(("ok" if cond else "fail") + "\t" + what.replace("\n", " | "))
 import os
 period = 1000 / int(os.environ.get("PFX_SYNC_FPS", "60"))
 c = cells.get("clean", {})
@@ -51,6 +83,6 @@ for name, r in cells.items():
     check(r.get("unmeasurable") is None, f"{name}: measurable ({r.get('unmeasurable')})")
     for good, what in r.get("checks", []):
         check(good, f"{name}: {what}")
-print(f"sync: {ok} passed, {bad} failed")
-sys.exit(1 if bad else 0)
 PY
+verdicts "$out/verdicts"
+finish 56-sync

@@ -15,36 +15,70 @@
 # `pfx-fleet shows` naming each unit's held blackout. The 20-unit, 20-try figures in
 # docs/PERFORMANCE.md are the bench commands in README.md.
 set -uo pipefail
-if [ "$(id -u)" != 0 ]; then echo "skipped: needs root (network and time namespaces)"; exit 77; fi
 top=${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source=../lib/check.sh
+. "$top/scripts/lib/check.sh"
+need_root "network and time namespaces"
 player=${PFX_PLAYER:-$top/target/debug/pfx-player}
-[ -x "$top/target/debug/pfx-fleet" ] || [ -n "${PFX_FLEET:-}" ] || { echo "FAILED: build first (cargo build -p pfx-player -p pfx-fleet)"; exit 1; }
+fleet=${PFX_FLEET:-${PFX_FLEET_BIN:-$top/target/debug}/pfx-fleet}
+[ -x "$fleet" ] || die "build first (cargo build -p pfx-player -p pfx-fleet): $fleet"
 out=$(mktemp -d /tmp/pfx-instep.XXXXXX)
-# The bench removes its own namespaces (also on SIGINT and SIGTERM); `instep_bench.py down`
-# would remove every instep* namespace on the host, other runs' too.
-cleanup() { rm -rf "$out"; }
+# Each bench run names its namespaces instep<its pid>-ROLE and removes them itself (also on
+# SIGINT and SIGTERM). Should one be killed before its teardown, `down --id PID` removes that
+# run's namespaces and no other: a plain `instep_bench.py down` would remove every instep*
+# namespace on the host, a concurrent run's too.
+bench=""
+cleanup() {
+  if [ -n "$bench" ]; then
+    kill "$bench" 2>/dev/null
+    wait "$bench" 2>/dev/null
+    python3 "$top/testbed/instep_bench.py" down --id "$bench" >/dev/null 2>&1
+  fi
+  rm -rf "$out"
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-echo "--- pytest testbed/tests/test_instep_bench.py"
-python3 -m pytest -q "$top/testbed/tests/test_instep_bench.py" || { echo "FAILED: pytest"; exit 1; }
+# One bench run, in the background so that a signal to the suite reaches cleanup at once.
+instep() {
+  local rc
+  python3 "$top/testbed/instep_bench.py" run --player "$player" --units "${PFX_INSTEP_UNITS:-5}" \
+    --tries "${PFX_INSTEP_TRIES:-5}" --fleet-bin "$fleet" "$@" &
+  bench=$!
+  wait "$bench"
+  rc=$?
+  python3 "$top/testbed/instep_bench.py" down --id "$bench" >/dev/null 2>&1
+  bench=""
+  return "$rc"
+}
 
-python3 "$top/testbed/instep_bench.py" run --player "$player" --units "${PFX_INSTEP_UNITS:-5}" \
-  --tries "${PFX_INSTEP_TRIES:-5}" --laptops --fleet-bin "${PFX_FLEET:-$top/target/debug/pfx-fleet}" --json "$out/instep.json" --out "$out/run" \
-  || { echo "FAILED: instep_bench.py run"; exit 1; }
+# The judge below prints one line per check, "ok<TAB>WHAT" or "fail<TAB>WHAT", each counted
+# here as one of this suite's checks; any other line is shown as it is.
+verdicts() {
+  local line
+  while IFS= read -r line; do
+    case $line in
+      ok$'\t'*) ok "${line#ok$'\t'}" ;;
+      fail$'\t'*) fail "${line#fail$'\t'}" ;;
+      *) echo "$line" ;;
+    esac
+  done < "$1"
+}
+
+echo "--- pytest testbed/tests/test_instep_bench.py"
+check "pytest test_instep_bench.py" python3 -m pytest -q "$top/testbed/tests/test_instep_bench.py"
+
+instep --laptops --json "$out/instep.json" --out "$out/run" || die "instep_bench.py run"
+ok "instep_bench.py run"
 # The whole operator's path: a real sshd per unit (its key's forced command the unit's agent),
 # `pfx-fleet hold --site`, then each try `pfx-fleet control blackout --site` / `resume --site`;
 # then `pfx-fleet shows --site` with a site blackout held.
-python3 "$top/testbed/instep_bench.py" run --player "$player" --units "${PFX_INSTEP_UNITS:-5}" \
-  --tries "${PFX_INSTEP_TRIES:-5}" --via fleet --fleet-bin "${PFX_FLEET:-$top/target/debug/pfx-fleet}" --json "$out/fleet.json" --out "$out/fleet" \
-  || { echo "FAILED: instep_bench.py run --via fleet"; exit 1; }
-python3 - "$out/instep.json" "$out/fleet.json" <<'PY'
+instep --via fleet --json "$out/fleet.json" --out "$out/fleet" || die "instep_bench.py run --via fleet"
+ok "instep_bench.py run --via fleet"
+python3 - "$out/instep.json" "$out/fleet.json" > "$out/verdicts" <<'PY' || fail "judging instep.json and fleet.json (the judge failed)"
 import json, sys
-ok = bad = 0
 def check(cond, what):
-    global ok, bad
-    print(("ok   " if cond else "FAIL ") + what)
-    ok, bad = (ok + 1, bad) if cond else (ok, bad + 1)
+    print(("ok" if cond else "fail") + "\t" + what.replace("\n", " | "))
 r = json.load(open(sys.argv[2]))
 s = r["summary"]
 print("--- pfx-fleet control --site over held connections")
@@ -83,6 +117,6 @@ lp = r.get("laptops") or {"unmeasurable": "not run"}
 check(lp.get("unmeasurable") is None, f"two operators at once: measurable ({lp.get('unmeasurable')})")
 for good, what in lp.get("checks", []):
     check(good, f"two operators at once: {what}")
-print(f"instep: {ok} passed, {bad} failed")
-sys.exit(1 if bad else 0)
 PY
+verdicts "$out/verdicts"
+finish 57-instep

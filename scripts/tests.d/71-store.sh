@@ -17,13 +17,12 @@
 # PFX_STORE_KEEP=1 keeps the temporary directory. About a minute.
 set -uo pipefail
 top="${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}"
-if [ "$(id -u)" != 0 ]; then
-  echo "skipped: needs root (a network namespace, a loop-mounted ext4)" >&2
-  exit 77
-fi
-for t in ip nsenter unshare losetup mkfs.ext4 e2fsck mount umount python3; do
-  command -v "$t" >/dev/null || { echo "FAILED: $t missing (scripts/deps/store.apt)"; exit 1; }
-done
+# shellcheck source=../lib/check.sh
+. "$top/scripts/lib/check.sh"
+# shellcheck source=../lib/netns.sh
+. "$top/scripts/lib/netns.sh"
+need_root "a network namespace, a loop-mounted ext4"
+need_cmds store.apt ip nsenter unshare losetup mkfs.ext4 e2fsck mount umount python3
 # In a mount namespace of its own: the store's mount is then in no other namespace (one
 # made meanwhile by another test would hold a copy of it, and the power cut's unmount
 # would leave the cut file system alive there).
@@ -33,30 +32,41 @@ fi
 bin="${PFX_FLEET_BIN:-$top/target/debug}"
 AGENT="${PFX_AGENT:-$bin/pfx-agent}"
 PLAYER="${PFX_PLAYER:-$bin/pfx-player}"
-[ -x "$AGENT" ] && [ -x "$PLAYER" ] || { echo "FAILED: build first (cargo build -p pfx-fleet -p pfx-player): $AGENT $PLAYER"; exit 1; }
+[ -x "$AGENT" ] && [ -x "$PLAYER" ] || die "build first (cargo build -p pfx-fleet -p pfx-player): $AGENT $PLAYER"
 SEED="${PFX_STORE_SEED:-$(( $(date +%s) % 1000000 ))}"
 echo "seed $SEED (replay: PFX_STORE_SEED=$SEED bash scripts/tests.d/71-store.sh)"
 
 T=$(mktemp -d /tmp/pfx-store-test.XXXXXX)
 chmod 755 "$T"
-NS="pfxst$$"
+ns_init st
+NS=$(ns_name unit)
+# The player has ended once it is no process, or a zombie (whose files on the store are
+# closed): then the store can be unmounted.
+gone() { [ ! -e "/proc/$1" ] || [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = Z ]; }
 cleanup() {
   set +e
-  [ -f "$T/player.pid" ] && kill -9 "$(cat "$T/player.pid")" 2>/dev/null
-  sleep 0.2
+  local pid stuck=""
+  if [ -f "$T/player.pid" ]; then
+    pid=$(cat "$T/player.pid")
+    kill -9 "$pid" 2>/dev/null
+    wait_for 5 "the player ($pid) gone after kill -9" gone "$pid" || stuck=1
+  fi
   mountpoint -q "$T/data" && umount "$T/data" 2>/dev/null || umount -l "$T/data" 2>/dev/null
-  ip netns del "$NS" 2>/dev/null
+  ns_cleanup
   if [ -n "${PFX_STORE_KEEP:-}" ]; then echo "kept $T"; else rm -rf "$T"; fi
+  # A FAIL printed here must not end in a passing exit code.
+  [ -z "$stuck" ] || exit 1
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-ip netns add "$NS" && ip -n "$NS" link set lo up || { echo "FAILED: network namespace"; exit 1; }
+ns_new unit || die "network namespace"
 # The data partition: ext4 with the image's options as far as they matter here (journal,
 # data=ordered), 192 MiB.
 truncate -s 192M "$T/data.img"
-mkfs.ext4 -q -F -L pfx-data "$T/data.img" || { echo "FAILED: mkfs.ext4"; exit 1; }
+mkfs.ext4 -q -F -L pfx-data "$T/data.img" || die "mkfs.ext4"
 mkdir "$T/data"
-mount -o loop "$T/data.img" "$T/data" || { echo "FAILED: loop mount (is the loop module there?)"; exit 1; }
+mount -o loop "$T/data.img" "$T/data" || die "loop mount (is the loop module there?)"
 : > "$T/data/.pfx-data"
 # The agent's config: root's, 0644, in root's 0755 directories, as on an image.
 mkdir -m 755 "$T/etc"
@@ -81,9 +91,10 @@ AGENT="$AGENT" CONFIG="$T/etc/agent.yaml" NS="$NS" ROOT="$T/data" IMG="$T/data.i
   T="$T" HTTP=127.0.0.1:8093 RATE="$RATE" FSEQ_PY="$top/player/tests/py" TOP="$top" \
   python3 "$top/store/tests/push_driver.py" "$SEED"
 rc=$?
-if [ $rc != 0 ]; then
-  echo "FAILED (seed $SEED: replay with PFX_STORE_SEED=$SEED bash scripts/tests.d/71-store.sh)"
+if [ $rc = 0 ]; then
+  ok "push_driver.py: the store kept its promise (seed $SEED)"
+else
+  fail "push_driver.py (seed $SEED: replay with PFX_STORE_SEED=$SEED bash scripts/tests.d/71-store.sh)"
   tail -20 "$T/player.log" 2>/dev/null
-  exit 1
 fi
-echo "71-store: passed (seed $SEED)"
+finish 71-store

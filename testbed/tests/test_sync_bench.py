@@ -91,3 +91,54 @@ def test_step_equal_to_the_period_measures_every_frame():
         return [(int(1e9 + k * 20_000 + send_ms * 1000), k) for k in range(n)]
     r = sb.spread_cell({"m": u50(500), "r1": u50(500, 0.2), "r2": u50(500), "r3": u50(500)}, "m", 20)
     assert r["measured"] == 500 and abs(r["p99"] - 0.2) < 0.01
+
+
+# A remote's namespace as the bench reads it (/proc/net/udp then /proc/net/igmp, one text),
+# taken from a run: bound to 32320 (0x7E40), 239.70.80.80 joined on eth0.
+PROC_NET = """   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops
+ 3078: 00000000:A25D 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 2943160 2 00000000eaca0c9f 0
+10217: 00000000:7E40 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 2943169 2 00000000e2cf7b4b 0
+Idx\tDevice    : Count Querier\tGroup    Users Timer\tReporter
+1\tlo        :     2      V3
+\t\t\t\tFB0000E0     1 0:00000000\t\t0
+2\teth0      :     3      V3
+\t\t\t\t505046EF     1 0:00000000\t\t0
+\t\t\t\t010000E0     1 0:00000000\t\t0
+"""
+
+
+def test_sync_listening_wants_the_port_bound_and_the_group_joined():
+    assert sb.sync_listening(PROC_NET, 32320, "239.70.80.80")
+    assert not sb.sync_listening(PROC_NET, 32321, "239.70.80.80")  # the loss cell's port: not bound
+    assert not sb.sync_listening(PROC_NET, 32320, "239.70.80.81")  # another group
+    no_group = PROC_NET.replace("505046EF", "")
+    assert not sb.sync_listening(no_group, 32320, "239.70.80.80")
+    assert not sb.sync_listening("", 32320, "239.70.80.80")
+
+
+def test_pole_writes_what_it_received_when_asked_to_flush(tmp_path):
+    """The pole (run on loopback here) flushes on SIGUSR1: a datagram sent before the request
+    is in its log once flush_pole returns, without waiting out the half-second flush."""
+    import socket
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    log = tmp_path / "pole.log"
+    p = subprocess.Popen([sys.executable, sb.__file__, "pole", "--port", str(port), "--out", str(log)])
+    try:
+        sb.wait_file(tmp_path / "pole.log.ready", 10, p)
+        bed = SimpleNamespace(procs={"pole": p})
+        tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for f in (41, 42):
+            tx.sendto(bytes([0x41, 0, 1, 1, 0, 0, 0, 0, 0, 12]) + sb.frame_pixels(f), ("127.0.0.1", port))
+            sb.flush_pole(bed, log)
+            assert log.read_text().split()[-1] == str(f)
+        tx.close()
+    finally:
+        p.terminate()
+        p.wait(10)
