@@ -8,10 +8,26 @@ use std::time::{Duration, Instant};
 
 use common::player::{Player, http_port};
 
-fn receive(universes: &[u16], for_: Duration) -> BTreeMap<u16, Vec<Vec<u8>>> {
-    let mut rx = sacn::receive::SacnReceiver::with_ip("127.0.0.1:5568".parse().unwrap(), None)
-        .expect("sacn receiver");
-    rx.listen_universes(universes).expect("listen");
+type Received = BTreeMap<u16, Vec<Vec<u8>>>;
+
+/// Receives `universes` for `for_` on a thread; returns once the receiver has joined
+/// them, so a player started after this is heard from its first packet.
+fn receive(universes: Vec<u16>, for_: Duration) -> std::thread::JoinHandle<Received> {
+    let (listening, ready) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        let mut rx = sacn::receive::SacnReceiver::with_ip("127.0.0.1:5568".parse().unwrap(), None)
+            .expect("sacn receiver");
+        rx.listen_universes(&universes).expect("listen");
+        let _ = listening.send(());
+        collect(rx, for_)
+    });
+    ready
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the sACN receiver joins its universes");
+    h
+}
+
+fn collect(mut rx: sacn::receive::SacnReceiver, for_: Duration) -> Received {
     let mut got: BTreeMap<u16, Vec<Vec<u8>>> = BTreeMap::new();
     let end = Instant::now() + for_;
     while Instant::now() < end {
@@ -31,8 +47,7 @@ fn solid_pattern_received_by_sacn_crate_receiver_equals_expected_channels() {
         "interface: lo\nmulticast_loop: true\nhttp: 127.0.0.1:{}\nunit_id: e2e\noutputs:\n  - name: legacy\n    profile: t\ncontent:\n  playlist:\n    - pattern: solid\n      color: \"#102030\"\n      seconds: 30\n",
         http_port(1)
     );
-    let rx = std::thread::spawn(|| receive(&[3101, 3102], Duration::from_secs(3)));
-    std::thread::sleep(Duration::from_millis(300));
+    let rx = receive(vec![3101, 3102], Duration::from_secs(3));
     let player = Player::start(&show, &[("t", profile)], &["--duration", "4"]);
     let got = rx.join().expect("receiver thread");
     let (ok, stderr) = player.wait();
@@ -98,8 +113,7 @@ fn fseq_over_sacn_equals_the_sequence(path: &std::path::Path, port_offset: u16) 
         path.display()
     );
     let list: Vec<u16> = (0..universes as u16).map(|i| first + i).collect();
-    let rx = std::thread::spawn(move || receive(&list, Duration::from_secs(3)));
-    std::thread::sleep(Duration::from_millis(300));
+    let rx = receive(list, Duration::from_secs(3));
     let player = Player::start(&show, &[("t", &profile)], &["--duration", "4"]);
     let got = rx.join().expect("receiver thread");
     let (ok, stderr) = player.wait();

@@ -8,6 +8,7 @@ use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 
 use common::player::{Player, http_port};
+use common::wait::wait_until;
 use socket2::{Domain, Protocol, Socket, Type};
 
 /// A raw listener on sACN universes' groups, sharing port 5568 with other tests. With
@@ -50,48 +51,50 @@ fn sigterm_sends_three_terminated_packets_per_universe_and_exits_0_within_1s() {
     let first = 3301;
     let sock = listen(&[first, first + 1]);
     // Drain continuously so the receive buffer never overflows and drops the last packets.
+    type Counts = std::collections::BTreeMap<u16, u32>;
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let counts = std::sync::Arc::new(std::sync::Mutex::new(Counts::new()));
     let reader = {
-        let done = done.clone();
+        let (done, counts) = (done.clone(), counts.clone());
         std::thread::spawn(move || {
             let mut buf = [0u8; 700];
-            let mut terminated = std::collections::BTreeMap::new();
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                if let Ok(n) = sock.recv(&mut buf)
-                    && let Some((u, opts, _)) = parse(&buf[..n])
+            let count = |p: &[u8]| {
+                if let Some((u, opts, _)) = parse(p)
                     && opts & 0x40 != 0
                 {
-                    *terminated.entry(u).or_insert(0) += 1;
+                    *counts.lock().unwrap().entry(u).or_insert(0) += 1;
+                }
+            };
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(n) = sock.recv(&mut buf) {
+                    count(&buf[..n]);
                 }
             }
-            terminated
+            // The player has exited: whatever it sent is queued here; read it all.
+            sock.set_nonblocking(true).expect("nonblocking");
+            while let Ok(n) = sock.recv(&mut buf) {
+                count(&buf[..n]);
+            }
         })
     };
-    let player = Player::start(
-        &show(http_port(3), "#ff0000"),
-        &[("t", &profile(first))],
-        &[],
-    );
-    std::thread::sleep(Duration::from_millis(1500));
+    let port = http_port(3);
+    let mut player = Player::start(&show(port, "#ff0000"), &[("t", &profile(first))], &[]);
+    player.wait_playing(port);
     let t0 = Instant::now();
     player.signal(libc::SIGTERM);
-    let mut player = player;
-    let status = loop {
-        if let Some(s) = player.child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(3),
-            "player still running 3 s after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let status = player.wait_exit(Duration::from_secs(3));
     let took = t0.elapsed();
     assert!(status.success(), "exit status {status}");
     assert!(took < Duration::from_secs(1), "took {took:?}");
-    std::thread::sleep(Duration::from_millis(300));
+    let seen = |u: u16| counts.lock().unwrap().get(&u).copied().unwrap_or(0);
+    wait_until(
+        Duration::from_secs(5),
+        "stream-terminated packets of both universes to be received",
+        || seen(first) >= 3 && seen(first + 1) >= 3,
+    );
     done.store(true, std::sync::atomic::Ordering::Relaxed);
-    let terminated = reader.join().expect("reader");
+    reader.join().expect("reader");
+    let terminated = counts.lock().unwrap().clone();
     assert_eq!(terminated.get(&first), Some(&3), "{terminated:?}");
     assert_eq!(terminated.get(&(first + 1)), Some(&3), "{terminated:?}");
 }
@@ -117,17 +120,17 @@ fn sighup_applies_a_good_config_and_refuses_a_bad_one_while_playing_on() {
     let first = 3401;
     let sock = listen(&[first]);
     let port = http_port(4);
-    let player = Player::start(
+    let mut player = Player::start(
         &show(port, "#110000"),
         &[("t", &profile(first))],
         &["--duration", "8"],
     );
-    std::thread::sleep(Duration::from_millis(1000));
+    player.wait_playing(port);
     assert_eq!(first_slot_now(&sock), Some(0x11));
 
     std::fs::write(player.config_path(), "interface: lo\noutputs: [oops\n").unwrap();
     player.signal(libc::SIGHUP);
-    std::thread::sleep(Duration::from_millis(500));
+    player.wait_log("new config refused", Duration::from_secs(5));
     assert_eq!(
         first_slot_now(&sock),
         Some(0x11),
@@ -136,11 +139,11 @@ fn sighup_applies_a_good_config_and_refuses_a_bad_one_while_playing_on() {
 
     std::fs::write(player.config_path(), show(port, "#220000")).unwrap();
     player.signal(libc::SIGHUP);
-    std::thread::sleep(Duration::from_millis(700));
-    assert_eq!(
-        first_slot_now(&sock),
-        Some(0x22),
-        "the good config was not applied"
+    player.wait_log("SIGHUP: new show accepted", Duration::from_secs(5));
+    wait_until(
+        Duration::from_secs(5),
+        "the good config's color on the wire",
+        || first_slot_now(&sock) == Some(0x22),
     );
 
     player.signal(libc::SIGTERM);
@@ -174,29 +177,27 @@ fn send_helpers(pid: u32) -> usize {
 #[test]
 fn a_large_output_keeps_one_send_helper_across_reload_and_stops_within_1s() {
     let big = "name: t\nprotocol: sacn\npixels: 34000\npixel_format: rgb8\ncolor_order: rgb\ndestination: 239.255.0.1:5568\nsacn:\n  first_universe: 3601\n";
-    let mut player = Player::start(&show(http_port(5), "#00ff00"), &[("t", big)], &[]);
+    let port = http_port(5);
+    let mut player = Player::start(&show(port, "#00ff00"), &[("t", big)], &[]);
     let pid = player.child.id();
-    std::thread::sleep(Duration::from_millis(800));
+    player.wait_playing(port);
     assert_eq!(
         send_helpers(pid),
         1,
         "one helper for the 200-universe output"
     );
     player.signal(libc::SIGHUP);
-    std::thread::sleep(Duration::from_millis(800));
-    assert_eq!(send_helpers(pid), 1, "the reload replaced the helper");
+    // The new show's output (and its helper) is open once the reload is accepted; the old
+    // engine's helper goes when the loop has swapped and retired it.
+    player.wait_log("SIGHUP: new show accepted", Duration::from_secs(5));
+    wait_until(
+        Duration::from_secs(5),
+        "the reload to replace the send helper (one pfx-send thread, not two)",
+        || send_helpers(pid) == 1,
+    );
     let t0 = Instant::now();
     player.signal(libc::SIGTERM);
-    let status = loop {
-        if let Some(s) = player.child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(3),
-            "still running 3 s after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let status = player.wait_exit(Duration::from_secs(3));
     assert!(status.success(), "exit status {status}");
     assert!(
         t0.elapsed() < Duration::from_secs(1),

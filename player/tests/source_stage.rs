@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::fseq_writer::{Spec, frames, write};
 use common::player::{Player, http_port};
+use common::wait::wait_until;
 use pfx_player::source::fseq::FseqFile;
 
 /// DDP header bytes before the channel data.
@@ -56,10 +57,6 @@ fn http_get(port: u16, path: &str) -> Option<String> {
     s.read_to_string(&mut text).ok()?;
     text.split_once("\r\n\r\n")
         .map(|(_, body)| body.to_string())
-}
-
-fn profile(port: u16) -> Option<serde_json::Value> {
-    serde_json::from_str(&http_get(port, "/profile")?).ok()
 }
 
 /// Playlist: a white solid pattern over 20 pixels, then a sequence of 10 pixels. Once the
@@ -150,20 +147,23 @@ fn corrupt_block_mid_show_is_counted_logged_and_the_show_goes_on() {
     );
     let stop = Arc::new(AtomicBool::new(false));
     let reader = collect(rx, stop.clone());
-    let player = Player::start(&show, &[("t", &prof)], &["--duration", "6"]);
-    // Past the bad block (2.3–2.7 s) with room to spare; the show is still on.
-    std::thread::sleep(Duration::from_millis(4500));
-    let p = profile(port).expect("/profile answers during the show");
+    let mut player = Player::start(&show, &[("t", &prof)], &["--duration", "6"]);
+    // Past the bad block (ticks 90..106 of 25 ms) and the 60 frames checked after it; the
+    // show is still on. A tick the loop passed over still moves the sequence on.
+    let past = (bad_frames.end + 60) as u64;
+    let p = player.wait_profile(
+        port,
+        &format!("the show {past} ticks in, past the bad block"),
+        Duration::from_secs(20),
+        |d| d.snapshot.since_start.frames + d.snapshot.since_start.skipped_ticks >= past,
+    );
     let metrics = http_get(port, "/metrics").expect("/metrics answers");
     let (ok, stderr) = player.wait();
     stop.store(true, Ordering::Relaxed);
     let got = reader.join().expect("reader");
     assert!(ok, "player failed: {stderr}");
 
-    let errors = p["source_errors"]
-        .as_u64()
-        .expect("source_errors in /profile");
-    let late = p["source_late"].as_u64().expect("source_late in /profile");
+    let (errors, late) = (p.snapshot.source_errors, p.snapshot.source_late);
     eprintln!(
         "corrupt block {bad_frames:?}: source_errors {errors}, source_late {late}, {} datagrams",
         got.len()
@@ -256,24 +256,48 @@ fn prefetcher_reports_failed_frames_and_recovers_after_the_bad_block() {
     for n in 0..first {
         assert!(p.wait_for(n, Duration::from_secs(5)).is_some(), "frame {n}");
     }
-    // The decoder, 32 frames ahead, has hit the bad block by now.
-    std::thread::sleep(Duration::from_millis(100));
+    // The decoder, 32 frames ahead, hits the bad block.
+    wait_until(
+        Duration::from_secs(5),
+        "the decoder to hit the bad block",
+        || p.errors() >= 1,
+    );
     for n in first..end {
+        let (seeks, errors) = (p.stats().seeks, p.errors());
         let f = p.fetch(n);
         assert!(
             matches!(f, Fetch::Failed(Some(d)) if d == &seq[first as usize - 1][..]),
             "frame {n} in the bad block: {f:?}"
         );
-        std::thread::sleep(Duration::from_millis(5));
+        // A fetch that sent the decoder back to retry at n: it fails on the same block
+        // again before the next frame is asked for.
+        if p.stats().seeks > seeks {
+            wait_until(
+                Duration::from_secs(5),
+                &format!("the decoder's retry at frame {n} to fail on the bad block"),
+                || p.errors() > errors,
+            );
+        }
     }
     assert_eq!(p.stats().failed, u64::from(bad.frames));
     assert_eq!(p.stats().late, 0);
-    // Past the block: at most the first frame is lost while the decoder restarts there.
+    // Past the block: at most the first frame is lost while the decoder restarts there,
+    // and the frames after it come as they are decoded, with no seek (not `ahead` later).
     let _ = p.fetch(end);
-    std::thread::sleep(Duration::from_millis(20));
+    let seeks = p.stats().seeks;
     for n in end + 1..end + 20 {
-        assert_eq!(p.fetch(n), Fetch::Ready(&seq[n as usize][..]), "frame {n}");
+        assert_eq!(
+            p.wait_for(n, Duration::from_secs(5)),
+            Some(&seq[n as usize][..]),
+            "frame {n}"
+        );
     }
+    assert_eq!(
+        p.stats().seeks,
+        seeks,
+        "the decoder went on from the frame after the block: {:?}",
+        p.stats()
+    );
 }
 
 /// Once the last frame is handed out the decoder starts over, so a looped sequence has
@@ -291,10 +315,23 @@ fn prefetcher_has_frame_0_ready_when_the_sequence_comes_round() {
     }
     // The last frame again (the output rate is above the sequence's), then the loop seam.
     assert_eq!(p.fetch(49), Fetch::Ready(&seq[49][..]));
-    std::thread::sleep(Duration::from_millis(50));
+    // Handing out the last frame sent the decoder back to frame 0 (one seek); it is
+    // decoded without another one, i.e. without frame 0 being asked for late.
+    let seeks = p.stats().seeks;
+    assert_eq!(
+        p.wait_for(0, Duration::from_secs(5)),
+        Some(&seq[0][..]),
+        "frame 0 after the last"
+    );
+    assert_eq!(
+        p.stats().seeks,
+        seeks,
+        "frame 0 was decoded ahead, not sought when asked for"
+    );
     for n in 0..20 {
         assert_eq!(p.fetch(n), Fetch::Ready(&seq[n as usize][..]), "frame {n}");
-        // A frame period, shorter than any real sequence's.
+        // Pacing, not ordering: a frame period (shorter than any real sequence's), the
+        // rate at which the render loop asks; the decoder must keep up with it.
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!((p.stats().late, p.stats().failed), (0, 0));

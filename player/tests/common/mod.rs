@@ -2,3 +2,4 @@
 pub mod fseq_writer;
 pub mod output;
 pub mod player;
+pub mod wait;
