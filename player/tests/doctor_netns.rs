@@ -8,17 +8,20 @@
 //! - unmanaged switch, flood off: healthy, exit 0.
 
 mod netns_util;
+#[path = "common/wait.rs"]
+mod wait;
 
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use netns_util::{Netns, child_args, child_stdout, need_root};
 use pfx_player::cli::doctor::{DoctorArgs, run_code};
+use wait::wait_until;
 
 #[derive(Parser)]
 struct Cli {
@@ -83,6 +86,8 @@ fn testbed() -> Testbed {
 /// absolute deadlines. Returns the frame-boundary rate actually sent.
 struct Flood {
     stop: Arc<AtomicBool>,
+    /// Datagrams sent so far.
+    sent: Arc<AtomicU64>,
     thread: Option<JoinHandle<f64>>,
 }
 
@@ -90,6 +95,8 @@ impl Flood {
     fn start(ns: &str, mbit: f64) -> Flood {
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
+        let sent = Arc::new(AtomicU64::new(0));
+        let sent2 = sent.clone();
         let path = format!("/run/netns/{ns}");
         let thread = std::thread::spawn(move || {
             let f = std::fs::File::open(&path).expect("open netns");
@@ -106,16 +113,19 @@ impl Flood {
                 let due = start + period * n;
                 let now = Instant::now();
                 if due > now {
+                    // Pacing, not ordering: the flood's rate is what the doctor measures.
                     std::thread::sleep(due - now);
                 }
                 sock.send_to(&payload, SocketAddrV4::new(GROUP, 5000))
                     .expect("send multicast");
                 n += 1;
+                sent2.store(u64::from(n), Ordering::Relaxed);
             }
             n as f64 * FRAME as f64 * 8.0 / start.elapsed().as_secs_f64() / 1e6
         });
         Flood {
             stop,
+            sent,
             thread: Some(thread),
         }
     }
@@ -154,6 +164,51 @@ fn finding<'a>(v: &'a serde_json::Value, id: &str) -> Option<&'a serde_json::Val
     v["findings"].as_array()?.iter().find(|f| f["id"] == id)
 }
 
+/// `cmd ARGS...` run inside `ns` (`ip netns exec`); its stdout.
+fn in_ns(ns: &Netns, cmd: &[&str]) -> String {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns.name])
+        .args(cmd)
+        .output()
+        .expect("ip netns exec");
+    assert!(
+        out.status.success(),
+        "{cmd:?} in {}: {}",
+        ns.name,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Packets `dev` in `ns` has received.
+fn rx_packets(ns: &Netns, dev: &str) -> u64 {
+    let j: serde_json::Value =
+        serde_json::from_str(&in_ns(ns, &["ip", "-s", "-j", "link", "show", "dev", dev]))
+            .expect("ip -j link JSON");
+    j[0]["stats64"]["rx"]["packets"].as_u64().unwrap_or(0)
+}
+
+/// The switch's ports forward, every link is up, and no IPv6 address is tentative.
+fn settled(tb: &Testbed) -> bool {
+    let ports: serde_json::Value =
+        serde_json::from_str(&in_ns(&tb.sw, &["bridge", "-j", "link", "show"]))
+            .expect("bridge -j JSON");
+    let forwarding = ports
+        .as_array()
+        .is_some_and(|p| p.len() == 2 && p.iter().all(|x| x["state"] == "forwarding"));
+    let up = [(&tb.doc, "d0"), (&tb.flood, "f0")]
+        .iter()
+        .all(|(ns, dev)| {
+            in_ns(ns, &["ip", "-j", "link", "show", "dev", dev]).contains("\"operstate\":\"UP\"")
+        });
+    let tentative = [&tb.sw, &tb.doc, &tb.flood].iter().any(|ns| {
+        !in_ns(ns, &["ip", "-6", "addr", "show", "tentative"])
+            .trim()
+            .is_empty()
+    });
+    forwarding && up && !tentative
+}
+
 /// `ip link set br0 type bridge OPTS...` on the switch.
 fn set_bridge(tb: &Testbed, opts: &[&str]) {
     let mut args = vec!["link", "set", "br0", "type", "bridge"];
@@ -164,7 +219,14 @@ fn set_bridge(tb: &Testbed, opts: &[&str]) {
 /// One doctor measurement while the flood source sends 12 Mbit/s; also what it sent.
 fn doctor_during_flood(tb: &Testbed, cell: &str) -> (i32, serde_json::Value, String, f64) {
     let flood = Flood::start(&tb.flood.name, 12.0);
-    std::thread::sleep(Duration::from_millis(300));
+    // The flood is on the wire: its datagrams reach the switch's port before the doctor
+    // starts counting (whether the switch forwards them is what the cell is about).
+    let at_switch = rx_packets(&tb.sw, "pf");
+    wait_until(
+        Duration::from_secs(10),
+        "the flood's datagrams to reach the switch port pf",
+        || flood.sent.load(Ordering::Relaxed) >= 10 && rx_packets(&tb.sw, "pf") >= at_switch + 10,
+    );
     let (code, v, stderr) = doctor(tb);
     let sent = flood.finish();
     eprintln!(
@@ -180,8 +242,13 @@ fn doctor_finds_the_flood_only_on_the_unmanaged_switch() {
         return;
     }
     let tb = testbed();
-    // Let the links settle (IPv6 DAD, bridge forwarding) before measuring.
-    std::thread::sleep(Duration::from_millis(500));
+    // The links settled before measuring: bridge ports forwarding, no IPv6 address still
+    // tentative (DAD), links up.
+    wait_until(
+        Duration::from_secs(20),
+        "the testbed's links to settle (ports forwarding, links up, no tentative IPv6)",
+        || settled(&tb),
+    );
 
     // 1. Unmanaged switch, flood on.
     let (code, v, stderr, sent) = doctor_during_flood(&tb, "unmanaged+flood");
@@ -207,6 +274,9 @@ fn doctor_finds_the_flood_only_on_the_unmanaged_switch() {
     // after its querier starts (default 10 s); shorten it to 1 s for the test.
     set_bridge(&tb, &["mcast_query_response_interval", "100"]);
     set_bridge(&tb, &["mcast_snooping", "1", "mcast_querier", "1"]);
+    // A kernel timer, not an ordering: the bridge floods unregistered groups for one
+    // query response interval (1 s) after its querier starts, and shows no state that
+    // says it has passed; wait it out with margin.
     std::thread::sleep(Duration::from_secs(2));
     let (code, v, stderr, sent) = doctor_during_flood(&tb, "managed+flood");
     assert!(sent > 8.0, "the flood must really run in this cell: {sent}");

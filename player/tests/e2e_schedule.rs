@@ -131,8 +131,9 @@ fn sighup_applies_a_new_schedule_without_restarting() {
     let (sock, port) = receiver();
     let far = unix_now() as u64 + 6 * 3600;
     let cfg = show(port, http_port(42), far, far + 60, "hard", 60);
-    let player = Player::start(&cfg, &[("p", PROFILE)], &["--duration", "14"]);
-    std::thread::sleep(Duration::from_secs(1));
+    let mut player = Player::start(&cfg, &[("p", PROFILE)], &["--duration", "14"]);
+    // Its first config loaded and its signal handlers installed (both come before HTTP).
+    player.wait_playing(http_port(42));
     let start = unix_now().ceil() as u64 + 4;
     let end = start + 4;
     std::fs::write(

@@ -121,14 +121,11 @@ fn profile_control(http: u16) -> Option<ControlState> {
 }
 
 fn wait_for_socket(p: &Path, player: &mut Player) {
-    let end = Instant::now() + Duration::from_secs(20);
-    while UnixStream::connect(p).is_err() {
-        if let Ok(Some(st)) = player.child.try_wait() {
-            panic!("the player exited: {st}");
-        }
-        assert!(Instant::now() < end, "no control socket at {}", p.display());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    player.wait_until(
+        Duration::from_secs(20),
+        &format!("the control socket at {} to accept", p.display()),
+        || UnixStream::connect(p).is_ok(),
+    );
 }
 
 #[test]

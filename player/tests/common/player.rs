@@ -107,16 +107,23 @@ impl Player {
         }
     }
 
-    /// Waits until the player has logged a line containing `text` (within `timeout`).
-    pub fn wait_log(&mut self, text: &str, timeout: Duration) {
-        let what = format!("the player to log {text:?}");
-        wait_for(timeout, &what, || {
-            if self.log().contains(text) {
+    /// Waits (within `timeout`) until `cond` holds while the player runs; panics with its
+    /// log if it exits first.
+    pub fn wait_until(&mut self, timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+        wait_for(timeout, what, || {
+            if cond() {
                 return Some(());
             }
-            self.alive(&what);
+            self.alive(what);
             None
         })
+    }
+
+    /// Waits until the player has logged a line containing `text` (within `timeout`).
+    pub fn wait_log(&mut self, text: &str, timeout: Duration) {
+        let log = self.log.clone();
+        let has = move || log.lock().unwrap_or_else(|p| p.into_inner()).contains(text);
+        self.wait_until(timeout, &format!("the player to log {text:?}"), has)
     }
 
     /// Waits until `GET /profile` on `http_port` answers with a document for which `cond`
