@@ -5,13 +5,17 @@
 
 #[path = "netns_util.rs"]
 mod netns_util;
+#[path = "common/wait.rs"]
+mod wait;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use netns_util::{Netns, need_root};
+use wait::wait_for;
 
-fn profile(ns: &Netns, port: u16) -> serde_json::Value {
+/// `pfx-player profile --json` in `ns`; Err(its stderr) while the player does not answer.
+fn try_profile(ns: &Netns, port: u16) -> Result<serde_json::Value, String> {
     let out = Command::new("ip")
         .args([
             "netns",
@@ -25,12 +29,22 @@ fn profile(ns: &Netns, port: u16) -> serde_json::Value {
         .arg(format!("http://127.0.0.1:{port}"))
         .output()
         .expect("pfx-player profile");
-    assert!(
-        out.status.success(),
-        "profile: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("profile JSON")
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(serde_json::from_slice(&out.stdout).expect("profile JSON"))
+}
+
+/// Waits until the player's /profile satisfies `cond`, and returns it.
+fn wait_profile(
+    ns: &Netns,
+    port: u16,
+    what: &str,
+    cond: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    wait_for(Duration::from_secs(20), what, || {
+        try_profile(ns, port).ok().filter(|p| cond(p))
+    })
 }
 
 fn output_counter(p: &serde_json::Value, key: &str) -> u64 {
@@ -78,13 +92,22 @@ fn output_resumes_after_the_interface_is_removed_and_recreated() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn player");
-    std::thread::sleep(Duration::from_millis(1500));
-    let before = profile(&ns, port);
-    assert!(output_counter(&before, "frames_sent") > 30, "{before}");
+    wait_profile(&ns, port, "the player to send 30 frames", |p| {
+        output_counter(p, "frames_sent") > 30
+    });
 
     ns.ip(&["link", "del", "show0"]);
-    std::thread::sleep(Duration::from_millis(1500));
-    let gone = profile(&ns, port);
+    let gone = wait_profile(
+        &ns,
+        port,
+        "30 sends to the missing interface to be counted as failed, with their errno",
+        |p| {
+            output_counter(p, "frames_failed") > 30
+                && p["outputs"][0]["errors"]
+                    .as_object()
+                    .is_some_and(|e| !e.is_empty())
+        },
+    );
     let failed = output_counter(&gone, "frames_failed");
     assert!(
         failed > 30,
@@ -97,9 +120,13 @@ fn output_resumes_after_the_interface_is_removed_and_recreated() {
     );
 
     add_link();
-    std::thread::sleep(Duration::from_millis(2000));
-    let back = profile(&ns, port);
     let sent_gone = output_counter(&gone, "frames_sent");
+    let back = wait_profile(
+        &ns,
+        port,
+        "the output to resume (60 more frames sent)",
+        |p| output_counter(p, "frames_sent") > sent_gone + 60,
+    );
     let sent_back = output_counter(&back, "frames_sent");
     assert!(
         sent_back > sent_gone + 60,

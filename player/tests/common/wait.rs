@@ -3,6 +3,7 @@
 //!
 //! Self-contained (std only), so a test that includes just this file with
 //! `#[path = "common/wait.rs"] mod wait;` gets it too.
+#![allow(dead_code)] // Each test crate uses some of it.
 
 use std::time::{Duration, Instant};
 
