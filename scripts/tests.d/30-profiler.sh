@@ -11,65 +11,63 @@
 # The server is $PFX_PROFILER_CMD (run through bash in the namespace, $PORT expanded),
 # default the synthetic example; e.g. for the real player:
 #   PFX_PROFILER_CMD='target/debug/pfx-player demo --http 127.0.0.1:$PORT' scripts/test-all 30
-set -euo pipefail
-cd "${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}"
-top=$(pwd)
-
-if [ "$(id -u)" != 0 ]; then
-  echo "skipped: needs root (network namespace)" >&2
-  exit 77
-fi
-for tool in ip python3 chromium; do
-  command -v "$tool" >/dev/null || { echo "FAILED: $tool not installed (scripts/deps/profiler.apt)"; exit 1; }
-done
-python3 -c 'import prometheus_client, PIL, zeroconf' || { echo "FAILED: python modules missing (scripts/deps/profiler.apt: python3-prometheus-client python3-pil python3-zeroconf)"; exit 1; }
+set -uo pipefail
+top=${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+cd "$top"
+# shellcheck source=../lib/check.sh
+. "$top/scripts/lib/check.sh"
+# shellcheck source=../lib/netns.sh
+. "$top/scripts/lib/netns.sh"
+need_root "network namespace"
+need_cmds profiler.apt ip python3 chromium
+python3 -c 'import prometheus_client, PIL, zeroconf' \
+  || die "python modules missing (scripts/deps/profiler.apt: python3-prometheus-client python3-pil python3-zeroconf)"
 
 export PORT=18080
 default_cmd="$top/target/debug/examples/profiler_demo --http 127.0.0.1:\$PORT --mdns --fake-nic --unit-id suite-unit-$$"
 cmd="${PFX_PROFILER_CMD:-$default_cmd}"
 if [ -z "${PFX_PROFILER_CMD:-}" ] && [ ! -x "$top/target/debug/examples/profiler_demo" ]; then
-  cargo build -q -p pfx-player --example profiler_demo --locked
+  cargo build -q -p pfx-player --example profiler_demo --locked || die "cargo build --example profiler_demo"
 fi
 
-ns="pfx-prof-$$"
 work=$(mktemp -d)
 server=""
 cleanup() {
-  local rc=$?
   set +e
   [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
-  for pid in $(ip netns pids "$ns" 2>/dev/null); do kill "$pid" 2>/dev/null; done
-  ip netns del "$ns" 2>/dev/null
+  ns_cleanup
   rm -rf "$work"
-  exit "$rc"
 }
 trap cleanup EXIT
-ip netns add "$ns"
-ip -n "$ns" link set lo up
-ip -n "$ns" link set lo multicast on
-ip -n "$ns" route add 224.0.0.0/4 dev lo
-inns() { ip netns exec "$ns" "$@"; }
+trap 'exit 130' INT TERM
+ns_init prof
+ns_new lo || die "network namespace"
+ip -n "$(ns_name lo)" route add 224.0.0.0/4 dev lo || die "multicast route on lo"
+inns() { ns_exec lo "$@"; }
 
-echo "server: $cmd (in netns $ns)"
-ip netns exec "$ns" bash -c "exec $cmd" >"$work/server.log" 2>&1 &
+echo "server: $cmd (in netns $(ns_name lo))"
+inns bash -c "exec $cmd" >"$work/server.log" 2>&1 &
 server=$!
 base="http://127.0.0.1:$PORT"
 
-# Wait for it to answer, then for a few seconds of history.
-inns python3 - "$base" <<'PY' || { echo "FAILED: server did not answer"; cat "$work/server.log"; exit 1; }
-import sys, time, urllib.request, urllib.error
-for _ in range(100):
-    try:
-        urllib.request.urlopen(sys.argv[1] + "/profile", timeout=2).read()
-        sys.exit(0)
-    except (urllib.error.URLError, OSError):
-        time.sleep(0.2)
-sys.exit(1)
+# The server answers, then holds a few seconds of history: the dashboard's charts span a
+# 60 s window, so their lines are as long as the history is (the line-pixel floor below
+# counts on 6 points, one a second). Waited for as points, not as seconds.
+history_points() { # N: /history holds at least N points and /profile counts frames
+  inns python3 - "$base" "$1" <<'PY'
+import json, sys, urllib.request
+base, n = sys.argv[1], int(sys.argv[2])
+p = json.load(urllib.request.urlopen(base + "/profile", timeout=2))
+h = json.load(urllib.request.urlopen(base + "/history", timeout=2))
+sys.exit(0 if p["frames"] > 0 and len(h["points"]) >= n else 1)
 PY
-sleep 6
+}
+wait_for 30 "the server answering /profile" history_points 0 || { cat "$work/server.log"; die "server did not answer"; }
+ok "the server answers /profile"
+wait_for 60 "6 points in /history" history_points 6 || { cat "$work/server.log"; die "no history"; }
 
 echo "--- /profile, /health, /history"
-inns python3 - "$base" <<'PY'
+check "/profile's schema, /health's semantics, /history's points" inns python3 - "$base" <<'PY'
 import json, sys, urllib.request, urllib.error
 base = sys.argv[1]
 p = json.load(urllib.request.urlopen(base + "/profile", timeout=5))
@@ -100,7 +98,7 @@ print(f"/history: {len(h['points'])} points")
 PY
 
 echo "--- (a) /metrics through prometheus_client's parser"
-inns python3 - "$base" "$work/metrics.txt" <<'PY'
+check "(a) /metrics through prometheus_client's parser" inns python3 - "$base" "$work/metrics.txt" <<'PY'
 import sys, urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 r = urllib.request.urlopen(sys.argv[1] + "/metrics", timeout=5)
@@ -126,8 +124,7 @@ if "pfx_nic_pause_frames_per_second" in fams:
     print("PAUSE frames/s:", [(s.labels, s.value) for s in fams["pfx_nic_pause_frames_per_second"].samples])
 PY
 if command -v promtool >/dev/null; then
-  promtool check metrics <"$work/metrics.txt" && echo "promtool check metrics: ok" \
-    || { echo "FAILED: promtool check metrics"; exit 1; }
+  check "(a) promtool check metrics" promtool check metrics <"$work/metrics.txt"
 else
   echo "promtool not installed (Debian 'prometheus' is ~96 MB): prometheus_client's parser only"
 fi
@@ -140,8 +137,8 @@ inns timeout 90 chromium --headless --no-sandbox --disable-gpu --disable-quic --
   --disable-background-networking --disable-component-update --disable-sync \
   --user-data-dir="$work/chrome" --window-size=1280,900 --virtual-time-budget=4000 \
   --screenshot="$shot" "$base/" >"$work/chromium.log" 2>&1 \
-  || { echo "FAILED: chromium"; tail -20 "$work/chromium.log"; exit 1; }
-python3 - "$shot" <<'PY'
+  || { tail -20 "$work/chromium.log"; fail "(b) chromium --screenshot"; }
+check "(b) the dashboard's screenshot shows the charts' lines" python3 - "$shot" <<'PY'
 import sys
 from PIL import Image
 im = Image.open(sys.argv[1]).convert("RGB")
@@ -169,8 +166,8 @@ echo "dashboard screenshot: $shot"
 inns timeout 90 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
   --disable-background-networking --disable-component-update --disable-sync \
   --user-data-dir="$work/chrome2" --virtual-time-budget=4000 --dump-dom "$base/" \
-  >"$work/dom.html" 2>"$work/chromium-dom.log" || { echo "FAILED: chromium --dump-dom"; exit 1; }
-inns python3 - "$work/dom.html" "$base/profile" "${PFX_PROFILER_CMD:-synthetic}" <<'PY'
+  >"$work/dom.html" 2>"$work/chromium-dom.log" || { tail -20 "$work/chromium-dom.log"; fail "(b) chromium --dump-dom"; }
+check "(b) the queue tile says what /profile says of the interface's queue" inns python3 - "$work/dom.html" "$base/profile" "${PFX_PROFILER_CMD:-synthetic}" <<'PY'
 import json, re, sys, urllib.request
 dom = open(sys.argv[1]).read()
 nic = json.load(urllib.request.urlopen(sys.argv[2], timeout=5)).get("nic") or {}
@@ -185,7 +182,7 @@ if sys.argv[3] == "synthetic":
 PY
 
 echo "--- (c) mDNS: python-zeroconf browsing from another process in the namespace"
-inns python3 - "$PORT" <<'PY'
+check "(c) the mDNS advertisement, found by python-zeroconf" inns python3 - "$PORT" <<'PY'
 import sys, time
 from zeroconf import Zeroconf, ServiceBrowser, ServiceStateChange
 port = int(sys.argv[1])
@@ -217,13 +214,13 @@ if [ -n "${PFX_PROFILER_CMD:-}" ]; then
   echo "(d) runs in suite 30 itself, skipped on this rerun"
 else
   player="${PFX_PLAYER:-$top/target/debug/pfx-player}"
-  [ -x "$player" ] || cargo build -q -p pfx-player --locked
-  python3 -c 'import zstandard' || { echo "FAILED: python3 zstandard missing (scripts/deps/fseq.pip)"; exit 1; }
+  [ -x "$player" ] || cargo build -q -p pfx-player --locked || die "cargo build -p pfx-player"
+  python3 -c 'import zstandard' || die "python3 zstandard missing (scripts/deps/fseq.pip)"
   show="$work/corrupt"
   mkdir -p "$show/profiles"
   # A 60 s sequence (zstd, 16 frames a block, written by the independent Python writer) with
   # block 5 (frames 80..95, 2.0-2.4 s in) overwritten: the decoder fails there.
-  python3 - "$player" "$show" <<'PY'
+  python3 - "$player" "$show" <<'PY' || die "(d) writing the corrupt sequence (block 5 from seq inspect --json)"
 import json, subprocess, sys
 sys.path.insert(0, "player/tests/py")
 from fseq_reference import write_fseq
@@ -288,7 +285,8 @@ while time.time() < end:
         break
 else:
     print("FAILED: no source_errors within 30 s"); sys.exit(1)
-# Two seconds after the errors: datagrams keep arriving and the frames change.
+# Two seconds after the errors: datagrams keep arriving and the frames change. (A duration:
+# what is measured is how much arrives in it, not an ordering.)
 got, t0, f0 = [], time.time(), p["since_start"]["frames"]
 while time.time() < t0 + 2:
     try:
@@ -303,17 +301,20 @@ assert p2["since_start"]["frames"] >= f0 + 40, "the loop did not go on"
 PY
   receiver=$!
   # The player starts once the receiver is bound, not after a guess.
-  for _ in $(seq 200); do [ -s "$work/receiver.ready" ] && break; sleep 0.05; done
-  [ -s "$work/receiver.ready" ] || { echo "FAILED: the receiver did not bind"; cat "$work/receiver.log"; exit 1; }
+  wait_for 10 "(d) the receiver bound" test -s "$work/receiver.ready" || { cat "$work/receiver.log"; die "(d) no receiver"; }
   inns "$player" run --config "$show/show.yaml" --no-mdns >"$work/player.log" 2>&1 &
   player_pid=$!
-  wait "$receiver" || { echo "FAILED: receiver"; cat "$work/receiver.log"; tail -20 "$work/player.log"; exit 1; }
+  wait "$receiver"
+  rc=$?
   cat "$work/receiver.log"
+  [ "$rc" = 0 ] || tail -20 "$work/player.log"
+  check "(d) after the decode errors the player keeps sending and its loop goes on (receiver exit $rc)" [ "$rc" = 0 ]
   inns timeout 90 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
     --disable-background-networking --disable-component-update --disable-sync \
     --user-data-dir="$work/chrome3" --virtual-time-budget=4000 --dump-dom "$base2/" \
-    >"$work/dom-corrupt.html" 2>"$work/chromium-dom3.log" || { echo "FAILED: chromium --dump-dom"; exit 1; }
-  inns python3 - "$work/dom-corrupt.html" "$base2/profile" "$work/player.log" "$show/corrupt-copy.fseq" <<'PY'
+    >"$work/dom-corrupt.html" 2>"$work/chromium-dom3.log" || { tail -20 "$work/chromium-dom3.log"; fail "(d) chromium --dump-dom"; }
+  check "(d) the source tile, /profile and the journal name the decode error" \
+    inns python3 - "$work/dom-corrupt.html" "$base2/profile" "$work/player.log" "$show/corrupt-copy.fseq" <<'PY'
 import json, re, sys, urllib.request
 dom = open(sys.argv[1]).read()
 p = json.load(urllib.request.urlopen(sys.argv[2], timeout=5))
@@ -334,4 +335,4 @@ PY
   kill "$player_pid" 2>/dev/null; wait "$player_pid" 2>/dev/null || true
 fi
 
-echo "profiler suite: passed"
+finish "${PFX_PROFILER_SUITE:-30-profiler}"
