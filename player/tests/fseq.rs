@@ -571,9 +571,10 @@ fn prefetcher_get_never_returns_a_later_frame_and_counts_late() {
     let fr = frames(100, 4);
     let f = open(write(&Spec::default(), &fr));
     let mut p = Prefetcher::spawn(f, 4);
-    // Let the decoder fill its pool (frames 0..=5), then ask for frame 50: not ready.
+    // The decoder fills its pool (frames 0..=5; 5 is its last), then ask for frame 50:
+    // not ready.
     assert!(p.wait_for(0, Duration::from_secs(5)).is_some());
-    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(p.wait_for(5, Duration::from_secs(5)), Some(&fr[5][..]));
     let late_before = p.stats().late;
     if let Some(got) = p.get(50) {
         let got = got.to_vec();

@@ -6,10 +6,12 @@
 //! the loop's control channel. The sink only records samples (it never blocks).
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[path = "common/fseq_writer.rs"]
 mod fseq_writer;
+#[path = "common/wait.rs"]
+mod wait;
 
 use pfx_player::engine::frame_loop::{self, Engine, ItemSource};
 use pfx_player::engine::{FrameSample, FrameSink};
@@ -77,23 +79,29 @@ fn a_reload_of_a_large_show_costs_no_deadline() {
     // ITEMS × (AHEAD + 2) frames when it is dropped.
     let first = large(&bytes);
     let second = large(&bytes);
+    // Not an ordering the test can observe: the decoders of both engines finish filling
+    // their pools (and go idle) before the loop runs, so they do not compete with it for
+    // the CPU. The prefetcher shows no fill level to wait on (`wait_for` would consume
+    // frames); half a second is ample for 2 x 24 x 16 frames.
     std::thread::sleep(Duration::from_millis(500));
     let samples = Arc::new(Mutex::new(Vec::new()));
     let h = frame_loop::spawn(first, Recorder(samples.clone())).expect("loop");
     let count = || samples.lock().map(|v| v.len()).unwrap_or(0);
-    let end = Instant::now() + Duration::from_secs(60);
     let mut second = Some(second);
     let mut reload_tick = None;
-    while count() < WANTED {
-        assert!(Instant::now() < end, "the loop is too slow");
-        if count() >= RELOAD_AT
-            && let Some(s) = second.take()
-        {
-            reload_tick = samples.lock().ok().and_then(|v| v.last().map(|x| x.tick));
-            assert!(h.reload(s), "the loop takes the new show");
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait::wait_until(
+        Duration::from_secs(60),
+        &format!("the loop to hand over {WANTED} samples (the reload after {RELOAD_AT})"),
+        || {
+            if count() >= RELOAD_AT
+                && let Some(s) = second.take()
+            {
+                reload_tick = samples.lock().ok().and_then(|v| v.last().map(|x| x.tick));
+                assert!(h.reload(s), "the loop takes the new show");
+            }
+            count() >= WANTED
+        },
+    );
     h.stop();
     let s = samples.lock().expect("samples").clone();
     let at = reload_tick.expect("reloaded");

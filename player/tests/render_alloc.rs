@@ -10,10 +10,12 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[path = "common/fseq_writer.rs"]
 mod fseq_writer;
+#[path = "common/wait.rs"]
+mod wait;
 
 use pfx_player::config::show::{Item, PatternItem};
 use pfx_player::engine::frame_loop::{self, Engine, ItemSource, OnEnd, RemoteLink, SyncLink};
@@ -189,15 +191,11 @@ fn measure_with(
     let handle = frame_loop::spawn_with(engine, sink, on_end, sync).expect("render thread starts");
     let frames = || prof.snapshot().since_start.frames;
     let wait_until = |n: u64| {
-        let end = Instant::now() + Duration::from_secs(60);
-        while frames() < n {
-            assert!(
-                Instant::now() < end,
-                "the loop rendered only {} frames",
-                frames()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait::wait_until(
+            Duration::from_secs(60),
+            &format!("the loop to render {n} frames"),
+            || frames() >= n,
+        )
     };
     wait_until(warm_up);
     ARMED.store(true, Ordering::SeqCst);
@@ -339,6 +337,7 @@ fn a_sync_master_and_a_sync_remote_make_no_allocation_on_the_render_thread() {
                     samples: 16,
                 };
                 timeline.publish(generation, Some(e));
+                // Pacing, not ordering: a new estimate about as often as the sync thread.
                 std::thread::sleep(Duration::from_millis(250));
             }
         })
@@ -452,6 +451,7 @@ fn a_pixel_viewer_asking_every_frame_makes_no_allocation_on_the_render_thread() 
             if board.encoded().is_some() {
                 read += 1;
             }
+            // Pacing, not ordering: a viewer asking about every frame (and more often).
             std::thread::sleep(Duration::from_millis(1));
         }
         read
