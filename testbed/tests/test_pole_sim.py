@@ -33,12 +33,27 @@ def start_pole(tmp_path, proto, port, *extra):
         [sys.executable, str(HERE / "pole_sim.py"), "--protocol", proto, "--listen", "127.0.0.1",
          "--port", str(port), "--group", "none", "--report", str(rep), *extra]  # fmt: skip
     )
+    # Ready: its socket is open (the first report is written after it) and it catches the
+    # signals the tests send (its handlers are installed after that report; a SIGTERM in
+    # between would kill it instead of making it write its final report).
     end = time.monotonic() + 10
-    while not rep.exists():
+    while not (rep.exists() and catches(p.pid, signal.SIGUSR1) and catches(p.pid, signal.SIGTERM)):
         assert p.poll() is None, "pole_sim exited early"
-        assert time.monotonic() < end, "pole_sim not ready"
-        time.sleep(0.02)
+        assert time.monotonic() < end, "pole_sim not ready within 10 s (report written, SIGTERM and SIGUSR1 caught)"
+        time.sleep(0.02)  # the poll interval of this wait
     return p, rep
+
+
+def catches(pid: int, sig: int) -> bool:
+    """Whether process `pid` has a handler installed for `sig` (Linux: SigCgt in /proc)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    for line in status.splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
 
 
 def test_nothing_received_report_fails_explicitly(tmp_path):
