@@ -166,6 +166,29 @@ def expect_ok(step: str, name: str, frame: bytes) -> str | None:
     return f"unknown step {step}"
 
 
+def settled(poles: dict[str, Pole], step: str, timeout: float = 10.0) -> bool:
+    """Every pole's newest frame is what the step means: the control's change is on the wire
+    (waited for, not slept for)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        newest = {n: p.since(0)[-1:] for n, p in poles.items()}
+        if all(f and expect_ok(step, n, f[0]) is None for n, f in newest.items()):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def caught_up(poles: dict[str, Pole], t: float, timeout: float = 2.0) -> bool:
+    """Every pole has received a frame sent after `t`: every frame the player sent before it
+    (the one a readback just drew among them) is in the pole's window (loopback keeps order)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if all(p.since(t) for p in poles.values()):
+            return True
+        time.sleep(0.02)
+    return False
+
+
 def rss_kb(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -271,7 +294,9 @@ def main() -> int:
                 if not ans.get("accepted"):
                     print(f"FAIL {step}: the player refused {r}: {ans}")
                     failed += 1
-            time.sleep(0.4)
+            if not settled(poles, step):
+                print(f"FAIL {step}: within 10 s the poles received no frame that is what the step means")
+                failed += 1
             # `id` blinks once a second: three readbacks, each must equal a received frame,
             # and one at least must show the lit blocks (a dark phase alone proves little).
             attempts = 3 if step == "test id" else 1
@@ -280,7 +305,7 @@ def main() -> int:
                 t0 = time.monotonic()
                 doc = readback(a.chromium, f"http://127.0.0.1:{http}/?readback=3", str(Path(work, "chromium")))
                 took = time.monotonic() - t0
-                time.sleep(0.2)
+                caught_up(poles, time.monotonic())
                 if doc is None:
                     print(f"UNMEASURABLE {step}: the browser wrote no readback ({took:.1f} s)")
                     unmeasurable += 1

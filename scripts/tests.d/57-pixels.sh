@@ -8,13 +8,26 @@
 # Loopback only: no root needed. About 20 seconds.
 set -uo pipefail
 top=${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source=../lib/check.sh
+. "$top/scripts/lib/check.sh"
+need_cmds pixels.apt python3 chromium
 player=${PFX_PLAYER:-$top/target/debug/pfx-player}
-if [ ! -x "$player" ]; then echo "FAILED: no player at $player (cargo build -p pfx-player)"; exit 1; fi
+[ -x "$player" ] || die "no player at $player (cargo build -p pfx-player)"
+log=$(mktemp /tmp/pfx-pixels.XXXXXX)
+trap 'rm -f "$log"' EXIT
+# pixels_browser.py prints one line per check, "ok   WHAT" or "FAIL WHAT", and
+# "UNMEASURABLE WHAT" where it could not measure (a failure here too); its exit status is
+# 0 when every check held, 1 when one did not, 2 when it could not measure.
 # Chromium writes D-Bus complaints on a host without a session bus; keep them out of the log.
-python3 "$top/testbed/pixels_browser.py" --player "$player" 2> >(grep -v 'dbus\|^e: $' >&2)
+python3 "$top/testbed/pixels_browser.py" --player "$player" > "$log" 2> >(grep -v 'dbus\|^e: $' >&2)
 rc=$?
-case $rc in
-  0) echo "57-pixels: the canvases equal what the poles received" ;;
-  2) echo "FAILED: 57-pixels could not measure (see UNMEASURABLE above)"; exit 1 ;;
-  *) echo "FAILED: 57-pixels"; exit 1 ;;
-esac
+while IFS= read -r line; do
+  case $line in
+    "ok   "*) ok "${line#ok   }" ;;
+    "FAIL "*) fail "${line#FAIL }" ;;
+    UNMEASURABLE*) what=${line#UNMEASURABLE}; what=${what#:}; fail "could not measure: ${what# }" ;;
+    *) echo "$line" ;;
+  esac
+done < "$log"
+check "pixels_browser.py: every check held (exit $rc; 1 a check failed, 2 could not measure)" [ "$rc" = 0 ]
+finish 57-pixels
