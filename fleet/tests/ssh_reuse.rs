@@ -11,6 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+// The player tests' poll-until-true helper (one copy for the workspace's tests).
+#[path = "../../player/tests/common/wait.rs"]
+mod wait;
+use wait::wait_until;
+
 struct Sshd {
     child: Child,
     port: u16,
@@ -67,14 +72,11 @@ fn start_sshd(dir: &Path, name: &str, authorized: &Path) -> Sshd {
         .stdin(Stdio::null())
         .spawn()
         .expect("sshd starts");
-    let t0 = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "sshd {name} never listened"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        Duration::from_secs(10),
+        &format!("sshd {name} to listen on 127.0.0.1:{port}"),
+        || TcpStream::connect(("127.0.0.1", port)).is_ok(),
+    );
     Sshd { child, port, log }
 }
 
@@ -238,15 +240,11 @@ fn one_connection_per_unit_and_no_unpinned_host_through_it() {
         "the shared connection is not running"
     );
     ctl.close();
-    let t0 = Instant::now();
-    while !procs_naming(&ctl_path).is_empty() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "left running after close: {:?}",
-            procs_naming(&ctl_path)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        Duration::from_secs(5),
+        &format!("no process naming {ctl_path} after close"),
+        || procs_naming(&ctl_path).is_empty(),
+    );
     assert!(!Path::new(&ctl_path).exists());
     assert!(!Path::new(&format!("{ctl_path}-closing")).exists());
 }
@@ -296,10 +294,11 @@ fn a_shared_connection_killed_between_or_under_commands() {
     // Killed between two commands: its socket is stale; ssh finds nobody behind it and
     // makes a fresh connection (the same pinned options) for the next command.
     kill(master);
-    let t0 = Instant::now();
-    while master_of(&sock) == Some(master) && t0.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        Duration::from_secs(5),
+        &format!("the SIGKILLed master {master} to be gone"),
+        || master_of(&sock) != Some(master),
+    );
     assert!(sock.exists(), "a SIGKILLed master cannot remove its socket");
     let r = on("echo two");
     assert_eq!((r.exit, r.stdout.trim()), (Some(0), "two"), "{r:?}");
@@ -318,15 +317,22 @@ fn a_shared_connection_killed_between_or_under_commands() {
     let killer = std::thread::spawn({
         let started = started.clone();
         move || {
-            let t0 = Instant::now();
-            while !started.exists() && t0.elapsed() < Duration::from_secs(20) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            // Not killed unless the command runs: a timeout here fails the test below.
+            wait_until(
+                Duration::from_secs(20),
+                &format!(
+                    "the remote command to start ({} to exist)",
+                    started.display()
+                ),
+                || started.exists(),
+            );
             unsafe { libc::kill(master, libc::SIGKILL) };
         }
     });
     let r = on(&cmd);
-    killer.join().unwrap();
+    killer
+        .join()
+        .expect("the killer saw the command start and killed the master under it");
     assert!(started.exists(), "the command never ran");
     assert_eq!(r.exit, Some(255), "{r:?}");
     assert!(!r.stdout.contains("three") && !r.timed_out, "{r:?}");
@@ -484,14 +490,11 @@ fn held_connections_carry_commands_and_end_with_their_hold() {
     assert_eq!(holder.join().unwrap(), 1);
     wait_for("ua", "closed");
     assert!(!sock2.exists());
-    let t0 = Instant::now();
-    while !procs_naming(&held_dir.display().to_string()).is_empty() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "a held master outlived its hold"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        Duration::from_secs(5),
+        "every held master to end with its hold",
+        || procs_naming(&held_dir.display().to_string()).is_empty(),
+    );
     // And a command with nothing held falls back to its own connection.
     let r = on(&sock2, "echo four");
     assert_eq!((r.exit, r.stdout.trim()), (Some(0), "four"), "{r:?}");
