@@ -180,16 +180,14 @@ fn one_unit(
     u: &UnitRow,
 ) -> ControlRow {
     let socket = held.and_then(|h| h.live(ssh_cfg, &u.host, u.port));
-    let args = match &socket {
-        Some(s) => ssh::ssh_args_held(ssh_cfg, &u.host, u.port, remote, s),
-        None => ssh::ssh_args(ssh_cfg, &u.host, u.port, remote),
-    };
-    let raw = ssh::run_on(
-        &ssh_cfg.ssh,
-        &args,
+    let raw = ssh::run_for(
+        ssh_cfg,
+        &u.host,
+        u.port,
+        remote,
+        ssh::Via::held(socket.as_deref()),
         None,
         Duration::from_secs(ssh_cfg.command_timeout_s),
-        socket.as_deref(),
     );
     let got = answer::<ControlAnswer>(&raw, &u.unit_id, "control", ssh_cfg.command_timeout_s);
     ControlRow {

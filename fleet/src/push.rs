@@ -168,16 +168,14 @@ fn spawn_workers(
             }
             // One command per unit: `apply` answers with its own readback, so no
             // second round trip reads it.
-            let args = match &socket {
-                Some(s) => ssh::ssh_args_reusing(&ssh_cfg, &u.host, u.port, &remote, s),
-                None => ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote),
-            };
-            let raw = ssh::run_on(
-                &ssh_cfg.ssh,
-                &args,
+            let raw = ssh::run_for(
+                &ssh_cfg,
+                &u.host,
+                u.port,
+                &remote,
+                ssh::Via::shared(socket.as_deref()),
                 None,
                 Duration::from_secs(ssh_cfg.command_timeout_s),
-                socket.as_deref(),
             );
             let out = ssh::classify(&raw, &u.unit_id, ssh_cfg.command_timeout_s);
             tx.send(Msg::Finished(u, out)).is_ok()

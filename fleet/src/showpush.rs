@@ -274,17 +274,15 @@ impl UnitPush<'_> {
     fn go(&self, verb: &str, input: &mut dyn Read, sent: &AtomicU64, timeout: Duration) -> Raw {
         let (job, u) = (self.job, self.u);
         let remote = remote(&job.agent_prefix, verb);
-        let args = match &job.socket {
-            Some(s) => ssh::ssh_args_reusing(&job.ssh, &u.host, u.port, &remote, s),
-            None => ssh::ssh_args(&job.ssh, &u.host, u.port, &remote),
-        };
         let input = ssh::Input { from: input, sent };
-        ssh::run_on(
-            &job.ssh.ssh,
-            &args,
+        ssh::run_for(
+            &job.ssh,
+            &u.host,
+            u.port,
+            &remote,
+            ssh::Via::shared(job.socket.as_deref()),
             Some(input),
             timeout,
-            job.socket.as_deref(),
         )
     }
 
@@ -794,10 +792,12 @@ pub fn shows(cfg: &FleetConfig, units: Vec<UnitRow>, parallel: usize) -> Vec<Sho
     let agents = cfg.agent_commands();
     let workers = crate::pool::spawn(units, parallel, None, None, move |i, u: UnitRow, _| {
         let remote = agents.remote(&u.unit_id, "show status");
-        let args = ssh::ssh_args(&ssh_cfg, &u.host, u.port, &remote);
-        let raw = ssh::run(
-            &ssh_cfg.ssh,
-            &args,
+        let raw = ssh::run_for(
+            &ssh_cfg,
+            &u.host,
+            u.port,
+            &remote,
+            ssh::Via::Own,
             None,
             Duration::from_secs(ssh_cfg.command_timeout_s),
         );

@@ -638,6 +638,58 @@ pub fn run_on(
     raw
 }
 
+/// Which connection a command to a unit rides on.
+#[derive(Clone, Copy, Debug)]
+pub enum Via<'a> {
+    /// Its own connection ([`ssh_args`]).
+    Own,
+    /// The run's shared connection to the unit at this socket ([`ssh_args_reusing`]).
+    Shared(&'a Path),
+    /// A connection `pfx-fleet hold` keeps at this socket ([`ssh_args_held`]).
+    Held(&'a Path),
+}
+
+impl<'a> Via<'a> {
+    /// The run's shared connection when there is one, else the command's own.
+    pub fn shared(socket: Option<&'a Path>) -> Via<'a> {
+        socket.map_or(Via::Own, Via::Shared)
+    }
+
+    /// A held connection when one answers, else the command's own.
+    pub fn held(socket: Option<&'a Path>) -> Via<'a> {
+        socket.map_or(Via::Own, Via::Held)
+    }
+
+    fn socket(self) -> Option<&'a Path> {
+        match self {
+            Via::Own => None,
+            Via::Shared(s) | Via::Held(s) => Some(s),
+        }
+    }
+}
+
+/// One command to a unit (`remote`, the agent's whole command line) over `via`: the
+/// pinned arguments built, run within `timeout`, and a shared connection lost under it
+/// noticed ([`run_on`]). Every command the operator side sends a unit goes through here,
+/// so all of them are built and run alike.
+pub fn run_for(
+    c: &SshConfig,
+    host: &str,
+    port: u16,
+    remote: &str,
+    via: Via<'_>,
+    input: Option<Input<'_>>,
+    timeout: Duration,
+) -> Raw {
+    let mux = match via {
+        Via::Own => Mux::None,
+        Via::Shared(s) => Mux::Shared(s),
+        Via::Held(s) => Mux::Held(s),
+    };
+    let args = args_with(c, host, port, Some(remote), mux);
+    run_on(&c.ssh, &args, input, timeout, via.socket())
+}
+
 /// Whether the master behind `socket` is gone, looked at a few times over 100 ms: a
 /// killed master's connection to its client can close a moment before its listening
 /// socket does, so a single look right after the client's exit may still be let in.
@@ -913,6 +965,49 @@ mod tests {
         );
         assert_eq!(reuse, want);
         assert_eq!(reuse.last().map(String::as_str), Some("status --json"));
+    }
+
+    #[test]
+    fn run_for_runs_the_argument_list_its_via_names() {
+        // `echo` as the ssh program prints the arguments it was given: run_for must give
+        // each way exactly the list of its ssh_args_* function.
+        let c = SshConfig {
+            ssh: "/bin/echo".into(),
+            known_hosts: "/k".into(),
+            identity: Some("/id".into()),
+            ..Default::default()
+        };
+        let sock = Path::new("/run/x/pfx-fleet-ssh.abc/3");
+        let cmd = "pfx-agent status --json";
+        for (via, want) in [
+            (Via::Own, ssh_args(&c, "10.0.0.9", 2222, cmd)),
+            (
+                Via::Shared(sock),
+                ssh_args_reusing(&c, "10.0.0.9", 2222, cmd, sock),
+            ),
+            (
+                Via::Held(sock),
+                ssh_args_held(&c, "10.0.0.9", 2222, cmd, sock),
+            ),
+        ] {
+            let raw = run_for(
+                &c,
+                "10.0.0.9",
+                2222,
+                cmd,
+                via,
+                None,
+                Duration::from_secs(10),
+            );
+            assert_eq!(raw.exit, Some(0), "{via:?}: {raw:?}");
+            assert_eq!(raw.stdout.trim_end(), want.join(" "), "{via:?}");
+            assert!(
+                !raw.shared_lost,
+                "{via:?}: exit 0 is never a lost connection"
+            );
+        }
+        assert!(matches!(Via::shared(None), Via::Own));
+        assert!(matches!(Via::held(Some(sock)), Via::Held(_)));
     }
 
     #[test]

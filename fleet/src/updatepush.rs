@@ -500,13 +500,9 @@ fn go(
     share: bool,
 ) -> ssh::Raw {
     let r = remote(&job.prefix, verb);
-    let sock = job.socket.as_deref().filter(|_| share);
-    let args = match sock {
-        Some(s) => ssh::ssh_args_reusing(&job.ssh, &u.host, u.port, &r, s),
-        None => ssh::ssh_args(&job.ssh, &u.host, u.port, &r),
-    };
+    let via = ssh::Via::shared(job.socket.as_deref().filter(|_| share));
     let input = input.map(|(from, sent)| ssh::Input { from, sent });
-    ssh::run_on(&job.ssh.ssh, &args, input, timeout, sock)
+    ssh::run_for(&job.ssh, &u.host, u.port, &r, via, input, timeout)
 }
 
 fn read_status(
