@@ -12,12 +12,13 @@ mod common;
 mod netns_util;
 
 use std::net::UdpSocket;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::fseq_writer::{self, Spec};
-use common::player::Player;
+use common::player::{Player, START};
+use common::wait::wait_until;
 use netns_util::{Netns, child_args, child_stdout, need_root};
 
 const FRAMES: usize = 480; // 12 s at 40 fps
@@ -59,17 +60,38 @@ fn show(port: u16, http: u16, sync: &str, content: bool) -> String {
     )
 }
 
-/// (arrival, frame number or None for black) of every DDP packet on `port`.
-fn receiver(
-    port: u16,
-    stop: Arc<AtomicBool>,
-    t0: Instant,
-) -> std::thread::JoinHandle<Vec<(f64, Option<u32>)>> {
+/// (arrival, frame number or None for black) of every DDP packet on a port, so far.
+type Got = Arc<Mutex<Vec<(f64, Option<u32>)>>>;
+
+/// Packets in `got` for which `f` holds.
+fn count(got: &Got, f: impl Fn(f64, Option<u32>) -> bool) -> usize {
+    got.lock()
+        .expect("packets")
+        .iter()
+        .filter(|(t, n)| f(*t, *n))
+        .count()
+}
+
+/// Distinct frame numbers in `got` that arrived after `from` (a frame leaves on two or
+/// three ticks: units run at 60 fps, the sequence at 40).
+fn frames_after(got: &Got, from: f64) -> usize {
+    got.lock()
+        .expect("packets")
+        .iter()
+        .filter(|(t, _)| *t > from)
+        .filter_map(|(_, f)| *f)
+        .collect::<std::collections::BTreeSet<u32>>()
+        .len()
+}
+
+/// Records every DDP packet on `port` into the returned list until `stop`.
+fn receiver(port: u16, stop: Arc<AtomicBool>, t0: Instant) -> (Got, std::thread::JoinHandle<()>) {
     let sock = UdpSocket::bind(("127.0.0.1", port)).expect("bind receiver");
     sock.set_read_timeout(Some(Duration::from_millis(50)))
         .expect("timeout");
-    std::thread::spawn(move || {
-        let mut got = Vec::new();
+    let got = Got::default();
+    let list = got.clone();
+    let h = std::thread::spawn(move || {
         let mut buf = [0u8; 2048];
         while !stop.load(Ordering::Relaxed) {
             if let Ok(n) = sock.recv(&mut buf) {
@@ -77,11 +99,11 @@ fn receiver(
                 // DDP: 10-byte header, then the channels.
                 let frame = (n >= 12 && buf[10..n].iter().any(|b| *b != 0))
                     .then(|| (u32::from(buf[10]) << 8 | u32::from(buf[11])).saturating_sub(1));
-                got.push((at, frame));
+                list.lock().expect("packets").push((at, frame));
             }
         }
-        got
-    })
+    });
+    (got, h)
 }
 
 fn start(show_text: &str, port: u16, seq: &[u8]) -> Player {
@@ -193,9 +215,10 @@ fn child_master_and_remotes() {
         .iter()
         .map(|p| receiver(*p, stop.clone(), t0))
         .collect();
+    let (rm, ra, rb) = (rx[0].0.clone(), rx[1].0.clone(), rx[2].0.clone());
     // Remote a stops 1 s after losing its master; remote b plays on. Their config folder
     // holds the sequence (the default `sequences`).
-    let a = start(
+    let mut a = start(
         &show(
             pa,
             46201,
@@ -205,7 +228,10 @@ fn child_master_and_remotes() {
         pa,
         &seq,
     );
-    std::thread::sleep(Duration::from_millis(1500));
+    // Up before the master: its sync section is in /profile once its sync socket listens.
+    a.wait_profile(46201, "remote a listening for a master", START, |d| {
+        d.snapshot.sync.is_some()
+    });
     // The master's config names show.fseq beside it (checked at load): write it first.
     let mdir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(mdir.path().join("profiles")).expect("profiles");
@@ -222,8 +248,13 @@ fn child_master_and_remotes() {
     .expect("show");
     let mut master = spawn_master(mdir.path());
     let m1 = now();
-    std::thread::sleep(Duration::from_secs(4));
-    let b = start(
+    // Mid-sequence: the master 4 s (160 frames) in.
+    wait_until(
+        Duration::from_secs(30),
+        "the master to send frame 160",
+        || count(&rm, |t, f| t >= m1 && f.is_some_and(|f| f >= 160)) > 0,
+    );
+    let mut b = start(
         &show(
             pb,
             46202,
@@ -234,7 +265,19 @@ fn child_master_and_remotes() {
         &seq,
     );
     let b1 = now();
-    std::thread::sleep(Duration::from_secs(3));
+    // Remote b joined and followed for long enough to compare: 60 frames past the
+    // 1.5 s that `phase` leaves out while the estimate settles.
+    b.wait_profile(46202, "remote b playing", START, |d| {
+        d.snapshot
+            .sync
+            .as_ref()
+            .is_some_and(|s| s.state == "playing")
+    });
+    wait_until(
+        Duration::from_secs(30),
+        "remote b to send 60 frames 1.5 s after it joined",
+        || frames_after(&rb, b1 + 1.5) >= 60,
+    );
     // What /profile says of the sync while all three play.
     let doc_of = |http: u16| -> pfx_api::profile::ProfileDoc {
         let base = format!("http://127.0.0.1:{http}");
@@ -269,21 +312,40 @@ fn child_master_and_remotes() {
     unsafe { libc::kill(master.id() as i32, libc::SIGTERM) };
     let stopped = now();
     let _ = master.wait();
-    std::thread::sleep(Duration::from_secs(1));
+    // Both remotes went black: more than 5 black packets each, half a second on.
+    wait_until(
+        Duration::from_secs(10),
+        "both remotes to send black after the master's stop",
+        || {
+            [&ra, &rb]
+                .iter()
+                .all(|g| count(g, |t, f| t >= stopped + 0.5 && f.is_none()) > 5)
+        },
+    );
     // Restarted, it starts the sequence again from frame 0.
     let mut master = spawn_master(mdir.path());
     let m2 = now();
-    std::thread::sleep(Duration::from_secs(4));
+    // Both remotes followed the restarted master for long enough to compare.
+    wait_until(
+        Duration::from_secs(30),
+        "both remotes to send 60 frames 1.5 s after the master restarted",
+        || [&ra, &rb].iter().all(|g| frames_after(g, m2 + 1.5) >= 60),
+    );
     // Killed, it sends nothing more: the remotes play on for `after_s`, then do what
     // their config says.
     let _ = master.kill();
     let killed = now();
     let _ = master.wait();
+    // A duration, not an ordering: what each remote does over the 3 s after its master
+    // went silent (plays on for `after_s` = 1 s, then stops or continues) is measured.
     std::thread::sleep(Duration::from_secs(3));
     stop.store(true, Ordering::Relaxed);
     let got: Vec<_> = rx
         .into_iter()
-        .map(|h| h.join().expect("receiver"))
+        .map(|(got, h)| {
+            h.join().expect("receiver");
+            got.lock().expect("packets").clone()
+        })
         .collect();
     drop((a, b));
     let (gm, ga, gb) = (&got[0], &got[1], &got[2]);
