@@ -1,6 +1,6 @@
-# Sourced by the suites that build a throwaway Debian root (05-fresh-root, 80-deb): the
-# scratch directory, the mounts made inside it, the cleanup that never deletes through a
-# mount, and the mirror this machine already uses (as pfx-image does).
+# Sourced by the suites that build a throwaway Debian root (05-fresh-root, 80-deb), after
+# scripts/lib/check.sh: the scratch directory, the mounts made inside it, the cleanup that
+# never deletes through a mount, and the mirror this machine already uses (as pfx-image does).
 #
 #   scratch_root PREFIX KEEP_VAR   sets $work, $root, $mounts and an EXIT trap; with
 #                                  ${!KEEP_VAR}=1 the root is kept for a look
@@ -21,8 +21,10 @@ scratch_cleanup() {
   done
   if [ "${!scratch_keep_var:-0}" = 1 ]; then echo "root kept: $root"; return; fi
   # Never delete through a mount that is still there (a .deb cache may be bound in).
+  # A root left with its mounts fails the suite (check.sh's fail; the EXIT trap's exit 1).
   if findmnt -n -o TARGET --list | grep -q "^$work/"; then
-    echo "root $root still has mounts: not removed" >&2
+    fail "root $root still has mounts: not removed"
+    exit 1
   else
     rm -rf --one-file-system "$work"
   fi
