@@ -61,7 +61,7 @@ pub struct ControlSummary {
     pub units: Vec<ControlRow>,
 }
 
-pub use crate::gate::utc_us;
+use crate::gate::utc_us;
 
 /// What one unit's answer comes to. Pure.
 pub fn row(u: &UnitRow, got: Result<ControlAnswer, (UnitState, String)>) -> ControlRow {
