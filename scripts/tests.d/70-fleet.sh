@@ -536,7 +536,7 @@ CFG
     check "bench --parallel $par: no control directory or shared connection left after the run" [ -z "$left" ]
   done
 }
-# 13. push update: A/B software updates through the real sshd, sudo and dispatcher, with
+# Section 13 (below), push update: A/B software updates through the real sshd, sudo and dispatcher, with
 #     the RAUC TEST DOUBLE (fleet/tests/rauc_double.py; real RAUC: the VM suite) and a
 #     real pfx-player per unit for the health commit, which the double's "boot" runs.
 DOUBLE="$top/fleet/tests/rauc_double.py"
@@ -576,73 +576,6 @@ upd_unit() { # i: unit u$i as an A/B unit at 1.0.0 with its player, the double a
 }
 dstate() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1]+"/state.json")); print(s["booted"], s["left"]["A"], s["left"]["B"], s["slots"]["B"]["version"])' "$T/u$1/rauc"; }
 upd_row() { db_q "$DB" "SELECT state||'|'||COALESCE(phase,'') FROM update_events WHERE unit_id='$1' AND state<>'started' ORDER BY id DESC LIMIT 1"; }
-section_13() { # push update: A/B software updates (the RAUC test double)
-  PLAYER="${PFX_PLAYER:-$bin/pfx-player}"
-  [ -x "$PLAYER" ] || { fail "no pfx-player at $PLAYER for the update checks"; return; }
-  write_config
-  grep -q "10.77.0.14 " "$T/known_hosts" || echo "10.77.0.14 $(cut -d' ' -f1,2 "$T/u4/hostkey.pub")" >> "$T/known_hosts"
-  # Section 10 stops u3's sshd.
-  state_sshd 1 2 3
-  for i in 1 2 3; do upd_unit $i; done
-  for i in 1 2 3; do wait_for 20 "u$i's player answering /profile" prof_up $i; done
-  # The operator's rauc is the double too (this host may have a real one: it would refuse these files).
-  mkdir -p "$T/oprauc"; python3 "$DOUBLE" --state "$T/oprauc/st" init x 0
-  printf '#!/bin/sh\nexec python3 %s --state %s "$@"\n' "$DOUBLE" "$T/oprauc/st" > "$T/oprauc/rauc"; chmod 755 "$T/oprauc/rauc"
-  B1="$T/upd/pfx-2.0.0.raucb"; mkdir -p "$T/upd"; mkbundle "$B1" 2.0.0 pfx-vm-arm64 true 6000000
-  DB="$T/update.db"
-  ufleet() { in_ns op env PATH="$T/oprauc:$PATH" "$FLEET" --config "$T/fleet.yaml" --db "$DB" "$@"; }
-  # (a) waves 1, 1, 1; u2's new slot rolls back (the double's boot env goes back): the run stops there.
-  python3 "$DOUBLE" --state "$T/u2/rauc" set on_reboot rollback
-  ufleet push update "$B1" --site hall-a --switch now --wave 30 --timeout 40s --poll-s 0.5 --chunk-mib 2 --json > "$T/up1.json" 2> "$T/up1.err"; rc=$?
-  check "push update: the canary u1 committed, u2 rolled back, the run stopped before u3 (exit $rc)" bash -c "[ $rc = 1 ] && [ '$(upd_row u1)' = 'done|committed' ] && [ '$(upd_row u2)' = 'failed|rolled_back' ] && [ -z '$(upd_row u3)' ] || { sed 's/^/    up1.err: /' $T/up1.err >&2; false; }"
-  check "u1 (the double): booted B, B committed (LEFT 3), B at 2.0.0" [ "$(dstate 1)" = "B 3 3 2.0.0" ]
-  check "u2 (the double): back on A, B bad (LEFT 0)" bash -c "set -- \$(python3 -c 'import json; s=json.load(open(\"$T/u2/rauc/state.json\")); print(s[\"booted\"], s[\"left\"][\"B\"])'); [ \"\$1 \$2\" = 'A 0' ]"
-  check "push update --json: plan, waves, transfer, switch, recorded events, and the summary last" python3 -c '
-import json,sys; ev=[json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-kinds=[e.get("event") for e in ev[:-1]]
-assert ev[0]["event"]=="plan" and ev[0]["waves"]==[1,1,1], ev[0]
-for k in ("wave","transfer","progress","switch","recorded"): assert k in kinds, (k, kinds)
-s=ev[-1]; assert s["stopped_at"]=="u2" and "rolled back" in s["stop_reason"] and s["done"]==1, s
-assert any(e.get("event")=="progress" and e["unit"]=="u1" and e["sent"]==e["total"]==6000000 for e in ev), ev' "$T/up1.json"
-  check "push update: says when each unit switches, and the rollback with its reason" bash -c "grep -q '^u1 switches now' $T/up1.err && grep -q 'recorded u2 failed (rolled_back): rolled back to slot A' $T/up1.err"
-  check "the identity was carried before each switch (pfx-slot-carry switch)" bash -c "grep -qx switch $T/u1/carry.log && grep -qx switch $T/u2/carry.log"
-  check "the dispatcher logged the update verbs as accepted" bash -c "grep -q 'accepted \"update put ' $T/u1/dispatch.log && grep -q 'accepted \"update install ' $T/u1/dispatch.log && grep -q 'accepted \"update switch now\"' $T/u1/dispatch.log"
-  # (b) the run again: u1 skipped (done), u2 not sent again (installed), switched, committed; u3 whole.
-  ufleet push update "$B1" --site hall-a --switch now --wave 30 --timeout 40s --poll-s 0.5 --chunk-mib 2 --json > "$T/up2.json" 2> "$T/up2.err"; rc=$?
-  check "push update again: exit 0, u1 skipped, u2 and u3 committed (exit $rc)" bash -c "[ $rc = 0 ] && grep -q '^skip u1' $T/up2.err && [ '$(upd_row u2)' = 'done|committed' ] && [ '$(upd_row u3)' = 'done|committed' ] || { sed 's/^/    up2.err: /' $T/up2.err >&2; false; }"
-  check "u2 was not sent the bundle again, u3 all of it" python3 -c '
-import json,sys; s=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); b={u["unit"]:u["bytes_sent"] for u in s["units"]}
-assert b=={"u2":0,"u3":6000000}, b' "$T/up2.json"
-  fleet status --site hall-a --json > "$T/ust.json"
-  check "status: each unit's software version (2.0.0)" python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert [x["software"] for x in r]==["2.0.0"]*3, r' "$T/ust.json"
-  fleet history --json > "$T/uh.json"
-  check "history: every update result, with the unit's own read-back" python3 -c '
-import json,sys; h=[x for x in json.load(open(sys.argv[1])) if x["kind"]=="push update" and x["state"]!="started"]
-assert len(h)==4, h
-assert all(x["readback"]["booted_version"]=="2.0.0" and x["readback"]["health"]["passed"] for x in h if x["state"]=="done"), h' "$T/uh.json"
-  # (c) refusals before a byte is written: a bad signature; another target's bundle (not even sent).
-  B2="$T/upd/pfx-2.1.0-badsig.raucb"; mkbundle "$B2" 2.1.0 pfx-vm-arm64 false 100000
-  ufleet push update "$B2" --unit u1 --switch now --json > /dev/null 2> "$T/up3.err"; rc=$?
-  check "a bad signature: refused by the unit before any install (exit $rc), u1 unchanged" bash -c "[ $rc = 1 ] && grep -q 'recorded u1 failed (install):.*signature verification failed' $T/up3.err && [ \$(grep -c '^install ' $T/u1/rauc/calls.log) = 1 ] && [ '$(dstate 1)' = 'B 3 3 2.0.0' ]"
-  B3="$T/upd/pfx-2.1.0-pi.raucb"; mkbundle "$B3" 2.1.0 pfx-rpi4-arm64 true 100000
-  ufleet push update "$B3" --unit u1 --switch now > /dev/null 2> "$T/up4.err"; rc=$?
-  check "another target's bundle: refused before sending (exit $rc)" bash -c "[ $rc = 1 ] && grep -q 'recorded u1 failed (status): the bundle is for pfx-rpi4-arm64, this unit is pfx-vm-arm64: nothing sent (0 B sent)' $T/up4.err"
-  # (d) --switch idle with a show that has no schedule: installed, not switched, and why.
-  B4="$T/upd/pfx-2.2.0.raucb"; mkbundle "$B4" 2.2.0 pfx-vm-arm64 true 100000
-  ufleet push update "$B4" --unit u1 > /dev/null 2> "$T/up5.err"; rc=$?
-  check "--switch idle (the default) with no schedule: not switched, the unit says why (exit $rc)" bash -c "[ $rc = 1 ] && grep -q 'recorded u1 failed (switch): update switch: not switched: .*has no schedule' $T/up5.err && [ '$(dstate 1)' = 'B 0 3 2.0.0' ] || { sed 's/^/    up5.err: /' $T/up5.err >&2; false; }"
-  # (e) --switch at a time 6 s ahead: the unit's own timer switches it then.
-  at=$(date -u -d "@$(( $(date +%s) + 6 ))" +%Y-%m-%dT%H:%M:%SZ)
-  ufleet push update "$B4" --unit u1 --switch "at $at" --timeout 40s --poll-s 0.5 > /dev/null 2> "$T/up6.err"; rc=$?
-  check "--switch at $at: u1 says when, switches then, commits (exit $rc)" bash -c "[ $rc = 0 ] && grep -q '^u1 switches at .* UTC (in [0-9]' $T/up6.err && [ '$(upd_row u1)' = 'done|committed' ] && [ \"\$(python3 -c 'import json; print(json.load(open(\"$T/u1/rauc/state.json\"))[\"booted\"])')\" = A ] || { sed 's/^/    up6.err: /' $T/up6.err >&2; false; }"
-  # (f) a unit that does not come back (the double kills its sshd at the "reboot"): timed out, stopped.
-  python3 "$DOUBLE" --state "$T/u3/rauc" set on_reboot hang
-  ufleet push update "$B4" --unit u3 --switch now --timeout 6s --poll-s 0.5 > /dev/null 2> "$T/up7.err"; rc=$?
-  check "a unit that does not come back: failed (timeout) and the run stops (exit $rc)" bash -c "[ $rc = 1 ] && grep -q 'recorded u3 failed (timeout): did not come back committed within 6 s' $T/up7.err || { sed 's/^/    up7.err: /' $T/up7.err >&2; false; }"
-  stop_pids "the update section's players" $(cat "$T"/u[123]/player.pid)
-  for i in 1 2 3; do agent_yaml "$T/u$i" "u$i"; done
-  DB="$T/fleet.db"
-}
 # The fleet side of push update at scale (update-bench-only; docs/PERFORMANCE.md): 200 units
 # (PFX_FLEET_UPDATE_UNITS) behind 4 real sshd, each reached through its own dispatcher
 # config, with the RAUC TEST DOUBLE as its installer and one /profile+/health stand-in per
@@ -1168,6 +1101,23 @@ DB="$T/fleet.db"
 }
 
 
+s10_u3_pending_unreachable() { [ "$(db_q "$DB" "SELECT state||'|'||reason FROM unit_events WHERE unit_id='u3' ORDER BY id DESC LIMIT 1" | cut -c1-19)" = 'pending|unreachable' ]; }
+s10_offline_recorded() { jtrue "$1" 'd["pending"] == 1' && s10_u3_pending_unreachable; }
+s10_gate_blocked_by_u3() { jtrue "$1" 'not d["open"] and [b["unit"] for b in d["blockers"]] == ["u3"] and d["blockers"][0]["reason"].startswith("last push pending")'; }
+section_10() { # an offline unit (its sshd stopped): recorded pending with the reason, gate closes
+  DB="$T/fleet.db"
+  # Open first, so that what closes it is u3 going offline.
+  state_gate_open
+  pid=$(cat "$T/u3/sshd.pid")
+  kill "$pid"
+  wait_for 5 "u3's sshd ($pid) ended" gone "$pid"
+  fleet push pause-off --unit u3 --force --json > "$T/off.json" 2> "$T/off.err"; rc=$?
+  check "offline u3: push exits 1 (got $rc), recorded pending: unreachable" \
+    rc_is 1 $rc s10_offline_recorded "$T/off.json"
+  fleet gate fallback --site hall-a --json > "$T/gate3.json" 2> "$T/gate3.err"; rc=$?
+  check "gate closed again while u3 is pending, the only blocker (exit $rc)" rc_is 1 $rc s10_gate_blocked_by_u3 "$T/gate3.json"
+}
+
 s11_player_plays() {
   in_ns op python3 -c 'import sys,urllib.request,json; d=json.load(urllib.request.urlopen(sys.argv[1], timeout=1)); sys.exit(0 if d["frames"] > 0 and "wire_send" in d["stages"] else 1)' "http://10.77.0.13:8080/profile"
 }
@@ -1292,23 +1242,6 @@ else
 fi
 }
 
-s10_u3_pending_unreachable() { [ "$(db_q "$DB" "SELECT state||'|'||reason FROM unit_events WHERE unit_id='u3' ORDER BY id DESC LIMIT 1" | cut -c1-19)" = 'pending|unreachable' ]; }
-s10_offline_recorded() { jtrue "$1" 'd["pending"] == 1' && s10_u3_pending_unreachable; }
-s10_gate_blocked_by_u3() { jtrue "$1" 'not d["open"] and [b["unit"] for b in d["blockers"]] == ["u3"] and d["blockers"][0]["reason"].startswith("last push pending")'; }
-section_10() { # an offline unit (its sshd stopped): recorded pending with the reason, gate closes
-  DB="$T/fleet.db"
-  # Open first, so that what closes it is u3 going offline.
-  state_gate_open
-  pid=$(cat "$T/u3/sshd.pid")
-  kill "$pid"
-  wait_for 5 "u3's sshd ($pid) ended" gone "$pid"
-  fleet push pause-off --unit u3 --force --json > "$T/off.json" 2> "$T/off.err"; rc=$?
-  check "offline u3: push exits 1 (got $rc), recorded pending: unreachable" \
-    rc_is 1 $rc s10_offline_recorded "$T/off.json"
-  fleet gate fallback --site hall-a --json > "$T/gate3.json" 2> "$T/gate3.err"; rc=$?
-  check "gate closed again while u3 is pending, the only blocker (exit $rc)" rc_is 1 $rc s10_gate_blocked_by_u3 "$T/gate3.json"
-}
-
 s12_ctl_clean() { [ -z "$(ls -A "$ctl")" ] && ! pgrep -f "$ctl" > /dev/null; }
 s12_no_agents() { local i; for i; do ! pgrep -f "$AGENT dispatch --config $T/u$i/agent.yaml" > /dev/null || return 1; done; }
 section_12() { # SSH connection reuse: the run's control directory (private, under TMPDIR here) is
@@ -1337,6 +1270,74 @@ section_12() { # SSH connection reuse: the run's control directory (private, und
   wait_for 15 "the agents cut off by the SIGTERM ended" s12_no_agents 1 2
 }
 s12_has_socket() { [ -n "$(find "$ctl" -type s 2>/dev/null)" ]; }
+
+section_13() { # push update: A/B software updates (the RAUC test double)
+  PLAYER="${PFX_PLAYER:-$bin/pfx-player}"
+  [ -x "$PLAYER" ] || { fail "no pfx-player at $PLAYER for the update checks"; return; }
+  write_config
+  grep -q "10.77.0.14 " "$T/known_hosts" || echo "10.77.0.14 $(cut -d' ' -f1,2 "$T/u4/hostkey.pub")" >> "$T/known_hosts"
+  # Section 10 stops u3's sshd.
+  state_sshd 1 2 3
+  for i in 1 2 3; do upd_unit $i; done
+  for i in 1 2 3; do wait_for 20 "u$i's player answering /profile" prof_up $i; done
+  # The operator's rauc is the double too (this host may have a real one: it would refuse these files).
+  mkdir -p "$T/oprauc"; python3 "$DOUBLE" --state "$T/oprauc/st" init x 0
+  printf '#!/bin/sh\nexec python3 %s --state %s "$@"\n' "$DOUBLE" "$T/oprauc/st" > "$T/oprauc/rauc"; chmod 755 "$T/oprauc/rauc"
+  B1="$T/upd/pfx-2.0.0.raucb"; mkdir -p "$T/upd"; mkbundle "$B1" 2.0.0 pfx-vm-arm64 true 6000000
+  DB="$T/update.db"
+  ufleet() { in_ns op env PATH="$T/oprauc:$PATH" "$FLEET" --config "$T/fleet.yaml" --db "$DB" "$@"; }
+  # (a) waves 1, 1, 1; u2's new slot rolls back (the double's boot env goes back): the run stops there.
+  python3 "$DOUBLE" --state "$T/u2/rauc" set on_reboot rollback
+  ufleet push update "$B1" --site hall-a --switch now --wave 30 --timeout 40s --poll-s 0.5 --chunk-mib 2 --json > "$T/up1.json" 2> "$T/up1.err"; rc=$?
+  check "push update: the canary u1 committed, u2 rolled back, the run stopped before u3 (exit $rc)" bash -c "[ $rc = 1 ] && [ '$(upd_row u1)' = 'done|committed' ] && [ '$(upd_row u2)' = 'failed|rolled_back' ] && [ -z '$(upd_row u3)' ] || { sed 's/^/    up1.err: /' $T/up1.err >&2; false; }"
+  check "u1 (the double): booted B, B committed (LEFT 3), B at 2.0.0" [ "$(dstate 1)" = "B 3 3 2.0.0" ]
+  check "u2 (the double): back on A, B bad (LEFT 0)" bash -c "set -- \$(python3 -c 'import json; s=json.load(open(\"$T/u2/rauc/state.json\")); print(s[\"booted\"], s[\"left\"][\"B\"])'); [ \"\$1 \$2\" = 'A 0' ]"
+  check "push update --json: plan, waves, transfer, switch, recorded events, and the summary last" python3 -c '
+import json,sys; ev=[json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+kinds=[e.get("event") for e in ev[:-1]]
+assert ev[0]["event"]=="plan" and ev[0]["waves"]==[1,1,1], ev[0]
+for k in ("wave","transfer","progress","switch","recorded"): assert k in kinds, (k, kinds)
+s=ev[-1]; assert s["stopped_at"]=="u2" and "rolled back" in s["stop_reason"] and s["done"]==1, s
+assert any(e.get("event")=="progress" and e["unit"]=="u1" and e["sent"]==e["total"]==6000000 for e in ev), ev' "$T/up1.json"
+  check "push update: says when each unit switches, and the rollback with its reason" bash -c "grep -q '^u1 switches now' $T/up1.err && grep -q 'recorded u2 failed (rolled_back): rolled back to slot A' $T/up1.err"
+  check "the identity was carried before each switch (pfx-slot-carry switch)" bash -c "grep -qx switch $T/u1/carry.log && grep -qx switch $T/u2/carry.log"
+  check "the dispatcher logged the update verbs as accepted" bash -c "grep -q 'accepted \"update put ' $T/u1/dispatch.log && grep -q 'accepted \"update install ' $T/u1/dispatch.log && grep -q 'accepted \"update switch now\"' $T/u1/dispatch.log"
+  # (b) the run again: u1 skipped (done), u2 not sent again (installed), switched, committed; u3 whole.
+  ufleet push update "$B1" --site hall-a --switch now --wave 30 --timeout 40s --poll-s 0.5 --chunk-mib 2 --json > "$T/up2.json" 2> "$T/up2.err"; rc=$?
+  check "push update again: exit 0, u1 skipped, u2 and u3 committed (exit $rc)" bash -c "[ $rc = 0 ] && grep -q '^skip u1' $T/up2.err && [ '$(upd_row u2)' = 'done|committed' ] && [ '$(upd_row u3)' = 'done|committed' ] || { sed 's/^/    up2.err: /' $T/up2.err >&2; false; }"
+  check "u2 was not sent the bundle again, u3 all of it" python3 -c '
+import json,sys; s=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); b={u["unit"]:u["bytes_sent"] for u in s["units"]}
+assert b=={"u2":0,"u3":6000000}, b' "$T/up2.json"
+  fleet status --site hall-a --json > "$T/ust.json"
+  check "status: each unit's software version (2.0.0)" python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert [x["software"] for x in r]==["2.0.0"]*3, r' "$T/ust.json"
+  fleet history --json > "$T/uh.json"
+  check "history: every update result, with the unit's own read-back" python3 -c '
+import json,sys; h=[x for x in json.load(open(sys.argv[1])) if x["kind"]=="push update" and x["state"]!="started"]
+assert len(h)==4, h
+assert all(x["readback"]["booted_version"]=="2.0.0" and x["readback"]["health"]["passed"] for x in h if x["state"]=="done"), h' "$T/uh.json"
+  # (c) refusals before a byte is written: a bad signature; another target's bundle (not even sent).
+  B2="$T/upd/pfx-2.1.0-badsig.raucb"; mkbundle "$B2" 2.1.0 pfx-vm-arm64 false 100000
+  ufleet push update "$B2" --unit u1 --switch now --json > /dev/null 2> "$T/up3.err"; rc=$?
+  check "a bad signature: refused by the unit before any install (exit $rc), u1 unchanged" bash -c "[ $rc = 1 ] && grep -q 'recorded u1 failed (install):.*signature verification failed' $T/up3.err && [ \$(grep -c '^install ' $T/u1/rauc/calls.log) = 1 ] && [ '$(dstate 1)' = 'B 3 3 2.0.0' ]"
+  B3="$T/upd/pfx-2.1.0-pi.raucb"; mkbundle "$B3" 2.1.0 pfx-rpi4-arm64 true 100000
+  ufleet push update "$B3" --unit u1 --switch now > /dev/null 2> "$T/up4.err"; rc=$?
+  check "another target's bundle: refused before sending (exit $rc)" bash -c "[ $rc = 1 ] && grep -q 'recorded u1 failed (status): the bundle is for pfx-rpi4-arm64, this unit is pfx-vm-arm64: nothing sent (0 B sent)' $T/up4.err"
+  # (d) --switch idle with a show that has no schedule: installed, not switched, and why.
+  B4="$T/upd/pfx-2.2.0.raucb"; mkbundle "$B4" 2.2.0 pfx-vm-arm64 true 100000
+  ufleet push update "$B4" --unit u1 > /dev/null 2> "$T/up5.err"; rc=$?
+  check "--switch idle (the default) with no schedule: not switched, the unit says why (exit $rc)" bash -c "[ $rc = 1 ] && grep -q 'recorded u1 failed (switch): update switch: not switched: .*has no schedule' $T/up5.err && [ '$(dstate 1)' = 'B 0 3 2.0.0' ] || { sed 's/^/    up5.err: /' $T/up5.err >&2; false; }"
+  # (e) --switch at a time 6 s ahead: the unit's own timer switches it then.
+  at=$(date -u -d "@$(( $(date +%s) + 6 ))" +%Y-%m-%dT%H:%M:%SZ)
+  ufleet push update "$B4" --unit u1 --switch "at $at" --timeout 40s --poll-s 0.5 > /dev/null 2> "$T/up6.err"; rc=$?
+  check "--switch at $at: u1 says when, switches then, commits (exit $rc)" bash -c "[ $rc = 0 ] && grep -q '^u1 switches at .* UTC (in [0-9]' $T/up6.err && [ '$(upd_row u1)' = 'done|committed' ] && [ \"\$(python3 -c 'import json; print(json.load(open(\"$T/u1/rauc/state.json\"))[\"booted\"])')\" = A ] || { sed 's/^/    up6.err: /' $T/up6.err >&2; false; }"
+  # (f) a unit that does not come back (the double kills its sshd at the "reboot"): timed out, stopped.
+  python3 "$DOUBLE" --state "$T/u3/rauc" set on_reboot hang
+  ufleet push update "$B4" --unit u3 --switch now --timeout 6s --poll-s 0.5 > /dev/null 2> "$T/up7.err"; rc=$?
+  check "a unit that does not come back: failed (timeout) and the run stops (exit $rc)" bash -c "[ $rc = 1 ] && grep -q 'recorded u3 failed (timeout): did not come back committed within 6 s' $T/up7.err || { sed 's/^/    up7.err: /' $T/up7.err >&2; false; }"
+  stop_pids "the update section's players" $(cat "$T"/u[123]/player.pid)
+  for i in 1 2 3; do agent_yaml "$T/u$i" "u$i"; done
+  DB="$T/fleet.db"
+}
 
 case $MODE in
   bench-only)
