@@ -109,6 +109,7 @@ impl Player {
 
     /// Waits (within `timeout`) until `cond` holds while the player runs; panics with its
     /// log if it exits first.
+    #[track_caller]
     pub fn wait_until(&mut self, timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
         wait_for(timeout, what, || {
             if cond() {
@@ -120,6 +121,7 @@ impl Player {
     }
 
     /// Waits until the player has logged a line containing `text` (within `timeout`).
+    #[track_caller]
     pub fn wait_log(&mut self, text: &str, timeout: Duration) {
         let log = self.log.clone();
         let has = move || log.lock().unwrap_or_else(|p| p.into_inner()).contains(text);
@@ -128,6 +130,7 @@ impl Player {
 
     /// Waits until `GET /profile` on `http_port` answers with a document for which `cond`
     /// holds, and returns that document.
+    #[track_caller]
     pub fn wait_profile(
         &mut self,
         http_port: u16,
@@ -155,11 +158,13 @@ impl Player {
     }
 
     /// Waits until the player serves /profile and its render loop has sent a frame.
+    #[track_caller]
     pub fn wait_playing(&mut self, http_port: u16) -> ProfileDoc {
         self.wait_frames(http_port, 1)
     }
 
     /// Waits until the render loop has made at least `n` frames since it started.
+    #[track_caller]
     pub fn wait_frames(&mut self, http_port: u16, n: u64) -> ProfileDoc {
         self.wait_profile(http_port, &format!("{n} frames played"), START, |d| {
             d.snapshot.since_start.frames >= n
@@ -167,6 +172,7 @@ impl Player {
     }
 
     /// Waits for the player to exit (within `timeout`); panics, with its log, if it has not.
+    #[track_caller]
     pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
         let st = wait_for(timeout, "the player to exit", || {
             self.child.try_wait().expect("try_wait")

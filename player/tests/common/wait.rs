@@ -13,6 +13,7 @@ pub const POLL: Duration = Duration::from_millis(20);
 /// Polls `f` every [`POLL`] until it returns `Some`, and returns that; panics with
 /// "timed out after {timeout} waiting for {what}" when it has not within `timeout`.
 /// `f` is called at least once, and last at or after the deadline.
+#[track_caller]
 pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let end = Instant::now() + timeout;
     loop {
@@ -28,6 +29,7 @@ pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<
 }
 
 /// [`wait_for`] of a condition with no value.
+#[track_caller]
 pub fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
     wait_for(timeout, what, || f().then_some(()))
 }
