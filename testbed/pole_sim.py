@@ -219,6 +219,9 @@ class PoleSim:
         want_reset = {"flag": False}
         # Handled in the loop, never inside a tracker call.
         signal.signal(signal.SIGUSR1, lambda s, f: want_reset.update(flag=True))
+        # The first report is the sign of life callers wait for: written only once the
+        # handlers are in, so a SIGTERM or SIGUSR1 sent on seeing it is never fatal.
+        self.write_report()
         next_report = time.monotonic() + 1.0
         deadline = time.monotonic() + self.a.duration if self.a.duration else None
         while not stop["flag"]:
@@ -261,7 +264,6 @@ def main(argv=None) -> int:
         print(f"pole_sim: cannot listen on {a.listen}:{a.port} / join {a.group} on {a.iface_addr}: {e}", file=sys.stderr)
         return 2
     sim = PoleSim(a)
-    sim.write_report()
     sim.run(sock)
     return 0
 

@@ -33,14 +33,17 @@ def start_pole(tmp_path, proto, port, *extra):
         [sys.executable, str(HERE / "pole_sim.py"), "--protocol", proto, "--listen", "127.0.0.1",
          "--port", str(port), "--group", "none", "--report", str(rep), *extra]  # fmt: skip
     )
-    # Ready: its socket is open (the first report is written after it) and it catches the
-    # signals the tests send (its handlers are installed after that report; a SIGTERM in
-    # between would kill it instead of making it write its final report).
+    # Ready: the first report is written, after its socket is open and its signal
+    # handlers are in. Callers wait for that report alone, so the handlers must already be
+    # there when it appears: a SIGTERM sent on seeing it makes the final report.
     end = time.monotonic() + 10
-    while not (rep.exists() and catches(p.pid, signal.SIGUSR1) and catches(p.pid, signal.SIGTERM)):
+    while not rep.exists():
         assert p.poll() is None, "pole_sim exited early"
-        assert time.monotonic() < end, "pole_sim not ready within 10 s (report written, SIGTERM and SIGUSR1 caught)"
+        assert time.monotonic() < end, "pole_sim wrote no report within 10 s"
         time.sleep(0.02)  # the poll interval of this wait
+    assert catches(p.pid, signal.SIGTERM) and catches(p.pid, signal.SIGUSR1), (
+        "pole_sim wrote its first report before catching SIGTERM and SIGUSR1"
+    )
     return p, rep
 
 
