@@ -275,11 +275,18 @@ class Shell:
         ('sub'|'heredoc', text) met inside it."""
         words, quoted, line, extra = [], [], 0, []
         in_case_pattern = False
+        in_array = False  # inside `name=(...)`: the words are values, not a command
         after_case = 0  # 1: saw `case`, 2: saw its word, waiting for `in`
         toks = list(self.tokens())
         for kind, val, ln, q in toks:
             if kind in ("sub", "heredoc"):
                 extra.append((kind, val, ln, words[:]))
+                continue
+            if in_array:
+                in_array = not (kind == "sep" and val == ")")
+                continue
+            if kind == "sep" and val == "(" and words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=$", words[-1]):
+                in_array = True
                 continue
             if kind == "sep":
                 if val == ";;":
@@ -340,6 +347,12 @@ def scan_shell(path, text, reserved, found, wrappers_of=None, line0=0):
     for m in re.finditer(r"^\s*(?:\.|source)\s+[\"']?\$\{?(?:top|PFX_TOP)\}?/(scripts/lib/[A-Za-z0-9_.-]+\.sh)", text, re.M):
         lib = Path(__file__).resolve().parent.parent.parent / m.group(1)
         if lib.is_file():
+            for f in re.finditer(r"^\s*(?:function\s+)?([A-Za-z_][A-Za-z0-9_-]*)\s*\(\)", lib.read_text(), re.M):
+                funcs.setdefault(f.group(1), None)
+    # A library is sourced beside the others (player-bin.sh after check.sh): the functions of
+    # every scripts/lib/*.sh are words of each of them.
+    if path.startswith("scripts/lib/"):
+        for lib in sorted((Path(__file__).resolve().parent.parent / "lib").glob("*.sh")):
             for f in re.finditer(r"^\s*(?:function\s+)?([A-Za-z_][A-Za-z0-9_-]*)\s*\(\)", lib.read_text(), re.M):
                 funcs.setdefault(f.group(1), None)
     if wrappers_of:

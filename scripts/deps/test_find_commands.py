@@ -47,6 +47,8 @@ def python(text):
         ("if true; then echo hi; fi\n", set()),
         ("for t in a b; do :; done\n", set()),
         ("local x=$(awk '{print}' f)\n", {"awk"}),
+        # An array's values are not commands; a substitution inside one is.
+        ("local a=$1 list=() c\nlist+=(\"$c\" x)\ny=(a\n  b)\nz=($(uname -m))\n", {"uname"}),
         # Pipelines and lists: every command of them.
         ("grep x f | sort | uniq -c && wc -l f || tr a b\n", {"grep", "sort", "uniq", "wc", "tr"}),
         # Command substitution and bash -c strings are scanned.
