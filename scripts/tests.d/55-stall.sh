@@ -8,20 +8,68 @@
 # its p50 stays low and the compute stages stay ordinary. Then the rate-limit cell: one large
 # output under a rate limit, whole frames at the link's rate (and its control).
 set -uo pipefail
-if [ "$(id -u)" != 0 ]; then echo "skipped: needs root (network namespaces)"; exit 77; fi
-top=${PFX_TOP:?}
+top=${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source=../lib/check.sh
+. "$top/scripts/lib/check.sh"
+need_root "network namespaces"
 player=${PFX_PLAYER:-$top/target/debug/pfx-player}
+[ -x "$player" ] || die "no player at $player (cargo build -p pfx-player)"
 out=$(mktemp -d /tmp/pfx-stall.XXXXXX)
-python3 "$top/testbed/bench.py" stall --sender player --player "$player" --seconds "${PFX_STALL_SECONDS:-6}" \
-  --json "$out/stall.json" --out "$out/cells" || { echo "FAILED: bench.py stall"; exit 1; }
-python3 - "$out/stall.json" <<'PY'
+# Each bench.py names its namespaces pfxtb<its pid>-ROLE and removes them itself; should it
+# be killed first, `testbed down --id PID` removes that run's and no other's.
+bench=""
+cleanup() {
+  set +e
+  if [ -n "$bench" ]; then
+    kill "$bench" 2>/dev/null
+    wait "$bench" 2>/dev/null
+    "$top/testbed/testbed" down --id "$bench" > /dev/null 2>&1
+  fi
+  rm -rf "$out"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# bench WHAT ARGS...: testbed/bench.py ARGS in the background (its pid known), then what it
+# left removed by that pid; dies when the bench fails (no JSON to judge).
+bench() {
+  local what=$1 rc
+  shift
+  python3 "$top/testbed/bench.py" "$@" &
+  bench=$!
+  wait "$bench"
+  rc=$?
+  "$top/testbed/testbed" down --id "$bench" > /dev/null 2>&1
+  bench=""
+  [ "$rc" = 0 ] || die "bench.py $what (exit $rc)"
+  ok "bench.py $what ran"
+}
+
+# The judges below print one line per check, "ok<TAB>WHAT" or "fail<TAB>WHAT", each counted
+# as one of this suite's checks; any other line is shown as it is. A judge that fails (a
+# cell missing from the JSON) fails the suite.
+judge() {
+  local what=$1 line rc
+  shift
+  "$@" > "$out/verdicts" 2>&1
+  rc=$?
+  while IFS= read -r line; do
+    case $line in
+      ok$'\t'*) ok "${line#ok$'\t'}" ;;
+      fail$'\t'*) fail "${line#fail$'\t'}" ;;
+      *) echo "$line" ;;
+    esac
+  done < "$out/verdicts"
+  check "$what: the judge ran to its end (exit $rc)" [ "$rc" = 0 ]
+}
+
+bench stall stall --sender player --player "$player" --seconds "${PFX_STALL_SECONDS:-6}" \
+  --json "$out/stall.json" --out "$out/cells"
+judge stall python3 - "$out/stall.json" <<'PY'
 import json, sys
 cells = {c["cell"]: c for c in json.load(open(sys.argv[1]))}
-ok = bad = 0
 def check(cond, what):
-    global ok, bad
-    print(("ok   " if cond else "FAIL ") + what)
-    ok, bad = (ok + 1, bad) if cond else (ok, bad + 1)
+    print(("ok" if cond else "fail") + "\t" + what.replace("\n", " | "))
 for name, c in cells.items():
     check(c["unmeasurable"] is None, f"{name}: measurable ({c['unmeasurable']})")
 for st in ("none", "sustained", "bursty"):
@@ -61,24 +109,17 @@ check((s.get("ws50") or 1e9) < 2000, f"blocking/bursty: wire_send p50 stays low 
 check((s.get("ws99") or 0) >= 10000, f"blocking/bursty: wire_send p99 in the tens of ms ({s.get('ws99')} us)")
 check(max(s.get("src99") or 0, s.get("geo99") or 0, s.get("bg99") or 0) < 5000,
       f"blocking/bursty: other stages ordinary (p99 source {s.get('src99')}, geometry {s.get('geo99')}, background {s.get('bg99')} us)")
-print(f"stall: {ok} passed, {bad} failed")
-sys.exit(1 if bad else 0)
 PY
-stall_rc=$?
 # Rate limit: one output of 170 universes at 40 fps while the player's link carries 20 of the
 # 37 Mbit/s it needs. pfx must deliver whole frames at the link's rate, every universe alike,
 # fresh; the control (--send-every-frame, how pfx sent before) must fail the same targets.
-python3 "$top/testbed/bench.py" ratelimit --player "$player" --only 170u \
-  --stall-seconds "${PFX_RATELIMIT_SECONDS:-12}" --json "$out/ratelimit.json" --out "$out/rl" \
-  || { echo "FAILED: bench.py ratelimit"; exit 1; }
-python3 - "$out/ratelimit.json" <<'PY'
+bench ratelimit ratelimit --player "$player" --only 170u \
+  --stall-seconds "${PFX_RATELIMIT_SECONDS:-12}" --json "$out/ratelimit.json" --out "$out/rl"
+judge ratelimit python3 - "$out/ratelimit.json" <<'PY'
 import json, sys
 cells = {c["cell"]: c for c in json.load(open(sys.argv[1]))}
-ok = bad = 0
 def check(cond, what):
-    global ok, bad
-    print(("ok   " if cond else "FAIL ") + what)
-    ok, bad = (ok + 1, bad) if cond else (ok, bad + 1)
+    print(("ok" if cond else "fail") + "\t" + what.replace("\n", " | "))
 period_ms = 1000 / 40
 for name, c in cells.items():
     check(c["unmeasurable"] is None, f"{name}: measurable ({c['unmeasurable']})")
@@ -146,8 +187,5 @@ for name in ("whole/170u-sync", "every-frame/170u-sync"):
 st = (cells["whole/170u-sync"].get("rx") or {}).get("stall") or {}
 check(st.get("syncs_after_torn_frame") == 0 and (st.get("sync_packets_per_s") or 0) >= 19.2,
       f"whole/170u-sync: a sync packet after every whole frame ({st.get('sync_packets_per_s')}/s) and none after a torn one ({st.get('syncs_after_torn_frame')})")
-print(f"ratelimit: {ok} passed, {bad} failed")
-sys.exit(1 if bad else 0)
 PY
-rl_rc=$?
-[ "$stall_rc" = 0 ] && [ "$rl_rc" = 0 ]
+finish 55-stall
