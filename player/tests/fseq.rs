@@ -5,6 +5,8 @@
 
 #[path = "common/fseq_writer.rs"]
 mod fseq_writer;
+#[path = "common/wait.rs"]
+mod wait;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -585,6 +587,48 @@ fn prefetcher_get_never_returns_a_later_frame_and_counts_late() {
     assert_eq!(p.wait_for(50, Duration::from_secs(5)).unwrap(), &fr[50][..]);
     // Skipping ahead by a few frames recycles the ones between.
     assert_eq!(p.wait_for(53, Duration::from_secs(5)).unwrap(), &fr[53][..]);
+}
+
+#[test]
+fn prefetcher_is_full_once_its_pool_is_decoded_and_never_when_decoding_failed() {
+    let fr = frames(100, 4);
+    // ahead 4: a pool of 6 buffers, frames 0..=5 before anything is taken.
+    let mut p = Prefetcher::spawn(open(write(&Spec::default(), &fr)), 4);
+    wait::wait_until(
+        Duration::from_secs(5),
+        "the pool of 6 frames decoded",
+        || p.is_full(),
+    );
+    assert_eq!(p.get(0), Some(&fr[0][..]));
+    assert!(p.is_full(), "the frame taken is still one of the pool's");
+    // Moving on frees buffers; the decoder fills them again with what follows.
+    assert_eq!(p.wait_for(3, Duration::from_secs(5)), Some(&fr[3][..]));
+    wait::wait_until(Duration::from_secs(5), "the pool full again", || {
+        p.is_full()
+    });
+    assert_eq!(
+        p.get(8),
+        Some(&fr[8][..]),
+        "full means frames 3..=8 decoded"
+    );
+
+    // A decoder stopped on a corrupt first block decodes nothing: never full.
+    let mut bytes = write(
+        &Spec {
+            reserved_blocks: 0,
+            ..Spec::default()
+        },
+        &fr,
+    );
+    let b = open(bytes.clone()).header().blocks[0];
+    for i in 4..b.len as usize {
+        bytes[b.offset as usize + i] = 0xff;
+    }
+    let p = Prefetcher::spawn(open(bytes), 4);
+    wait::wait_until(Duration::from_secs(5), "the decode error", || {
+        p.errors() > 0
+    });
+    assert!(!p.is_full(), "no frame was decoded");
 }
 
 #[test]

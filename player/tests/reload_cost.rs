@@ -79,11 +79,19 @@ fn a_reload_of_a_large_show_costs_no_deadline() {
     // ITEMS × (AHEAD + 2) frames when it is dropped.
     let first = large(&bytes);
     let second = large(&bytes);
-    // Not an ordering the test can observe: the decoders of both engines finish filling
-    // their pools (and go idle) before the loop runs, so they do not compete with it for
-    // the CPU. The prefetcher shows no fill level to wait on (`wait_for` would consume
-    // frames); half a second is ample for 2 x 24 x 16 frames.
-    std::thread::sleep(Duration::from_millis(500));
+    // The decoders of both engines fill their pools (and go idle) before the loop runs, so
+    // they do not compete with it for the CPU.
+    for (name, e) in [("first", &first), ("second", &second)] {
+        for (i, item) in e.items.iter().enumerate() {
+            if let ItemSource::Fseq { prefetch, .. } = item {
+                wait::wait_until(
+                    Duration::from_secs(30),
+                    &format!("the {name} show's item {i} to fill its pool of decoded frames"),
+                    || prefetch.is_full(),
+                );
+            }
+        }
+    }
     let samples = Arc::new(Mutex::new(Vec::new()));
     let h = frame_loop::spawn(first, Recorder(samples.clone())).expect("loop");
     let count = || samples.lock().map(|v| v.len()).unwrap_or(0);

@@ -274,6 +274,15 @@ impl Prefetcher {
         }
     }
 
+    /// Whether every buffer of the pool holds a decoded frame (the one returned last and
+    /// those decoded ahead of it): the decoder then idles until the consumer moves on. Never
+    /// blocks and consumes nothing; for start-up and tests, which wait for a sequence to be
+    /// decoded ahead before they measure the render loop beside it.
+    pub fn is_full(&self) -> bool {
+        let held = usize::from(self.current.is_some());
+        held + self.pending.len() + self.ready.slots() >= self.ahead as usize + 2
+    }
+
     /// How many decode errors the thread has hit.
     pub fn errors(&self) -> u64 {
         self.shared.errors.load(Ordering::Acquire)
