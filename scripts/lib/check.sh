@@ -12,6 +12,11 @@
 #                     poll CMD (every 50 ms) until it holds; after SECS, fail naming WHAT
 #                     and return 1. Waiting for a condition, never for a time: a fixed sleep
 #                     orders nothing on a slow machine and wastes time on a fast one.
+#   judge WHAT CMD... run CMD, a checker in another language (stdin passes through, so a
+#                     here-document works), and count each line it prints as one of this
+#                     suite's checks: "ok<TAB>X" or "ok   X" an ok, "fail<TAB>X" or "FAIL X" a
+#                     fail, any other line shown as it is; then check that CMD exited 0 (a
+#                     checker that died half-way has not judged everything)
 #   finish [NAME]     "NAME: N checks, M failed"; exit 0 only when none failed and at least
 #                     one check ran (a suite that checked nothing has not passed)
 #
@@ -46,6 +51,25 @@ wait_for() {
     [ "$(date +%s%N)" -lt "$end" ] || { fail "$what: not within ${secs}s"; return 1; }
     sleep 0.05
   done
+}
+
+judge() {
+  local what=$1 out line rc
+  shift
+  out=$(mktemp) || die "$what: no temporary file"
+  "$@" > "$out" 2>&1
+  rc=$?
+  while IFS= read -r line; do
+    case $line in
+      ok$'\t'*) ok "${line#ok$'\t'}" ;;
+      "ok   "*) ok "${line#ok   }" ;;
+      fail$'\t'*) fail "${line#fail$'\t'}" ;;
+      "FAIL "*) fail "${line#FAIL }" ;;
+      *) echo "$line" ;;
+    esac
+  done < "$out"
+  rm -f "$out"
+  check "$what: the checker ran to its end (exit $rc)" [ "$rc" = 0 ]
 }
 
 finish() {

@@ -19,17 +19,7 @@ trap 'rm -rf "$work"' EXIT
 # fseq_reference.py prints one line per check, "ok   WHAT" or "FAIL WHAT": each is one of
 # this suite's checks; its exit status must agree with them.
 reference() {
-  local line rc
-  python3 "$top/player/tests/py/fseq_reference.py" "$@" > "$work/reference.log" 2>&1
-  rc=$?
-  while IFS= read -r line; do
-    case $line in
-      "ok   "*) ok "${line#ok   }" ;;
-      "FAIL "*) fail "${line#FAIL }" ;;
-      *) echo "$line" ;;
-    esac
-  done < "$work/reference.log"
-  check "fseq_reference.py exits 0 (exit $rc)" [ "$rc" = 0 ]
+  judge fseq_reference.py python3 "$top/player/tests/py/fseq_reference.py" "$@"
 }
 
 # The corpus is written by the same code the Rust tests read it with (an ignored test).

@@ -28,16 +28,7 @@ work=$(mktemp -d /tmp/pfx-fseq-real.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 # fseq_reference.py prints one line per check, "ok   WHAT" or "FAIL WHAT" (as in 20-fseq).
-python3 "$top/player/tests/py/fseq_reference.py" "$bin" "$dir" "$work" > "$work/reference.log" 2>&1
-rc=$?
-while IFS= read -r line; do
-  case $line in
-    "ok   "*) ok "${line#ok   }" ;;
-    "FAIL "*) fail "${line#FAIL }" ;;
-    *) echo "$line" ;;
-  esac
-done < "$work/reference.log"
-check "fseq_reference.py exits 0 (exit $rc)" [ "$rc" = 0 ]
+judge fseq_reference.py python3 "$top/player/tests/py/fseq_reference.py" "$bin" "$dir" "$work"
 
 PFX_FSEQ_FIXTURES="$dir" cargo test -p pfx-player --locked --test fseq --test fseq_fuzz \
   --test e2e_sacn -- --ignored real_exports > "$work/cargo.log" 2>&1

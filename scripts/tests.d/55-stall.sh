@@ -45,24 +45,8 @@ bench() {
   ok "bench.py $what ran"
 }
 
-# The judges below print one line per check, "ok<TAB>WHAT" or "fail<TAB>WHAT", each counted
-# as one of this suite's checks; any other line is shown as it is. A judge that fails (a
-# cell missing from the JSON) fails the suite.
-judge() {
-  local what=$1 line rc
-  shift
-  "$@" > "$out/verdicts" 2>&1
-  rc=$?
-  while IFS= read -r line; do
-    case $line in
-      ok$'\t'*) ok "${line#ok$'\t'}" ;;
-      fail$'\t'*) fail "${line#fail$'\t'}" ;;
-      *) echo "$line" ;;
-    esac
-  done < "$out/verdicts"
-  check "$what: the judge ran to its end (exit $rc)" [ "$rc" = 0 ]
-}
-
+# The judges below (check.sh's `judge`) print one line per check, "ok<TAB>WHAT" or
+# "fail<TAB>WHAT"; a judge that dies (a cell missing from the JSON) fails the suite.
 bench stall stall --sender player --player "$player" --seconds "${PFX_STALL_SECONDS:-6}" \
   --json "$out/stall.json" --out "$out/cells"
 judge stall python3 - "$out/stall.json" <<'PY'

@@ -31,18 +31,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# The judge below prints one line per check, "ok<TAB>WHAT" or "fail<TAB>WHAT", each counted
-# here as one of this suite's checks; any other line is shown as it is.
-verdicts() {
-  local line
-  while IFS= read -r line; do
-    case $line in
-      ok$'\t'*) ok "${line#ok$'\t'}" ;;
-      fail$'\t'*) fail "${line#fail$'\t'}" ;;
-      *) echo "$line" ;;
-    esac
-  done < "$1"
-}
 
 echo "--- pytest testbed/tests/test_fpp_peer.py test_sync_bench.py"
 check "pytest test_fpp_peer.py test_sync_bench.py" \
@@ -59,7 +47,8 @@ python3 "$top/testbed/sync_bench.py" down --id "$bench" >/dev/null 2>&1
 bench=""
 [ "$rc" = 0 ] || die "sync_bench.py run (exit $rc)"
 ok "sync_bench.py run"
-python3 - "$out/sync.json" > "$out/verdicts" <<'PY' || fail "judging sync.json (the judge failed)"
+# The judge (check.sh's `judge`) prints "ok<TAB>WHAT" or "fail<TAB>WHAT" per check.
+judge "judging sync.json" python3 - "$out/sync.json" <<'PY'
 import json, sys
 cells = {c["cell"]: c for c in json.load(open(sys.argv[1]))}
 def check(cond, what):
@@ -84,5 +73,4 @@ for name, r in cells.items():
     for good, what in r.get("checks", []):
         check(good, f"{name}: {what}")
 PY
-verdicts "$out/verdicts"
 finish 56-sync

@@ -52,18 +52,6 @@ instep() {
   return "$rc"
 }
 
-# The judge below prints one line per check, "ok<TAB>WHAT" or "fail<TAB>WHAT", each counted
-# here as one of this suite's checks; any other line is shown as it is.
-verdicts() {
-  local line
-  while IFS= read -r line; do
-    case $line in
-      ok$'\t'*) ok "${line#ok$'\t'}" ;;
-      fail$'\t'*) fail "${line#fail$'\t'}" ;;
-      *) echo "$line" ;;
-    esac
-  done < "$1"
-}
 
 echo "--- pytest testbed/tests/test_instep_bench.py"
 check "pytest test_instep_bench.py" python3 -m pytest -q "$top/testbed/tests/test_instep_bench.py"
@@ -75,7 +63,8 @@ ok "instep_bench.py run"
 # then `pfx-fleet shows --site` with a site blackout held.
 instep --via fleet --json "$out/fleet.json" --out "$out/fleet" || die "instep_bench.py run --via fleet"
 ok "instep_bench.py run --via fleet"
-python3 - "$out/instep.json" "$out/fleet.json" > "$out/verdicts" <<'PY' || fail "judging instep.json and fleet.json (the judge failed)"
+# The judge (check.sh's `judge`) prints "ok<TAB>WHAT" or "fail<TAB>WHAT" per check.
+judge "judging instep.json and fleet.json" python3 - "$out/instep.json" "$out/fleet.json" <<'PY'
 import json, sys
 def check(cond, what):
     print(("ok" if cond else "fail") + "\t" + what.replace("\n", " | "))
@@ -118,5 +107,4 @@ check(lp.get("unmeasurable") is None, f"two operators at once: measurable ({lp.g
 for good, what in lp.get("checks", []):
     check(good, f"two operators at once: {what}")
 PY
-verdicts "$out/verdicts"
 finish 57-instep
