@@ -571,7 +571,11 @@ fn follow_next(
         .max(0) as u64;
     // A jump (a start, a skip, a restart) goes to the tick due now, back or ahead;
     // otherwise the ticks go on in order and a late loop skips to the one due.
-    let tick = if jumped { due } else { due.max(next) };
+    let tick = if jumped {
+        jump_tick(now_ns as i64 - base, period_ns)
+    } else {
+        due.max(next)
+    };
     Some(Followed {
         base_ns: base,
         tick,
@@ -587,6 +591,19 @@ fn follow_next(
         .unwrap_or(u32::MAX),
         jumped,
     })
+}
+
+/// The tick a jump onto the master's timeline lands on, `since_base_ns` after the
+/// timeline's position 0: the one due now, unless more than half of its period is already
+/// gone. Its frame would then go out most of a frame late, a moment before the next
+/// one: every remote that hears of a new sequence just after the master's first tick
+/// would flash that tick's frame a frame behind the master. It waits for the next tick
+/// instead, which it shows with the master. Pure.
+fn jump_tick(since_base_ns: i64, period_ns: u64) -> u64 {
+    let period = period_ns.max(1) as i64;
+    let due = since_base_ns.div_euclid(period).max(0);
+    let late = since_base_ns - due * period;
+    (if late > period / 2 { due + 1 } else { due }) as u64
 }
 
 /// What the render thread keeps from one frame to the next: the show playing, what waits
@@ -1272,6 +1289,27 @@ fn terminate(show: &mut LoadedShow, sync: &mut SyncLink) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_jump_lands_on_the_tick_due_unless_most_of_it_is_gone() {
+        let p = 25_000_000u64; // 40 fps
+        // Heard 0.3 ms after position 0: tick 0 goes out at once, with the master's.
+        assert_eq!(jump_tick(300_000, p), 0);
+        // Heard 12 ms in: still tick 0 (under half a period late).
+        assert_eq!(jump_tick(12_000_000, p), 0);
+        // Heard 24.7 ms in (the master's first tick passed, its second not yet): tick 0
+        // would go out 24.7 ms late, right before tick 1; the jump waits for tick 1.
+        assert_eq!(jump_tick(24_700_000, p), 1);
+        assert_eq!(jump_tick(12_500_001, p), 1);
+        // A jump ahead into a sequence: the same rule at every tick.
+        assert_eq!(jump_tick(100 * 25_000_000 + 1_000_000, p), 100);
+        assert_eq!(jump_tick(100 * 25_000_000 + 20_000_000, p), 101);
+        // Before position 0 (the timeline starts ahead of now): tick 0, waited for.
+        assert_eq!(jump_tick(-5_000_000, p), 0);
+        // 60 fps: the integer period (16_666_666 ns).
+        assert_eq!(jump_tick(16_666_666 + 9_000_000, 16_666_666), 2);
+        assert_eq!(jump_tick(16_666_666 + 8_000_000, 16_666_666), 1);
+    }
 
     #[test]
     fn the_source_log_lets_one_line_through_per_interval_covering_the_rest() {
