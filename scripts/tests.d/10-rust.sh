@@ -7,14 +7,17 @@
 # line starting "skipped:" and returns, which cargo counts as a pass. This suite reads
 # every test's output (`--show-output`) and lists those tests as SKIPPED, by name, so none
 # passes silently; run as root (as CI does), a test skipped for want of root fails it.
-set -euo pipefail
-cd "$PFX_TOP"
-python3 scripts/check-cycles
+set -uo pipefail
+top="${PFX_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}"
+# shellcheck source=../lib/check.sh
+. "$top/scripts/lib/check.sh"
+cd "$top"
+check "check-cycles: no import cycle, no forbidden edge" python3 scripts/check-cycles
 # Every forbidden-edge rule broken once in a copy of the tree, and caught.
-python3 scripts/check-cycles --self-test
-python3 scripts/check-architecture
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
+check "check-cycles --self-test: each rule broken once is caught" python3 scripts/check-cycles --self-test
+check "check-architecture: docs/architecture.md matches the tree" python3 scripts/check-architecture
+check "cargo fmt --check" cargo fmt --all -- --check
+check "cargo clippy -D warnings" cargo clippy --workspace --all-targets --locked -- -D warnings
 log=/tmp/pfx-cargo-test.log
 rc=0
 cargo test --workspace --locked -- --show-output > "$log" 2>&1 || rc=$?
@@ -23,9 +26,10 @@ grep -E '^\s+Running |^test result:|^test .* FAILED|^error' "$log" || true
 if [ "$rc" != 0 ]; then
   echo "--- cargo test failed (rc $rc); the end of $log:"
   tail -150 "$log"
-  exit "$rc"
+  die "cargo test --workspace (rc $rc)"
 fi
-python3 - "$log" "$(id -u)" <<'PY'
+ok "cargo test --workspace"
+judge "the skipped tests read from the log" python3 - "$log" "$(id -u)" <<'PY'
 import re, sys
 log, uid = open(sys.argv[1], errors="replace").read().splitlines(), sys.argv[2]
 skips, test = [], None
@@ -39,7 +43,8 @@ for t, why in skips:
     print(f"SKIPPED (not passed): {t}: {why}")
 root_skips = [t for t, why in skips if "root" in why]
 print(f"cargo test: {len(skips)} tests skipped at run time ({len(root_skips)} for want of root)")
-if uid == "0" and root_skips:
-    print("FAIL - run as root, yet tests skipped for want of root: " + ", ".join(root_skips))
-    sys.exit(1)
+if uid == "0":
+    print(("ok" if not root_skips else "fail") + "\trun as root, no test skipped for want of root"
+          + ("" if not root_skips else ": " + ", ".join(root_skips)))
 PY
+finish 10-rust

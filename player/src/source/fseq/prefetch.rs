@@ -360,18 +360,26 @@ impl Drop for Prefetcher {
     }
 }
 
+/// Records an error of the decoder thread: the message, then the count, so a consumer
+/// that sees the count go up finds the message.
 fn set_error(shared: &Shared, msg: String) {
-    shared.errors.fetch_add(1, Ordering::AcqRel);
     match shared.error.lock() {
         Ok(mut g) => *g = Some(msg),
         Err(p) => *p.into_inner() = Some(msg),
     }
+    shared.errors.fetch_add(1, Ordering::AcqRel);
 }
 
-/// Marks the seek generation in `word` as stopped on an error (after `set_error`, so the
-/// message is there when the consumer sees the mark).
-fn set_failed(shared: &Shared, word: u64) {
+/// A decode error that stops the seek generation in `word`: the message, the generation's
+/// failed mark, and last the count. A consumer that saw the count go up (a test waiting for
+/// a retry to fail) then also sees the mark, and its next fetch says `Failed`, not `Late`.
+fn set_failed(shared: &Shared, word: u64, msg: String) {
+    match shared.error.lock() {
+        Ok(mut g) => *g = Some(msg),
+        Err(p) => *p.into_inner() = Some(msg),
+    }
     shared.failed.store((word >> 32) + 1, Ordering::Release);
+    shared.errors.fetch_add(1, Ordering::AcqRel);
 }
 
 fn decode_loop(
@@ -431,20 +439,19 @@ fn decode_loop(
                 pos += 1;
             }
             Ok(Err(e)) => {
-                set_error(&shared, e.to_string());
-                set_failed(&shared, word);
+                set_failed(&shared, word, e.to_string());
                 failed_word = Some(word);
                 spare = Some(buf);
             }
             Err(_) => {
-                set_error(
+                set_failed(
                     &shared,
+                    word,
                     format!(
                         "{}: the decoder crashed reading frame {pos} (a bug; please report it with the file)",
                         file.path().display()
                     ),
                 );
-                set_failed(&shared, word);
                 failed_word = Some(word);
                 spare = Some(buf);
             }
