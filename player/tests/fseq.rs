@@ -589,6 +589,21 @@ fn prefetcher_get_never_returns_a_later_frame_and_counts_late() {
     assert_eq!(p.wait_for(53, Duration::from_secs(5)).unwrap(), &fr[53][..]);
 }
 
+/// `fr` written with no reserved blocks, block `k`'s compressed bytes past its first four
+/// overwritten (it no longer decodes), and that block's table entry.
+fn with_corrupt_block(fr: &[Vec<u8>], k: usize) -> (Vec<u8>, fseq::Block) {
+    let spec = Spec {
+        reserved_blocks: 0,
+        ..Spec::default()
+    };
+    let mut bytes = write(&spec, fr);
+    let b = open(bytes.clone()).header().blocks[k];
+    for i in 4..b.len as usize {
+        bytes[b.offset as usize + i] = 0xff;
+    }
+    (bytes, b)
+}
+
 #[test]
 fn prefetcher_is_full_once_its_pool_is_decoded_and_never_when_decoding_failed() {
     let fr = frames(100, 4);
@@ -613,17 +628,7 @@ fn prefetcher_is_full_once_its_pool_is_decoded_and_never_when_decoding_failed() 
     );
 
     // A decoder stopped on a corrupt first block decodes nothing: never full.
-    let mut bytes = write(
-        &Spec {
-            reserved_blocks: 0,
-            ..Spec::default()
-        },
-        &fr,
-    );
-    let b = open(bytes.clone()).header().blocks[0];
-    for i in 4..b.len as usize {
-        bytes[b.offset as usize + i] = 0xff;
-    }
+    let (bytes, _) = with_corrupt_block(&fr, 0);
     let p = Prefetcher::spawn(open(bytes), 4);
     wait::wait_until(Duration::from_secs(5), "the decode error", || {
         p.errors() > 0
@@ -634,17 +639,7 @@ fn prefetcher_is_full_once_its_pool_is_decoded_and_never_when_decoding_failed() 
 #[test]
 fn prefetcher_reports_corrupt_block_without_panicking() {
     let fr = frames(60, 16);
-    let mut bytes = write(
-        &Spec {
-            reserved_blocks: 0,
-            ..Spec::default()
-        },
-        &fr,
-    );
-    let b = open(bytes.clone()).header().blocks[2];
-    for i in 4..b.len as usize {
-        bytes[b.offset as usize + i] = 0xff;
-    }
+    let (bytes, b) = with_corrupt_block(&fr, 2);
     let mut p = Prefetcher::spawn(open(bytes), 4);
     for n in 0..b.first_frame {
         assert_eq!(

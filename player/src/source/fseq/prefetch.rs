@@ -363,21 +363,22 @@ impl Drop for Prefetcher {
 /// Records an error of the decoder thread: the message, then the count, so a consumer
 /// that sees the count go up finds the message.
 fn set_error(shared: &Shared, msg: String) {
+    set_message(shared, msg);
+    shared.errors.fetch_add(1, Ordering::AcqRel);
+}
+
+fn set_message(shared: &Shared, msg: String) {
     match shared.error.lock() {
         Ok(mut g) => *g = Some(msg),
         Err(p) => *p.into_inner() = Some(msg),
     }
-    shared.errors.fetch_add(1, Ordering::AcqRel);
 }
 
 /// A decode error that stops the seek generation in `word`: the message, the generation's
 /// failed mark, and last the count. A consumer that saw the count go up (a test waiting for
 /// a retry to fail) then also sees the mark, and its next fetch says `Failed`, not `Late`.
 fn set_failed(shared: &Shared, word: u64, msg: String) {
-    match shared.error.lock() {
-        Ok(mut g) => *g = Some(msg),
-        Err(p) => *p.into_inner() = Some(msg),
-    }
+    set_message(shared, msg);
     shared.failed.store((word >> 32) + 1, Ordering::Release);
     shared.errors.fetch_add(1, Ordering::AcqRel);
 }
